@@ -1,0 +1,210 @@
+"""Typed access to ci/matrix.toml, the one table of visdet-ops variants.
+
+Used by setup.py (default arch list), noxfile.py, the workflows (``python -m
+ci.matrix --json``) and the tests. Standard library only (plus ``packaging``),
+so that it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MATRIX_PATH = Path(__file__).resolve().parent / "matrix.toml"
+
+
+@dataclass(frozen=True)
+class CudaFlavour:
+    """One [[cuda]] row: a CUDA version (or cpu) and the torch builds for it."""
+
+    name: str  # "cpu", "cu130"
+    version: Version | None  # CUDA version; None for cpu
+    arch_list: tuple[str, ...]  # TORCH_CUDA_ARCH_LIST entries, "+PTX" marks PTX
+    torch: tuple[Version, ...]  # releases, ascending
+    torch_index: str
+    pypi_default: tuple[str, ...]  # torch minors whose PyPI wheel is this build
+    manylinux_image: str
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.version is not None
+
+    def newest_torch(self) -> Version:
+        return self.torch[-1]
+
+    def torch_for(self, wanted: str) -> Version:
+        """The newest release of this row matching `wanted` ("2.4" or "2.4.1")."""
+        want = Version(wanted)
+        parts = len(want.release)
+        matches = [t for t in self.torch if t.release[:parts] == want.release]
+        if not matches:
+            known = ", ".join(str(t) for t in self.torch)
+            raise ValueError(
+                f"torch {wanted} has no {self.name} build in ci/matrix.toml "
+                f"(known: {known})"
+            )
+        return matches[-1]
+
+    def torch_from_pypi(self, torch_version: Version) -> bool:
+        """Whether PyPI's plain `torch==X` wheel is this flavour's build."""
+        minor = f"{torch_version.major}.{torch_version.minor}"
+        return minor in self.pypi_default
+
+
+@dataclass(frozen=True)
+class Matrix:
+    version: Version
+    min_python: str
+    flavours: tuple[CudaFlavour, ...]
+
+    def flavour(self, name: str) -> CudaFlavour:
+        for f in self.flavours:
+            if f.name == name:
+                return f
+        names = ", ".join(f.name for f in self.flavours)
+        raise KeyError(f"no variant {name!r} in ci/matrix.toml (known: {names})")
+
+    def flavour_for_cuda(self, cuda_version: str | None) -> CudaFlavour | None:
+        """The row for a CUDA version as torch reports it ("13.0"), or cpu."""
+        if cuda_version is None:
+            return self.flavour("cpu")
+        want = Version(cuda_version)
+        for f in self.flavours:
+            if f.version is not None and f.version.release[:2] == want.release[:2]:
+                return f
+        return None
+
+
+def variant_name(torch_version: Version | str, flavour: str) -> str:
+    """pt<major><minor><flavour>: the local version label and index folder."""
+    v = Version(str(torch_version))
+    return f"pt{v.major}{v.minor}{flavour}"
+
+
+def load(path: Path = MATRIX_PATH) -> Matrix:
+    """Reads and validates the matrix; raises ValueError naming the bad row."""
+    data = tomllib.loads(path.read_text())
+    if data.get("schema") != 1:
+        raise ValueError(f"{path}: schema must be 1, got {data.get('schema')!r}")
+    flavours = []
+    seen: set[str] = set()
+    for row in data["cuda"]:
+        name = row["name"]
+        where = f"{path}: [[cuda]] {name!r}"
+        if name in seen:
+            raise ValueError(f"{where}: duplicate name")
+        seen.add(name)
+        torch = tuple(Version(t) for t in row["torch"])
+        if not torch:
+            raise ValueError(f"{where}: torch list is empty")
+        if list(torch) != sorted(set(torch)):
+            raise ValueError(f"{where}: torch must be ascending without duplicates")
+        version = Version(row["version"]) if "version" in row else None
+        arch_list = tuple(row.get("arch_list", ()))
+        if name == "cpu":
+            if version is not None or arch_list:
+                raise ValueError(f"{where}: cpu takes no CUDA version or arch_list")
+        else:
+            if version is None:
+                raise ValueError(f"{where}: CUDA rows need a version")
+            expected = f"cu{version.major}{version.minor}"
+            if name != expected:
+                raise ValueError(f"{where}: name must be {expected!r} for CUDA {version}")
+            _check_arch_list(where, version, arch_list)
+        flavours.append(
+            CudaFlavour(
+                name=name,
+                version=version,
+                arch_list=arch_list,
+                torch=torch,
+                torch_index=row["torch_index"],
+                pypi_default=tuple(row.get("pypi_default", ())),
+                manylinux_image=row["manylinux_image"],
+            )
+        )
+    _check_pypi_defaults(flavours)
+    return Matrix(Version(data["version"]), data["min_python"], tuple(flavours))
+
+
+def _check_arch_list(where: str, cuda: Version, arch_list: tuple[str, ...]) -> None:
+    if not arch_list:
+        raise ValueError(f"{where}: arch_list is empty")
+    archs = [Version(a.removesuffix("+PTX")) for a in arch_list]
+    if archs != sorted(set(archs)):
+        raise ValueError(f"{where}: arch_list must be ascending without duplicates")
+    if not arch_list[-1].endswith("+PTX"):
+        raise ValueError(f"{where}: the newest arch must carry +PTX (forward compatibility)")
+    if cuda.major >= 13 and archs[0] < Version("7.5"):
+        raise ValueError(f"{where}: CUDA {cuda} cannot target sm_{archs[0]}")
+    if cuda < Version("12.8") and archs[-1] >= Version("10.0"):
+        raise ValueError(f"{where}: CUDA {cuda} cannot target sm_{archs[-1]}")
+
+
+def _check_pypi_defaults(flavours: list[CudaFlavour]) -> None:
+    owner: dict[str, str] = {}
+    for f in flavours:
+        for minor in f.pypi_default:
+            if minor in owner:
+                raise ValueError(
+                    f"torch {minor}: PyPI default claimed by both {owner[minor]} and {f.name}"
+                )
+            owner[minor] = f.name
+            if not any(f"{t.major}.{t.minor}" == minor for t in f.torch):
+                raise ValueError(f"{f.name}: pypi_default {minor} is not in its torch list")
+
+
+def sass_and_ptx(arch_list: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Splits TORCH_CUDA_ARCH_LIST entries into SASS archs and PTX archs."""
+    sass, ptx = [], []
+    for entry in arch_list:
+        arch = entry.removesuffix("+PTX")
+        sass.append(arch)
+        if entry.endswith("+PTX"):
+            ptx.append(arch)
+    return sass, ptx
+
+
+def github_matrix(m: Matrix, newest_only: bool = True) -> list[dict[str, str]]:
+    """Rows for a GitHub Actions matrix: one build job per (flavour, torch)."""
+    rows = []
+    for f in m.flavours:
+        torches = [f.newest_torch()] if newest_only else list(f.torch)
+        for t in torches:
+            rows.append(
+                {
+                    "flavour": f.name,
+                    "torch": str(t),
+                    "variant": variant_name(t, f.name),
+                    "image": f.manylinux_image,
+                }
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", action="store_true", help="GitHub Actions matrix as JSON")
+    parser.add_argument("--all-torch", action="store_true", help="every torch release, not the newest")
+    args = parser.parse_args(argv)
+    m = load()
+    rows = github_matrix(m, newest_only=not args.all_torch)
+    if args.json:
+        print(json.dumps({"include": rows}))
+    else:
+        for r in rows:
+            print(f"{r['variant']:<14} torch {r['torch']:<8} {r['flavour']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+// Torch-free entry points of the NMS kernels: pointers, sizes, stream.
+#pragma once
+
+#include <cstdint>
+
+#if defined(VISDET_OPS_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace visdet_ops {
+
+// boxes_sorted: [n, 4] xyxy, rows in descending score order.
+// keep: [n] bytes, written 1 for kept rows, 0 otherwise.
+template <typename T>
+void nms_cpu(const T* boxes_sorted, int64_t n, T iou_threshold, T offset,
+             uint8_t* keep);
+
+#if defined(VISDET_OPS_WITH_CUDA)
+// Number of 64-bit mask words per row for n boxes.
+int64_t nms_cuda_col_blocks(int64_t n);
+
+// Bytes of scratch nms_cuda_launch needs: the n x col_blocks suppression mask
+// plus, for very large n, the global "removed" bitset.
+int64_t nms_cuda_workspace_bytes(int64_t n);
+
+// keep: [n] bytes, must be zeroed by the caller. workspace: at least
+// nms_cuda_workspace_bytes(n) bytes, 8-byte aligned, contents ignored.
+template <typename T>
+cudaError_t nms_cuda_launch(const T* boxes_sorted, int64_t n, T iou_threshold,
+                            T offset, uint8_t* keep, void* workspace,
+                            cudaStream_t stream);
+#endif
+
+}  // namespace visdet_ops

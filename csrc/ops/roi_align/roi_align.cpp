@@ -1,0 +1,193 @@
+// roi_align: schema, argument checks shared by all devices, CPU registration.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "common/checks.h"
+#include "roi_align.h"
+#include "roi_align_kernel.h"
+
+namespace visdet_ops {
+namespace {
+
+constexpr const char* kOp = "roi_align";
+
+int parse_pool_mode(c10::string_view pool_mode) {
+  if (pool_mode == "max") return roi_align_detail::kMax;
+  if (pool_mode == "avg") return roi_align_detail::kAvg;
+  TORCH_CHECK(false, kOp, ": pool_mode must be 'avg' or 'max', got '",
+              std::string(pool_mode), "'");
+}
+
+// Every RoI must name an existing image and have finite coordinates: an
+// out-of-range batch index would read outside `input`, a non-finite
+// coordinate would make the sample grid unbounded. One host sync on CUDA.
+void check_rois_values(const at::Tensor& rois, int64_t batch_size) {
+  if (rois.size(0) == 0) return;
+  const at::Tensor batch = rois.select(1, 0);
+  const at::Tensor bad = rois.isfinite().logical_not().any() |
+                         (batch < 0).any() | (batch >= batch_size).any();
+  if (!bad.item<bool>()) return;
+  const at::Tensor cpu = rois.to(at::kCPU, at::kDouble);
+  TORCH_CHECK(cpu.isfinite().all().item<bool>(), kOp,
+              ": rois must be finite, got non-finite values");
+  const auto minmax = at::aminmax(cpu.select(1, 0));
+  TORCH_CHECK(false, kOp, ": rois[:, 0] (batch index) must lie in [0, ",
+              batch_size - 1, "] for input of batch size ", batch_size,
+              ", got values in [", std::get<0>(minmax).item<double>(), ", ",
+              std::get<1>(minmax).item<double>(), "]");
+}
+
+void check_rois(const at::Tensor& rois) {
+  check_dim(rois, 2, kOp, "rois");
+  check_size(rois, 1, 5, kOp, "rois", "[K, 5] (batch_index, x1, y1, x2, y2)");
+}
+
+void check_common(int64_t pooled_height, int64_t pooled_width,
+                  double spatial_scale) {
+  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
+              ": output_size must be positive, got (", pooled_height, ", ",
+              pooled_width, ")");
+  TORCH_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
+              ": spatial_scale must be a positive finite number, got ",
+              spatial_scale);
+}
+
+}  // namespace
+
+RoIAlignShape roi_align_check_forward(const at::Tensor& input,
+                                      const at::Tensor& rois,
+                                      int64_t pooled_height,
+                                      int64_t pooled_width,
+                                      double spatial_scale,
+                                      int64_t sampling_ratio,
+                                      c10::string_view pool_mode,
+                                      bool aligned) {
+  check_dim(input, 4, kOp, "input");
+  check_rois(rois);
+  check_floating(input, kOp, "input");
+  check_same_dtype(input, rois, kOp, "input", "rois");
+  check_same_device(input, rois, kOp, "input", "rois");
+  check_common(pooled_height, pooled_width, spatial_scale);
+  RoIAlignShape s{rois.size(0),  input.size(1), input.size(2),
+                  input.size(3), pooled_height, pooled_width,
+                  sampling_ratio, parse_pool_mode(pool_mode), aligned};
+  TORCH_CHECK(rois.size(0) == 0 || (s.height > 0 && s.width > 0), kOp,
+              ": input must have a non-empty spatial size, got shape ",
+              input.sizes());
+  check_rois_values(rois, input.size(0));
+  return s;
+}
+
+RoIAlignShape roi_align_check_backward(
+    const at::Tensor& grad_output, const at::Tensor& rois,
+    const at::Tensor& argmax_y, const at::Tensor& argmax_x,
+    int64_t batch_size, int64_t channels, int64_t height, int64_t width,
+    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
+    bool aligned) {
+  check_rois(rois);
+  check_dim(grad_output, 4, kOp, "grad_output");
+  check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
+  check_same_device(grad_output, rois, kOp, "grad_output", "rois");
+  check_common(grad_output.size(2), grad_output.size(3), spatial_scale);
+  RoIAlignShape s{rois.size(0),        channels,           height, width,
+                  grad_output.size(2), grad_output.size(3), sampling_ratio,
+                  parse_pool_mode(pool_mode), aligned};
+  TORCH_CHECK(grad_output.size(0) == s.num_rois && grad_output.size(1) == channels,
+              kOp, ": grad_output must have shape [", s.num_rois, ", ",
+              channels, ", PH, PW], got ", grad_output.sizes());
+  if (s.pool_mode == roi_align_detail::kMax) {
+    TORCH_CHECK(argmax_y.sizes() == grad_output.sizes() &&
+                    argmax_x.sizes() == grad_output.sizes(),
+                kOp, ": argmax_y and argmax_x must have the shape of "
+                "grad_output ", grad_output.sizes(), ", got ",
+                argmax_y.sizes(), " and ", argmax_x.sizes());
+    check_same_dtype(grad_output, argmax_y, kOp, "grad_output", "argmax_y");
+    check_same_dtype(grad_output, argmax_x, kOp, "grad_output", "argmax_x");
+  }
+  check_rois_values(rois, batch_size);
+  return s;
+}
+
+namespace {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
+    const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
+    int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
+    c10::string_view pool_mode, bool aligned) {
+  const RoIAlignShape s =
+      roi_align_check_forward(input, rois, pooled_height, pooled_width,
+                              spatial_scale, sampling_ratio, pool_mode,
+                              aligned);
+  const at::Tensor input_c = input.contiguous();
+  const at::Tensor rois_c = rois.contiguous();
+  at::Tensor output = at::empty(
+      {s.num_rois, s.channels, s.pooled_h, s.pooled_w}, input.options());
+  const bool is_max = s.pool_mode == roi_align_detail::kMax;
+  at::Tensor argmax_y = is_max ? at::empty_like(output) : at::empty({0}, input.options());
+  at::Tensor argmax_x = is_max ? at::empty_like(output) : at::empty({0}, input.options());
+  const int64_t n = s.output_numel();
+  if (n == 0) return {output, argmax_y, argmax_x};
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_align_forward_cpu", [&] {
+    const scalar_t* in = input_c.data_ptr<scalar_t>();
+    const scalar_t* r = rois_c.data_ptr<scalar_t>();
+    scalar_t* out = output.data_ptr<scalar_t>();
+    scalar_t* ay = is_max ? argmax_y.data_ptr<scalar_t>() : nullptr;
+    scalar_t* ax = is_max ? argmax_x.data_ptr<scalar_t>() : nullptr;
+    const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
+    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+      roi_align_forward_cpu<scalar_t>(in, r, s,
+                                      static_cast<scalar_t>(spatial_scale),
+                                      begin, end, out, ay, ax);
+    });
+  });
+  return {output, argmax_y, argmax_x};
+}
+
+at::Tensor roi_align_backward_cpu_kernel(
+    const at::Tensor& grad_output, const at::Tensor& rois,
+    const at::Tensor& argmax_y, const at::Tensor& argmax_x,
+    int64_t batch_size, int64_t channels, int64_t height, int64_t width,
+    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
+    bool aligned) {
+  const RoIAlignShape s = roi_align_check_backward(
+      grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
+      width, spatial_scale, sampling_ratio, pool_mode, aligned);
+  at::Tensor grad_input =
+      at::zeros({batch_size, channels, height, width}, grad_output.options());
+  if (s.output_numel() == 0) return grad_input;
+  const at::Tensor grad_c = grad_output.contiguous();
+  const at::Tensor rois_c = rois.contiguous();
+  const bool is_max = s.pool_mode == roi_align_detail::kMax;
+  const at::Tensor ay_c = argmax_y.contiguous();
+  const at::Tensor ax_c = argmax_x.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(grad_output.scalar_type(), "roi_align_backward_cpu", [&] {
+    roi_align_backward_cpu<scalar_t>(
+        grad_c.data_ptr<scalar_t>(), rois_c.data_ptr<scalar_t>(),
+        is_max ? ay_c.data_ptr<scalar_t>() : nullptr,
+        is_max ? ax_c.data_ptr<scalar_t>() : nullptr, s,
+        static_cast<scalar_t>(spatial_scale), grad_input.data_ptr<scalar_t>());
+  });
+  return grad_input;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
+  m.def(
+      "roi_align(Tensor input, Tensor rois, SymInt pooled_height, "
+      "SymInt pooled_width, float spatial_scale, int sampling_ratio, "
+      "str pool_mode, bool aligned) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "_roi_align_backward(Tensor grad_output, Tensor rois, Tensor argmax_y, "
+      "Tensor argmax_x, SymInt batch_size, SymInt channels, SymInt height, "
+      "SymInt width, float spatial_scale, int sampling_ratio, str pool_mode, "
+      "bool aligned) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {
+  m.impl("roi_align", &roi_align_forward_cpu_kernel);
+  m.impl("_roi_align_backward", &roi_align_backward_cpu_kernel);
+}
+
+}  // namespace visdet_ops

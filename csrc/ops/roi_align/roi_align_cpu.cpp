@@ -1,0 +1,47 @@
+#include "roi_align_kernel.h"
+#include "roi_align_launch.h"
+
+namespace visdet_ops {
+
+template <typename T>
+void roi_align_forward_cpu(const T* input, const T* rois,
+                           const RoIAlignShape& s, T spatial_scale,
+                           int64_t begin, int64_t end, T* output, T* argmax_y,
+                           T* argmax_x) {
+  for (int64_t index = begin; index < end; ++index) {
+    roi_align_detail::roi_align_forward_element(
+        index, input, rois, s.channels, s.height, s.width, s.pooled_h,
+        s.pooled_w, spatial_scale, s.sampling_ratio, s.pool_mode, s.aligned,
+        output, argmax_y, argmax_x);
+  }
+}
+
+template <typename T>
+void roi_align_backward_cpu(const T* grad_output, const T* rois,
+                            const T* argmax_y, const T* argmax_x,
+                            const RoIAlignShape& s, T spatial_scale,
+                            T* grad_input) {
+  const int64_t n = s.output_numel();
+  auto add = [grad_input](int64_t offset, T value) {
+    grad_input[offset] += value;
+  };
+  for (int64_t index = 0; index < n; ++index) {
+    roi_align_detail::roi_align_backward_element(
+        index, grad_output, rois, argmax_y, argmax_x, s.channels, s.height,
+        s.width, s.pooled_h, s.pooled_w, spatial_scale, s.sampling_ratio,
+        s.pool_mode, s.aligned, add);
+  }
+}
+
+#define VISDET_INSTANTIATE(T)                                                 \
+  template void roi_align_forward_cpu<T>(const T*, const T*,                  \
+                                         const RoIAlignShape&, T, int64_t,    \
+                                         int64_t, T*, T*, T*);                \
+  template void roi_align_backward_cpu<T>(const T*, const T*, const T*,       \
+                                          const T*, const RoIAlignShape&, T,  \
+                                          T*);
+VISDET_INSTANTIATE(float)
+VISDET_INSTANTIATE(double)
+#undef VISDET_INSTANTIATE
+
+}  // namespace visdet_ops

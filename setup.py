@@ -1,0 +1,246 @@
+"""Builds the visdet_ops._C extension. Metadata lives in pyproject.toml.
+
+Environment:
+  VISDET_OPS_CUDA=1       build the CUDA kernels; a missing nvcc or a CPU-only
+                          torch is an error (never a silent CPU-only wheel)
+  VISDET_OPS_CUDA=0       CPU kernels only
+  (unset)                 CUDA when torch is a CUDA build and nvcc is found
+  CUDA_HOME               the CUDA toolkit (default: nvcc on PATH, /usr/local/cuda)
+  TORCH_CUDA_ARCH_LIST    override the arch list of ci/matrix.toml ("8.0;9.0+PTX")
+  SOURCE_DATE_EPOCH       build time recorded in visdet_ops/_build_info.py
+  MAX_JOBS                parallel compile jobs (ninja)
+
+Build against the torch you will run with, without build isolation:
+  pip install torch==2.13.0 && pip wheel --no-build-isolation --no-deps .
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from ci import matrix as variants  # noqa: E402  (needs ROOT on sys.path)
+
+
+def fail(message: str) -> "NoReturn":  # noqa: F821
+    raise SystemExit(f"\nvisdet-ops build error: {message}\n")
+
+
+try:
+    import torch
+except ImportError:
+    fail(
+        "torch is not importable. visdet-ops compiles against the torch it will "
+        "run with: install torch first (e.g. `pip install torch==2.13.0`), then "
+        "build without isolation: `pip wheel --no-build-isolation --no-deps .`"
+    )
+
+from packaging.version import Version  # noqa: E402
+
+TORCH_VERSION = Version(torch.__version__)
+TORCH_CUDA = torch.version.cuda  # "13.0" or None
+MATRIX = variants.load()
+
+
+def find_cuda_home() -> Path | None:
+    """CUDA_HOME, else the toolkit of the nvcc on PATH, else /usr/local/cuda.
+
+    torch's own guess takes dirname(dirname(which nvcc)), which is wrong when
+    nvcc on PATH is a wrapper script (/usr/local/bin/nvcc here)."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        home = Path(nvcc).resolve().parent.parent
+        if (home / "include" / "cuda_runtime.h").exists():
+            return home
+    default = Path("/usr/local/cuda")
+    if (default / "bin" / "nvcc").exists():
+        return default
+    return None
+
+
+def nvcc_version(cuda_home: Path) -> Version:
+    nvcc = cuda_home / "bin" / "nvcc"
+    try:
+        out = subprocess.run([str(nvcc), "--version"], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        fail(f"could not run {nvcc} --version: {exc}")
+    match = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", out)
+    if not match:
+        fail(f"could not read the CUDA version from `{nvcc} --version`:\n{out}")
+    return Version(match.group(1))
+
+
+def decide_cuda() -> tuple[bool, Path | None, Version | None]:
+    mode = os.environ.get("VISDET_OPS_CUDA", "").strip()
+    if mode not in ("", "0", "1"):
+        fail(f"VISDET_OPS_CUDA must be 0, 1 or unset, got {mode!r}")
+    if mode == "0":
+        return False, None, None
+    cuda_home = find_cuda_home()
+    if mode == "1":
+        if TORCH_CUDA is None:
+            fail(
+                f"VISDET_OPS_CUDA=1 but torch {torch.__version__} is a CPU-only build; "
+                "install a CUDA build of torch to build the CUDA kernels"
+            )
+        if cuda_home is None or not (cuda_home / "bin" / "nvcc").exists():
+            fail(
+                "VISDET_OPS_CUDA=1 but no nvcc was found (CUDA_HOME unset, no nvcc on "
+                f"PATH, no /usr/local/cuda); install the CUDA {TORCH_CUDA} toolkit and set CUDA_HOME"
+            )
+    elif TORCH_CUDA is None or cuda_home is None or not (cuda_home / "bin" / "nvcc").exists():
+        if TORCH_CUDA is not None:
+            print(
+                f"visdet-ops build WARNING: torch {torch.__version__} is a CUDA build but no "
+                "nvcc was found: building the CPU kernels only (variant label 'cpu'). "
+                "Set VISDET_OPS_CUDA=1 to make this an error.",
+                file=sys.stderr,
+            )
+        return False, None, None
+    nvcc = nvcc_version(cuda_home)
+    torch_cuda = Version(TORCH_CUDA)
+    if nvcc.major != torch_cuda.major:
+        fail(f"nvcc {nvcc} ({cuda_home}) cannot build for torch {torch.__version__}, which needs CUDA {TORCH_CUDA}")
+    return True, cuda_home, nvcc
+
+
+WITH_CUDA, CUDA_HOME, NVCC_VERSION = decide_cuda()
+if WITH_CUDA:
+    # torch.utils.cpp_extension reads CUDA_HOME when it is first imported.
+    os.environ["CUDA_HOME"] = str(CUDA_HOME)
+
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension  # noqa: E402
+
+
+def flavour_name() -> str:
+    if not WITH_CUDA:
+        return "cpu"
+    v = Version(TORCH_CUDA)
+    return f"cu{v.major}{v.minor}"
+
+
+def arch_list() -> list[str]:
+    """TORCH_CUDA_ARCH_LIST if set, else the matrix row of torch's CUDA."""
+    env = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    if env:
+        entries = [e for e in re.split(r"[;\s]+", env) if e]
+    else:
+        row = MATRIX.flavour_for_cuda(TORCH_CUDA)
+        if row is None:
+            fail(
+                f"ci/matrix.toml has no row for CUDA {TORCH_CUDA}; add one or set "
+                "TORCH_CUDA_ARCH_LIST (e.g. '8.0;9.0+PTX')"
+            )
+        entries = list(row.arch_list)
+    for e in entries:
+        if not re.fullmatch(r"\d+\.\d+(\+PTX)?", e):
+            fail(f"TORCH_CUDA_ARCH_LIST entries must look like '8.6' or '9.0+PTX', got {e!r}")
+        if NVCC_VERSION.major >= 13 and Version(e.removesuffix("+PTX")) < Version("7.5"):
+            fail(f"CUDA {NVCC_VERSION} cannot target sm_{e}: drop it from the arch list")
+    return entries
+
+
+VARIANT = variants.variant_name(TORCH_VERSION, flavour_name())
+VERSION = f"{MATRIX.version}+{VARIANT}"
+ARCHS = arch_list() if WITH_CUDA else []
+if WITH_CUDA:
+    os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(ARCHS)
+
+
+def command_output(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def build_time() -> str:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (
+        datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc)
+        if epoch
+        else datetime.datetime.now(datetime.timezone.utc)
+    )
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_build_info() -> None:
+    sass, ptx = variants.sass_and_ptx(ARCHS)
+    cxx = os.environ.get("CXX", "c++")
+    commit = command_output(["git", "rev-parse", "HEAD"])
+    if commit and command_output(["git", "status", "--porcelain", "--untracked-files=no"]):
+        commit += "-dirty"
+    info = {
+        "VERSION": VERSION,
+        "VARIANT": VARIANT,
+        "TORCH_VERSION": str(TORCH_VERSION),
+        "TORCH_CUDA_VERSION": TORCH_CUDA if WITH_CUDA else None,
+        "WITH_CUDA": WITH_CUDA,
+        "NVCC_VERSION": str(NVCC_VERSION) if WITH_CUDA else None,
+        "CUDA_ARCH_SASS": sass,
+        "CUDA_ARCH_PTX": ptx,
+        "CXX11_ABI": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "COMPILER": (command_output([cxx, "--version"]).splitlines() or [None])[0],
+        "GIT_COMMIT": commit or None,
+        "BUILD_TIME": build_time(),
+    }
+    lines = ['"""Generated by setup.py when visdet-ops was built. Never edit or commit."""', ""]
+    lines += [f"{k} = {v!r}" for k, v in info.items()]
+    (ROOT / "visdet_ops" / "_build_info.py").write_text("\n".join(lines) + "\n")
+
+
+def extension():
+    csrc = ROOT / "csrc"
+    sources = sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cpp"))
+    if WITH_CUDA:
+        sources += sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cu"))
+    else:
+        sources = [s for s in sources if not s.endswith("_cuda.cpp")]
+    cxx_flags = ["-O3", "-g0", "-fvisibility=hidden"]
+    nvcc_flags = ["-O3", "-Xfatbin=-compress-all", "-Xcompiler=-fvisibility=hidden"]
+    macros = []
+    if "Py_LIMITED_API" not in inspect.getsource(BuildExtension):
+        # torch < 2.6 does not define it for py_limited_api extensions.
+        macros.append(("Py_LIMITED_API", "0x030A0000"))
+    if WITH_CUDA:
+        macros.append(("VISDET_OPS_WITH_CUDA", "1"))
+    kwargs = dict(
+        name="visdet_ops._C",
+        sources=sources,
+        include_dirs=[str(csrc)],
+        define_macros=macros,
+        extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags} if WITH_CUDA else {"cxx": cxx_flags},
+        extra_link_args=["-Wl,--strip-debug"],
+        py_limited_api=True,
+    )
+    return (CUDAExtension if WITH_CUDA else CppExtension)(**kwargs)
+
+
+write_build_info()
+print(
+    f"visdet-ops {VERSION}: torch {TORCH_VERSION}, "
+    + (f"CUDA {TORCH_CUDA} (nvcc {NVCC_VERSION} at {CUDA_HOME}), archs {';'.join(ARCHS)}" if WITH_CUDA else "CPU only"),
+    file=sys.stderr,
+)
+
+setup(
+    version=VERSION,
+    install_requires=[f"torch=={TORCH_VERSION.major}.{TORCH_VERSION.minor}.*", "packaging"],
+    ext_modules=[extension()],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
+)

@@ -1,0 +1,5 @@
+import sys
+
+from .doctor import main
+
+sys.exit(main())

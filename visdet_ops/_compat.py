@@ -1,0 +1,128 @@
+"""Compares what a visdet-ops build was made for with the running environment.
+
+Shared by the import-time check (_loader) and `visdet-ops doctor`. Torch-free:
+callers pass the versions in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from packaging.version import InvalidVersion, Version
+
+Status = Literal["OK", "WARN", "FAIL"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+
+
+def _minor(v: str) -> str:
+    ver = Version(v)
+    return f"{ver.major}.{ver.minor}"
+
+
+def describe_torch(version: str, cuda: str | None) -> str:
+    return f"torch {version} ({'CUDA ' + cuda if cuda else 'CPU only'})"
+
+
+def environment_checks(
+    info: dict, torch_version: str, torch_cuda: str | None, cxx11_abi: bool | None
+) -> list[Check]:
+    """Checks of a build (the _build_info dict) against the running torch."""
+    checks: list[Check] = []
+    built = Version(info["TORCH_VERSION"])
+    try:
+        found = Version(torch_version)
+    except InvalidVersion:
+        return [Check("torch version", "FAIL", f"cannot parse the running torch version {torch_version!r}")]
+    if (built.major, built.minor) == (found.major, found.minor):
+        checks.append(Check("torch version", "OK", f"built for {_minor(str(built))}, found {torch_version}"))
+    else:
+        checks.append(
+            Check(
+                "torch version",
+                "FAIL",
+                f"built for torch {_minor(str(built))}, found torch {torch_version}: the C++ ABI of "
+                "torch changes between minor releases",
+            )
+        )
+
+    built_cuda = info.get("TORCH_CUDA_VERSION")
+    if built_cuda is None:
+        if torch_cuda is None:
+            checks.append(Check("CUDA", "OK", "CPU build on a CPU-only torch"))
+        else:
+            checks.append(
+                Check(
+                    "CUDA",
+                    "WARN",
+                    f"this is a CPU-only build on torch with CUDA {torch_cuda}: CPU tensors work, "
+                    "CUDA tensors raise an error; install the CUDA build to run on the GPU",
+                )
+            )
+    elif torch_cuda is None:
+        checks.append(
+            Check("CUDA", "FAIL", f"built for CUDA {built_cuda}, found a CPU-only torch (no CUDA runtime)")
+        )
+    else:
+        b, f = Version(built_cuda), Version(torch_cuda)
+        if b.major != f.major:
+            checks.append(Check("CUDA", "FAIL", f"built for CUDA {built_cuda}, torch uses CUDA {torch_cuda}"))
+        elif b.minor != f.minor:
+            checks.append(
+                Check(
+                    "CUDA",
+                    "WARN",
+                    f"built for CUDA {built_cuda}, torch uses CUDA {torch_cuda}: compatible within a major "
+                    "release, but the matching variant is the tested one",
+                )
+            )
+        else:
+            checks.append(Check("CUDA", "OK", f"built for CUDA {built_cuda}, torch uses CUDA {torch_cuda}"))
+
+    built_abi = info.get("CXX11_ABI")
+    if cxx11_abi is None or built_abi is None:
+        checks.append(Check("C++ ABI", "WARN", "could not compare _GLIBCXX_USE_CXX11_ABI"))
+    elif bool(built_abi) == bool(cxx11_abi):
+        checks.append(Check("C++ ABI", "OK", f"_GLIBCXX_USE_CXX11_ABI={int(built_abi)} on both sides"))
+    else:
+        checks.append(
+            Check(
+                "C++ ABI",
+                "FAIL",
+                f"built with _GLIBCXX_USE_CXX11_ABI={int(built_abi)}, torch uses {int(cxx11_abi)}",
+            )
+        )
+    return checks
+
+
+def arch_check(sass: list[str], ptx: list[str], capability: tuple[int, int], gpu: str) -> Check:
+    """Whether a GPU of compute capability `capability` can run the build.
+
+    SASS for X.Y runs on X.Z with Z >= Y (same major); PTX for X.Y is JIT
+    compiled by the driver for any capability >= X.Y."""
+    cc = Version(f"{capability[0]}.{capability[1]}")
+    name = f"GPU arch ({gpu}, sm_{capability[0]}{capability[1]})"
+    for a in sass:
+        v = Version(a)
+        if v.major == cc.major and v.minor <= cc.minor:
+            return Check(name, "OK", f"runs the sm_{a.replace('.', '')} machine code in the build")
+    for a in ptx:
+        if Version(a) <= cc:
+            return Check(
+                name,
+                "WARN",
+                f"no machine code for it; the driver JIT-compiles the compute_{a.replace('.', '')} PTX "
+                "(slow first call, then cached)",
+            )
+    built = ", ".join(sass) or "none"
+    return Check(
+        name,
+        "FAIL",
+        f"compute capability {cc} is not covered: SASS for {built}, PTX for {', '.join(ptx) or 'none'}",
+    )

@@ -1,0 +1,132 @@
+"""Loads visdet_ops._C after checking that it fits the running torch.
+
+Every failure becomes ONE ImportError that says what the build was made for,
+what was found, chains the original error and prints the pip line that fixes
+it. Nothing is swallowed: the original exception is the __cause__.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import warnings
+from types import ModuleType
+
+from . import _compat, _install
+
+_DOCTOR_HINT = "Run `visdet-ops doctor` (or `python -m visdet_ops doctor`) for a full report."
+
+
+def build_info() -> dict | None:
+    """The _build_info module as a dict, or None for an unbuilt source tree."""
+    try:
+        mod = importlib.import_module("visdet_ops._build_info")
+    except ImportError:
+        return None
+    return {k: v for k, v in vars(mod).items() if k.isupper()}
+
+
+def _fix_lines(torch_version: str, torch_cuda: str | None) -> str:
+    variant = _install.variant_for(torch_version, torch_cuda)
+    return f"Install the visdet-ops build for this environment ({variant}):\n  {_install.install_command(variant)}"
+
+
+def _error(summary: str, details: list[str], torch_version: str, torch_cuda: str | None) -> ImportError:
+    lines = [summary, *[f"  - {d}" for d in details], _fix_lines(torch_version, torch_cuda), _DOCTOR_HINT]
+    return ImportError("\n".join(lines))
+
+
+def load_library() -> dict:
+    """Checks the build against torch, then loads _C. Returns the build info."""
+    import torch
+
+    info = build_info()
+    torch_version, torch_cuda = torch.__version__, torch.version.cuda
+    if info is None:
+        raise _error(
+            "visdet_ops is not built: visdet_ops/_build_info.py is missing (an unbuilt source checkout?).",
+            ["build it in place: pip install --no-build-isolation -e .", "or install a wheel:"],
+            torch_version,
+            torch_cuda,
+        )
+    built = _compat.describe_torch(info["TORCH_VERSION"], info["TORCH_CUDA_VERSION"])
+    found = _compat.describe_torch(torch_version, torch_cuda)
+    checks = _compat.environment_checks(
+        info, torch_version, torch_cuda, getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
+    )
+    failed = [c for c in checks if c.status == "FAIL"]
+    if failed:
+        raise _error(
+            f"visdet-ops {info['VERSION']} was built for {built}, but this environment has {found}.",
+            [f"{c.name}: {c.detail}" for c in failed],
+            torch_version,
+            torch_cuda,
+        )
+    try:
+        importlib.import_module("visdet_ops._C")
+    except (ImportError, OSError) as exc:
+        raise _error(
+            f"visdet-ops {info['VERSION']} (built for {built}) failed to load its compiled ops "
+            f"with {found}: {type(exc).__name__}: {exc}",
+            [],
+            torch_version,
+            torch_cuda,
+        ) from exc
+    if not info["WITH_CUDA"]:
+        _register_cuda_errors(info, torch_version, torch_cuda)
+    return info
+
+
+# Keeps the Python CUDA registrations of a CPU-only build alive.
+_CUDA_ERROR_LIBRARY: ModuleType | None = None
+
+
+def op_names() -> list[str]:
+    """Every visdet_ops:: operator the loaded _C registered."""
+    import torch
+
+    return sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("visdet_ops::"))
+
+
+def _register_cuda_errors(info: dict, torch_version: str, torch_cuda: str | None) -> None:
+    """A CPU-only build answers CUDA tensors with a clear error, not a dispatcher one."""
+    global _CUDA_ERROR_LIBRARY
+    import torch
+
+    if torch_cuda is None:
+        return  # no CUDA tensors can exist
+    message = (
+        f"visdet-ops {info['VERSION']} is a CPU-only build and has no CUDA kernels. "
+        + _fix_lines(torch_version, torch_cuda)
+    )
+    lib = torch.library.Library("visdet_ops", "IMPL")  # noqa: TOR901
+    for name in op_names():
+        op = name.split("::", 1)[1]
+
+        def raise_no_cuda(*args, _op=op, **kwargs):
+            raise RuntimeError(f"visdet_ops::{_op}: {message}")
+
+        lib.impl(op, raise_no_cuda, "CUDA")
+    _CUDA_ERROR_LIBRARY = lib
+
+
+@functools.lru_cache(maxsize=None)
+def check_device_arch(device_index: int) -> None:
+    """Warns once per GPU whose compute capability the build does not cover."""
+    import torch
+
+    info = build_info()
+    if not info or not info["WITH_CUDA"]:
+        return
+    capability = torch.cuda.get_device_capability(device_index)
+    check = _compat.arch_check(
+        info["CUDA_ARCH_SASS"], info["CUDA_ARCH_PTX"], capability, torch.cuda.get_device_name(device_index)
+    )
+    if check.status != "OK":
+        warnings.warn(f"visdet-ops: {check.name}: {check.detail}", RuntimeWarning, stacklevel=3)
+
+
+def note_device(tensor) -> None:
+    """Called by op wrappers: runs the arch check for the tensor's GPU once."""
+    if tensor.is_cuda:
+        check_device_arch(tensor.device.index if tensor.device.index is not None else 0)
