@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+import visdet_ops
+from visdet_ops import RoIAlign
+from visdet_ops.reference.roi_align import roi_align_reference
+
+from ..conftest import require_cuda, torchvision_or_skip
+
+
+def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
+    """RoIs in image coordinates, some partly outside the map, some tiny."""
+    img_h, img_w = height / scale, width / scale
+    x1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * 1.1 - img_w * 0.05
+    y1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * 1.1 - img_h * 0.05
+    w = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * 0.6
+    h = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * 0.6
+    b = torch.randint(0, batch, (k,), generator=rng).double()
+    return torch.stack([b, x1, y1, x1 + w, y1 + h], 1)
+
+
+def case(rng, batch=2, channels=3, height=13, width=17, k=12, scale=0.5):
+    x = torch.randn(batch, channels, height, width, generator=rng, dtype=torch.float64)
+    return x, random_rois(k, batch, height, width, scale, rng)
+
+
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-10)}
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("sampling_ratio", [0, 1, 2])
+@pytest.mark.parametrize("output_size", [(7, 7), (3, 5)])
+def test_forward_backward_match_reference(device, dtype, rng, pool_mode, aligned, sampling_ratio, output_size):
+    x, rois = case(rng)
+    scale = 0.5
+    want = roi_align_reference(x.requires_grad_(), rois, output_size, scale, sampling_ratio, pool_mode, aligned)
+    grad_out = torch.randn(want.shape, generator=rng, dtype=torch.float64)
+    (want_grad,) = torch.autograd.grad(want, x, grad_out)
+
+    xd = x.detach().to(device, dtype).requires_grad_()
+    got = visdet_ops.roi_align(xd, rois.to(device, dtype), output_size, scale, sampling_ratio, pool_mode, aligned)
+    assert got.dtype == dtype and got.device.type == device.type
+    torch.testing.assert_close(got.detach().cpu().double(), want.detach(), **TOL[dtype])
+    (got_grad,) = torch.autograd.grad(got, xd, grad_out.to(device, dtype))
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **TOL[dtype])
+
+
+def test_against_torchvision(device, dtype, rng):
+    tv = torchvision_or_skip()
+    x, rois = case(rng, channels=8, height=25, width=31, k=40, scale=0.25)
+    x, rois = x.to(device, dtype), rois.to(device, dtype)
+    for aligned in (True, False):
+        for sr in (0, 2):
+            got = visdet_ops.roi_align(x, rois, (7, 7), 0.25, sr, "avg", aligned)
+            want = tv.roi_align(x, rois, (7, 7), 0.25, sr, aligned)
+            torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_gradcheck(device, rng, pool_mode):
+    x, rois = case(rng, batch=2, channels=2, height=6, width=7, k=4, scale=1.0)
+    x = x.to(device).requires_grad_()
+    rois = rois.to(device)
+    fn = lambda inp: visdet_ops.roi_align(inp, rois, (3, 2), 1.0, 2, pool_mode, True)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x,), eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_opcheck(device, rng, pool_mode):
+    x, rois = case(rng, channels=2, height=6, width=7, k=4, scale=1.0)
+    args = (x.to(device).requires_grad_(), rois.to(device), 3, 2, 1.0, 2, pool_mode, True)
+    torch.library.opcheck(torch.ops.visdet_ops.roi_align.default, args)
+
+
+def test_empty_rois(device, dtype):
+    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
+    out = visdet_ops.roi_align(x, torch.empty(0, 5, device=device, dtype=dtype), 7)
+    assert out.shape == (0, 4, 7, 7)
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))
+
+
+def test_empty_batch_and_channels(device):
+    out = visdet_ops.roi_align(torch.randn(2, 0, 5, 5, device=device), torch.tensor([[0, 0, 0, 3, 3.0]], device=device), 2)
+    assert out.shape == (1, 0, 2, 2)
+
+
+def test_non_contiguous(device, dtype, rng):
+    x, rois = case(rng, channels=4)
+    want = roi_align_reference(x, rois, (4, 4), 0.5, 2, "avg", True)
+    x_cl = x.to(device, dtype).contiguous(memory_format=torch.channels_last)
+    rois_nc = torch.cat([rois, rois], 1).to(device, dtype)[:, ::2]
+    rois_nc[:] = rois.to(device, dtype)
+    assert not x_cl.is_contiguous() and not rois_nc.is_contiguous()
+    got = visdet_ops.roi_align(x_cl, rois_nc, 4, 0.5, 2, "avg", True)
+    torch.testing.assert_close(got.cpu().double(), want, **TOL[dtype])
+
+
+def test_degenerate_rois(device):
+    """Zero-size, reversed and fully-outside RoIs give finite values, no crash."""
+    x = torch.randn(1, 2, 8, 8, device=device, dtype=torch.float64)
+    rois = torch.tensor(
+        [[0, 3, 3, 3, 3], [0, 6, 6, 2, 2], [0, 100, 100, 120, 130], [0, -50, -50, -40, -45]],
+        device=device, dtype=torch.float64,
+    )
+    for mode in ("avg", "max"):
+        for aligned in (True, False):
+            got = visdet_ops.roi_align(x, rois, 2, 1.0, 0, mode, aligned)
+            want = roi_align_reference(x.cpu(), rois.cpu(), (2, 2), 1.0, 0, mode, aligned)
+            assert torch.isfinite(got).all()
+            torch.testing.assert_close(got.cpu(), want)
+
+
+def test_large_random_float32_matches_reference(device, rng):
+    x, rois = case(rng, batch=2, channels=16, height=40, width=48, k=64, scale=0.125)
+    want = roi_align_reference(x, rois, (7, 7), 0.125, 0, "avg", True)
+    got = visdet_ops.roi_align(x.float().to(device), rois.float().to(device), 7, 0.125, 0, "avg", True)
+    torch.testing.assert_close(got.cpu().double(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(rois=torch.zeros(3, 4)), r"rois must have shape \[K, 5\]"),
+        (dict(input=torch.zeros(2, 3, 4)), "input must have 4 dimensions"),
+        (dict(rois=torch.tensor([[2.0, 0, 0, 1, 1]])), r"rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"),
+        (dict(rois=torch.tensor([[-1.0, 0, 0, 1, 1]])), r"batch index\) must lie in"),
+        (dict(rois=torch.tensor([[0.0, 0, float("nan"), 1, 1]])), "rois must be finite"),
+        (dict(rois=torch.tensor([[0.0, 0, 0, float("inf"), 1]])), "rois must be finite"),
+        (dict(rois=torch.zeros(1, 5, dtype=torch.float64)), "input and rois must have the same dtype"),
+        (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
+        (dict(spatial_scale=0.0), "spatial_scale must be a positive finite number, got 0"),
+        (dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, 5, dtype=torch.int64)),
+         "input must be a floating point tensor"),
+    ],
+)
+def test_bad_inputs(kwargs, match):
+    args = dict(input=torch.zeros(2, 3, 4, 4), rois=torch.zeros(1, 5), output_size=2, spatial_scale=1.0)
+    args.update(kwargs)
+    with pytest.raises(RuntimeError, match=match):
+        visdet_ops.roi_align(**args)
+
+
+def test_bad_inputs_cuda():
+    require_cuda()
+    x = torch.zeros(2, 3, 4, 4, device="cuda")
+    with pytest.raises(RuntimeError, match=r"batch index\) must lie in \[0, 1\]"):
+        visdet_ops.roi_align(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)
+    with pytest.raises(RuntimeError, match="input and rois must be on the same device"):
+        visdet_ops.roi_align(x, torch.zeros(1, 5), 2)
+
+
+def test_bad_pool_mode():
+    with pytest.raises(ValueError, match="pool_mode must be 'avg' or 'max', got 'sum'"):
+        visdet_ops.roi_align(torch.zeros(1, 1, 4, 4), torch.zeros(1, 5), 2, pool_mode="sum")
+    with pytest.raises(RuntimeError, match="pool_mode must be 'avg' or 'max', got 'sum'"):
+        torch.ops.visdet_ops.roi_align(torch.zeros(1, 1, 4, 4), torch.zeros(1, 5), 2, 2, 1.0, 0, "sum", True)
+    with pytest.raises(ValueError, match="pool_mode"):
+        RoIAlign(7, pool_mode="median")
+
+
+def test_module_matches_functional(device, rng):
+    x, rois = case(rng)
+    m = RoIAlign((7, 7), spatial_scale=0.5, sampling_ratio=2, pool_mode="max", aligned=False)
+    assert list(m.state_dict()) == []
+    assert "pool_mode=max" in repr(m) and "aligned=False" in repr(m)
+    got = m(x.to(device), rois.to(device))
+    want = visdet_ops.roi_align(x, rois, 7, 0.5, 2, "max", False)
+    torch.testing.assert_close(got.cpu(), want)
+
+
+def test_module_use_torchvision(rng):
+    torchvision_or_skip()
+    x, rois = case(rng)
+    got = RoIAlign(5, 0.5, 2, use_torchvision=True)(x, rois)
+    torch.testing.assert_close(got, visdet_ops.roi_align(x, rois, 5, 0.5, 2))
+
+
+def test_torch_compile_fullgraph(rng):
+    x, rois = case(rng)
+    m = RoIAlign(5, 0.5, 0)
+
+    def f(inp, r):
+        return m(inp, r).relu().sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    xg = x.clone().requires_grad_()
+    out = compiled(xg, rois)
+    out.backward()
+    xr = x.clone().requires_grad_()
+    f(xr, rois).backward()
+    torch.testing.assert_close(out, f(x, rois))
+    torch.testing.assert_close(xg.grad, xr.grad)
+
+
+def test_cuda_backward_respects_deterministic_mode():
+    require_cuda()
+    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
+    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
+    out = visdet_ops.roi_align(x, rois, 2)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="does not have a deterministic implementation"):
+            out.sum().backward()
+    finally:
+        torch.use_deterministic_algorithms(False)

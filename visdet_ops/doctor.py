@@ -1,0 +1,203 @@
+"""`visdet-ops doctor`: explains whether visdet-ops can run here and why not.
+
+Works even when `import visdet_ops` fails (the package import records the
+error instead of raising when it is started as the doctor). Exit status: 0 when
+no check FAILs, 1 otherwise. Always ends with the install line for this
+environment's variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import traceback
+
+from . import _compat, _install
+from ._compat import Check
+
+
+def _driver() -> dict:
+    """Driver version (nvidia-smi) and the CUDA version the driver supports."""
+    out: dict = {"driver_version": None, "driver_cuda_version": None}
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
+            out["driver_cuda_version"] = f"{version.value // 1000}.{(version.value % 1000) // 10}"
+    except OSError:
+        pass
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            res = subprocess.run(
+                [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20, check=True,
+            )
+            out["driver_version"] = res.stdout.strip().splitlines()[0] if res.stdout.strip() else None
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return out
+
+
+def collect() -> dict:
+    report: dict = {
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "platform": platform.platform(),
+        "torch": None,
+        "torch_cuda": None,
+        "cxx11_abi": None,
+        "gpus": [],
+        "build_info": None,
+        "checks": [],
+        "ops": {},
+    }
+    checks: list[Check] = []
+
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - report any import failure
+        checks.append(Check("torch", "FAIL", f"import torch failed: {type(exc).__name__}: {exc}"))
+        report["checks"] = checks
+        report["install"] = "pip install torch  # then: visdet-ops doctor"
+        return report
+
+    report["torch"] = torch.__version__
+    report["torch_cuda"] = torch.version.cuda
+    report["cxx11_abi"] = bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False))
+    report.update(_driver())
+    checks.append(Check("torch", "OK", _compat.describe_torch(torch.__version__, torch.version.cuda)))
+    cuda_ok = torch.cuda.is_available()
+    if cuda_ok:
+        for i in range(torch.cuda.device_count()):
+            cap = torch.cuda.get_device_capability(i)
+            report["gpus"].append({"index": i, "name": torch.cuda.get_device_name(i), "capability": f"{cap[0]}.{cap[1]}"})
+    elif torch.version.cuda:
+        checks.append(Check("GPU", "WARN", "torch is a CUDA build but no GPU is visible (torch.cuda.is_available() is False)"))
+
+    import visdet_ops  # records LOAD_ERROR instead of raising when run as the doctor
+    from visdet_ops import _loader
+
+    info = _loader.build_info()
+    report["build_info"] = info
+    if info is None:
+        checks.append(Check("build info", "FAIL", "visdet_ops/_build_info.py is missing: visdet-ops is not built"))
+    else:
+        checks += _compat.environment_checks(info, torch.__version__, torch.version.cuda, report["cxx11_abi"])
+        if info["WITH_CUDA"]:
+            for gpu in report["gpus"]:
+                major, minor = (int(p) for p in gpu["capability"].split("."))
+                checks.append(
+                    _compat.arch_check(info["CUDA_ARCH_SASS"], info["CUDA_ARCH_PTX"], (major, minor), gpu["name"])
+                )
+
+    load_error = getattr(visdet_ops, "LOAD_ERROR", None)
+    if load_error is not None:
+        cause = load_error.__cause__
+        detail = str(load_error).splitlines()[0]
+        if cause is not None:
+            detail += f" [cause: {type(cause).__name__}: {cause}]"
+        checks.append(Check("load _C", "FAIL", detail))
+    else:
+        checks.append(Check("load _C", "OK", f"{len(_loader.op_names())} operators registered"))
+        devices = [torch.device("cpu")] + ([torch.device("cuda")] if cuda_ok else [])
+        report["ops"] = _ops_report(torch, info, devices)
+        for name, row in report["ops"].items():
+            for dev, result in row["smoke"].items():
+                if result == "OK":
+                    continue
+                if dev != "cpu" and not info["WITH_CUDA"]:
+                    continue  # reported by the CUDA check already
+                checks.append(Check(f"smoke {name} ({dev})", "FAIL", result))
+
+    report["checks"] = checks
+    report["variant"] = _install.variant_for(torch.__version__, torch.version.cuda)
+    report["install"] = _install.install_command(report["variant"])
+    return report
+
+
+def _ops_report(torch, info: dict, devices) -> dict:
+    from visdet_ops import _loader
+    from visdet_ops.ops import SMOKE_TESTS
+
+    registered = _loader.op_names()
+    ops: dict = {}
+    for name, smoke in SMOKE_TESTS.items():
+        qual = f"visdet_ops::{name}"
+        row = {
+            "cpu_kernel": qual in registered and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CPU"),
+            "cuda_kernel": bool(info["WITH_CUDA"])
+            and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CUDA"),
+            "smoke": {},
+        }
+        for device in devices:
+            if device.type == "cuda" and not info["WITH_CUDA"]:
+                row["smoke"][device.type] = "skipped: CPU-only build"
+                continue
+            try:
+                smoke(device)
+                row["smoke"][device.type] = "OK"
+            except Exception as exc:  # noqa: BLE001 - every failure is reported
+                row["smoke"][device.type] = f"{type(exc).__name__}: {exc}"
+        ops[name] = row
+    return ops
+
+
+def _exit_code(report: dict) -> int:
+    return 1 if any(c.status == "FAIL" for c in report["checks"]) else 0
+
+
+def _print_text(report: dict) -> None:
+    w = 12
+    print("visdet-ops doctor")
+    print(f"  {'python':<{w}} {report['python']} ({report['python_executable']})")
+    print(f"  {'platform':<{w}} {report['platform']}")
+    print(f"  {'torch':<{w}} {report['torch']}  CUDA {report['torch_cuda'] or 'none'}  cxx11abi={report['cxx11_abi']}")
+    print(f"  {'driver':<{w}} {report.get('driver_version') or 'none'} (CUDA {report.get('driver_cuda_version') or 'none'})")
+    for gpu in report["gpus"]:
+        print(f"  {'gpu ' + str(gpu['index']):<{w}} {gpu['name']} (sm {gpu['capability']})")
+    info = report["build_info"]
+    if info:
+        print("  build")
+        for key in ("VERSION", "TORCH_VERSION", "TORCH_CUDA_VERSION", "NVCC_VERSION", "CUDA_ARCH_SASS",
+                    "CUDA_ARCH_PTX", "CXX11_ABI", "COMPILER", "GIT_COMMIT", "BUILD_TIME"):
+            print(f"    {key.lower():<{w + 6}} {info.get(key)}")
+    if report["ops"]:
+        print("  ops            CPU   CUDA  smoke")
+        for name, row in report["ops"].items():
+            smoke = ", ".join(f"{d}: {r}" for d, r in row["smoke"].items())
+            print(f"    {name:<12} {'yes' if row['cpu_kernel'] else 'no':<5} {'yes' if row['cuda_kernel'] else 'no':<5} {smoke}")
+    print("  checks")
+    for c in report["checks"]:
+        print(f"    [{c.status:<4}] {c.name}: {c.detail}")
+    status = "FAIL" if _exit_code(report) else "OK"
+    print(f"  result: {status}")
+    print(f"Install line for this environment: {report['install']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="visdet-ops", description="visdet-ops tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    doc = sub.add_parser("doctor", help="explain whether visdet-ops can run in this environment")
+    doc.add_argument("--json", action="store_true", help="machine-readable report")
+    args = parser.parse_args(argv)
+    try:
+        report = collect()
+    except Exception:  # noqa: BLE001 - the doctor must not die without a report
+        report = {"checks": [Check("doctor", "FAIL", traceback.format_exc())], "install": "unknown",
+                  "python": sys.version.split()[0], "python_executable": sys.executable,
+                  "platform": platform.platform(), "torch": None, "torch_cuda": None, "cxx11_abi": None,
+                  "gpus": [], "build_info": None, "ops": {}}
+    if args.json:
+        out = dict(report)
+        out["checks"] = [c.__dict__ for c in report["checks"]]
+        out["ok"] = _exit_code(report) == 0
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        _print_text(report)
+    return _exit_code(report)
