@@ -209,7 +209,7 @@ def extension():
     if WITH_CUDA:
         sources += sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cu"))
     else:
-        sources = [s for s in sources if not s.endswith("_cuda.cpp")]
+        sources = [s for s in sources if not s.endswith("_cuda_host.cpp")]
     cxx_flags = ["-O3", "-g0", "-fvisibility=hidden"]
     nvcc_flags = ["-O3", "-Xfatbin=-compress-all", "-Xcompiler=-fvisibility=hidden"]
     macros = []

@@ -1,7 +1,7 @@
 // roi_align: CUDA host layer (torch-facing). Device code: roi_align_cuda.cu.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -29,7 +29,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cuda_kernel(
   at::Tensor argmax_y = is_max ? at::empty_like(output) : at::empty({0}, input.options());
   at::Tensor argmax_x = is_max ? at::empty_like(output) : at::empty({0}, input.options());
   if (s.output_numel() == 0) return {output, argmax_y, argmax_x};
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_align_forward_cuda", [&] {
     C10_CUDA_CHECK(roi_align_forward_cuda_launch<scalar_t>(
         input_c.data_ptr<scalar_t>(), rois_c.data_ptr<scalar_t>(), s,
@@ -60,7 +60,7 @@ at::Tensor roi_align_backward_cuda_kernel(
   const bool is_max = s.pool_mode == roi_align_detail::kMax;
   const at::Tensor ay_c = argmax_y.contiguous();
   const at::Tensor ax_c = argmax_x.contiguous();
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(grad_output.scalar_type(), "roi_align_backward_cuda", [&] {
     C10_CUDA_CHECK(roi_align_backward_cuda_launch<scalar_t>(
         grad_c.data_ptr<scalar_t>(), rois_c.data_ptr<scalar_t>(),

@@ -1,6 +1,6 @@
 // nms: CUDA host layer (torch-facing). The device code is in nms_cuda.cu.
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -27,7 +27,7 @@ at::Tensor nms_cuda_kernel(const at::Tensor& boxes, const at::Tensor& scores,
   at::Tensor keep = at::zeros({n}, boxes.options().dtype(at::kByte));
   at::Tensor workspace = at::empty({nms_cuda_workspace_bytes(n)},
                                    boxes.options().dtype(at::kByte));
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "nms_cuda", [&] {
     C10_CUDA_CHECK(nms_cuda_launch<scalar_t>(
         boxes_sorted.data_ptr<scalar_t>(), n,
