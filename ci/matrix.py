@@ -66,6 +66,8 @@ class Matrix:
     version: Version
     min_python: str
     flavours: tuple[CudaFlavour, ...]
+    tests_torch: Version  # what `nox -s tests` builds against
+    tests_flavour: str
 
     def flavour(self, name: str) -> CudaFlavour:
         for f in self.flavours:
@@ -133,7 +135,17 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
             )
         )
     _check_pypi_defaults(flavours)
-    return Matrix(Version(data["version"]), data["min_python"], tuple(flavours))
+    tests = data["tests"]
+    m = Matrix(
+        Version(data["version"]),
+        data["min_python"],
+        tuple(flavours),
+        Version(tests["torch"]),
+        tests["flavour"],
+    )
+    if m.tests_torch not in m.flavour(m.tests_flavour).torch:
+        raise ValueError(f"{path}: [tests] torch {m.tests_torch} is not a {m.tests_flavour} release of the matrix")
+    return m
 
 
 def _check_arch_list(where: str, cuda: Version, arch_list: tuple[str, ...]) -> None:

