@@ -1,0 +1,172 @@
+"""Times every visdet-ops op against its peer in the same process.
+
+Peer: torchvision where it has the op, else a pure-PyTorch implementation.
+CUDA events around each call, warm-up first, the median of many runs. Memory
+traffic is reported against a measured device-to-device copy.
+
+  python benchmarks/bench.py --out DIR      (writes bench.json and bench.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+import visdet_ops
+
+
+def cuda_time_ms(fn, warmup: int = 10, repeat: int = 50) -> dict:
+    """Median (and spread) of `repeat` timed calls, each between CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return {"median_ms": statistics.median(times), "p10_ms": times[len(times) // 10], "p90_ms": times[(len(times) * 9) // 10]}
+
+
+def copy_bandwidth_gbs() -> float:
+    """Device-to-device copy of 1 GiB, counting bytes read plus bytes written."""
+    src = torch.empty(1 << 28, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    t = cuda_time_ms(lambda: dst.copy_(src), warmup=3, repeat=20)["median_ms"]
+    return 2 * src.numel() * 4 / (t * 1e-3) / 1e9
+
+
+def detection_boxes(n: int, gen: torch.Generator, image=(800, 1333)) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clustered boxes like a detector's proposals: many overlap their neighbours."""
+    centres = torch.rand(max(n // 20, 1), 2, generator=gen) * torch.tensor([image[1], image[0]])
+    which = torch.randint(0, len(centres), (n,), generator=gen)
+    xy = centres[which] + torch.randn(n, 2, generator=gen) * 12
+    wh = torch.rand(n, 2, generator=gen) * 150 + 16
+    boxes = torch.cat([xy - wh / 2, xy + wh / 2], 1)
+    return boxes.cuda(), torch.rand(n, generator=gen).cuda()
+
+
+def bench_nms(gen, tv, results: list) -> None:
+    for n in (1000, 5000, 20000):
+        boxes, scores = detection_boxes(n, gen)
+        ours_keep = visdet_ops.nms(boxes, scores, 0.5)[1]
+        row = {"op": "nms", "case": f"{n} boxes, iou 0.5", "kept": int(ours_keep.numel())}
+        row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.nms(boxes, scores, 0.5, 0))
+        if tv is not None:
+            assert torch.equal(tv.nms(boxes, scores, 0.5), ours_keep), "nms differs from torchvision"
+            row["peer"] = cuda_time_ms(lambda: tv.nms(boxes, scores, 0.5))
+            row["peer_name"] = "torchvision.ops.nms"
+        results.append(row)
+
+
+def bench_roi_align(gen, tv, results: list, copy_gbs: float) -> None:
+    # FPN levels of a 2-image batch at 800x1333: strides 4..32, 256 channels.
+    levels = [(4, 200, 336), (8, 100, 168), (16, 50, 84), (32, 25, 42)]
+    for stride, h, w in levels:
+        feats = torch.randn(2, 256, h, w, generator=gen).cuda()
+        k = 1000
+        img_h, img_w = h * stride, w * stride
+        xy = torch.rand(k, 2, generator=gen) * torch.tensor([img_w * 0.8, img_h * 0.8])
+        wh = torch.rand(k, 2, generator=gen) * (stride * 28) + stride
+        rois = torch.cat([torch.randint(0, 2, (k, 1), generator=gen).float(), xy, xy + wh], 1).cuda()
+        scale = 1.0 / stride
+        grad = torch.randn(k, 256, 7, 7, generator=gen).cuda()
+        for mode_name, sr in (("sampling_ratio=0", 0), ("sampling_ratio=2", 2)):
+            x = feats.clone().requires_grad_()
+
+            def ours():
+                out = visdet_ops.roi_align(x, rois, 7, scale, sr, "avg", True)
+                out.backward(grad)
+
+            row = {"op": "roi_align fwd+bwd", "case": f"stride {stride} ({h}x{w}), 1000 rois x 256 ch, 7x7, {mode_name}"}
+            row["ours"] = cuda_time_ms(ours)
+            x.grad = None
+            fwd = cuda_time_ms(lambda: visdet_ops.roi_align(feats, rois, 7, scale, sr, "avg", True))
+            row["ours_forward_ms"] = fwd["median_ms"]
+            # Compulsory traffic of the forward: read the feature map once, write the output.
+            moved = feats.numel() * 4 + k * 256 * 49 * 4
+            row["forward_gbs"] = moved / (fwd["median_ms"] * 1e-3) / 1e9
+            row["forward_fraction_of_copy"] = row["forward_gbs"] / copy_gbs
+            if tv is not None:
+                xt = feats.clone().requires_grad_()
+                got = visdet_ops.roi_align(feats, rois, 7, scale, sr, "avg", True)
+                want = tv.roi_align(feats, rois, 7, scale, sr, True)
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+                def peer():
+                    out = tv.roi_align(xt, rois, 7, scale, sr, True)
+                    out.backward(grad)
+
+                row["peer"] = cuda_time_ms(peer)
+                row["peer_name"] = "torchvision.ops.roi_align"
+            results.append(row)
+
+
+def markdown(results: list, env: dict) -> str:
+    lines = [
+        f"GPU: {env['gpu']} (driver CUDA {env['cuda_runtime']}); torch {env['torch']}; visdet-ops {env['visdet_ops']}; "
+        f"device-to-device copy {env['copy_gbs']:.0f} GB/s (read + write).",
+        "",
+        "| op | case | visdet-ops ms | peer | peer ms | speed-up | note |",
+        "|---|---|---:|---|---:|---:|---|",
+    ]
+    for r in results:
+        ours = r["ours"]["median_ms"]
+        peer = r.get("peer", {}).get("median_ms")
+        ratio = f"{peer / ours:.2f}x" if peer else "-"
+        note = []
+        if "kept" in r:
+            note.append(f"{r['kept']} kept")
+        if "forward_gbs" in r:
+            note.append(f"fwd {r['ours_forward_ms']:.3f} ms, {r['forward_gbs']:.0f} GB/s compulsory "
+                        f"({100 * r['forward_fraction_of_copy']:.0f}% of copy)")
+        lines.append(
+            f"| {r['op']} | {r['case']} | {ours:.3f} | {r.get('peer_name', '-')} | "
+            f"{peer if peer is None else f'{peer:.3f}'} | {ratio} | {'; '.join(note)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks need a CUDA device", file=sys.stderr)
+        return 1
+    try:
+        from torchvision import ops as tv
+    except Exception as exc:  # noqa: BLE001
+        print(f"torchvision unavailable ({exc}): peers that need it are left out", file=sys.stderr)
+        tv = None
+    gen = torch.Generator().manual_seed(0)
+    copy_gbs = copy_bandwidth_gbs()
+    env = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "visdet_ops": visdet_ops.BUILD_INFO["VERSION"],
+        "copy_gbs": copy_gbs,
+    }
+    results: list = []
+    bench_nms(gen, tv, results)
+    bench_roi_align(gen, tv, results, copy_gbs)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps({"env": env, "results": results}, indent=2))
+    md = markdown(results, env)
+    (args.out / "bench.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

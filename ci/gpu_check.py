@@ -1,0 +1,151 @@
+"""The GPU proof in one command, for a machine with a GPU and torch:
+
+  python ci/gpu_check.py --out DIR [--wheel visdet_ops-...whl]
+
+1. gets visdet-ops: installs --wheel into DIR/site (no dependencies), or builds
+   in place against the local torch for the local GPU's arch;
+2. runs the whole test suite with VISDET_OPS_REQUIRE_CUDA=1 (a skipped CUDA
+   test is a failure there);
+3. runs compute-sanitizer memcheck, racecheck and initcheck over
+   ci/sanitize_cases.py, which launches every kernel forward and backward;
+4. runs benchmarks/bench.py;
+5. writes DIR/gpu-report.md and DIR/gpu-report.json.
+Standard library + torch only (nox may be absent there). Exit 0 only if every
+step passed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(cmd: list[str], log: Path, env: dict, cwd: Path, timeout: int) -> tuple[int, float]:
+    print(f"$ {' '.join(cmd)}", flush=True)
+    started = time.monotonic()
+    with log.open("w") as fh:
+        try:
+            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    took = time.monotonic() - started
+    print(f"  -> rc {rc} in {took:.0f} s (log {log.name})", flush=True)
+    return rc, took
+
+
+def junit_counts(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    suite = ET.parse(path).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--wheel", type=Path, help="test this wheel instead of building in place")
+    parser.add_argument("--skip-bench", action="store_true")
+    parser.add_argument("--pytest-args", default="", help="extra pytest arguments")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gpu_check: no CUDA device visible", file=sys.stderr)
+        return 1
+    cap = torch.cuda.get_device_capability(0)
+    env = dict(os.environ, VISDET_OPS_REQUIRE_CUDA="1", PYTHONUNBUFFERED="1")
+    report: dict = {
+        "gpu": torch.cuda.get_device_name(0),
+        "capability": f"{cap[0]}.{cap[1]}",
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "python": sys.version.split()[0],
+        "steps": {},
+    }
+    # Tests run from a scratch folder so the source tree's visdet_ops (without
+    # _C when a wheel is tested) cannot shadow the installed one.
+    scratch = out / "run"
+    scratch.mkdir(exist_ok=True)
+
+    if args.wheel:
+        site = Path("/tmp/visdet_ops_site")
+        shutil.rmtree(site, ignore_errors=True)
+        rc, took = run(
+            [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(args.wheel)],
+            out / "install.log", env, scratch, 300,
+        )
+        env["PYTHONPATH"] = str(site)
+        report["steps"]["install wheel"] = {"rc": rc, "seconds": round(took, 1), "wheel": args.wheel.name}
+    else:
+        build_env = dict(env, VISDET_OPS_CUDA="1", TORCH_CUDA_ARCH_LIST=f"{cap[0]}.{cap[1]}", MAX_JOBS=str(os.cpu_count()))
+        rc, took = run([sys.executable, "setup.py", "build_ext", "--inplace"], out / "build.log", build_env, ROOT, 600)
+        env["PYTHONPATH"] = str(ROOT)
+        report["steps"]["build in place"] = {"rc": rc, "seconds": round(took, 1), "arch": f"{cap[0]}.{cap[1]}"}
+    if rc != 0:
+        (out / "gpu-report.json").write_text(json.dumps(report, indent=2))
+        return 1
+
+    rc, took = run([sys.executable, "-m", "visdet_ops", "doctor"], out / "doctor.log", env, scratch, 300)
+    report["steps"]["doctor"] = {"rc": rc, "seconds": round(took, 1)}
+
+    junit = out / "junit.xml"
+    pytest_cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests"), "-q", "-p", "no:cacheprovider",
+                  f"--junitxml={junit}", *args.pytest_args.split()]
+    rc, took = run(pytest_cmd, out / "pytest.log", env, scratch, 900)
+    report["steps"]["pytest"] = {"rc": rc, "seconds": round(took, 1), **junit_counts(junit)}
+
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    for tool in ("memcheck", "racecheck", "initcheck"):
+        log = out / f"sanitizer-{tool}.log"
+        cmd = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--target-processes", "all"]
+        if tool == "memcheck":
+            cmd += ["--leak-check", "no"]
+        rc, took = run([*cmd, sys.executable, str(ROOT / "ci" / "sanitize_cases.py")], log, env, scratch, 600)
+        text = log.read_text(errors="replace")
+        summary = re.findall(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: (\d+) hazard", text)
+        report["steps"][f"sanitizer {tool}"] = {"rc": rc, "seconds": round(took, 1), "summary": summary}
+
+    if not args.skip_bench:
+        rc, took = run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--out", str(out)],
+                       out / "bench.log", env, scratch, 600)
+        report["steps"]["benchmarks"] = {"rc": rc, "seconds": round(took, 1)}
+
+    ok = all(step["rc"] == 0 for step in report["steps"].values())
+    report["ok"] = ok
+    (out / "gpu-report.json").write_text(json.dumps(report, indent=2))
+    lines = [
+        f"# GPU check: {'PASS' if ok else 'FAIL'}",
+        "",
+        f"{report['gpu']} (sm {report['capability']}), torch {report['torch']} (CUDA {report['torch_cuda']}), "
+        f"Python {report['python']}",
+        "",
+        "| step | rc | seconds | detail |",
+        "|---|---:|---:|---|",
+    ]
+    for name, step in report["steps"].items():
+        detail = {k: v for k, v in step.items() if k not in ("rc", "seconds")}
+        lines.append(f"| {name} | {step['rc']} | {step['seconds']} | {detail or ''} |")
+    bench_md = out / "bench.md"
+    if bench_md.exists():
+        lines += ["", "## Benchmarks", "", bench_md.read_text()]
+    (out / "gpu-report.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

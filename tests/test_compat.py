@@ -1,0 +1,64 @@
+"""The import-time checks, as pure functions (no build needed for the logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from visdet_ops import _compat, _install
+
+INFO_CU130 = {"TORCH_VERSION": "2.14.1", "TORCH_CUDA_VERSION": "13.0", "CXX11_ABI": True}
+INFO_CPU = {"TORCH_VERSION": "2.13.0+cpu", "TORCH_CUDA_VERSION": None, "CXX11_ABI": True}
+
+
+def statuses(info, torch_version, cuda, abi=True):
+    return {c.name: c.status for c in _compat.environment_checks(info, torch_version, cuda, abi)}
+
+
+def test_matching_environment_is_ok():
+    assert set(statuses(INFO_CU130, "2.14.0+cu130", "13.0").values()) == {"OK"}
+    assert set(statuses(INFO_CPU, "2.13.0+cpu", None).values()) == {"OK"}
+
+
+def test_torch_minor_mismatch_fails():
+    s = statuses(INFO_CU130, "2.13.0+cpu", None)
+    assert s["torch version"] == "FAIL" and s["CUDA"] == "FAIL"
+
+
+def test_cpu_build_on_cuda_torch_warns_only():
+    s = statuses(INFO_CPU, "2.13.0+cu130", "13.0")
+    assert s == {"torch version": "OK", "CUDA": "WARN", "C++ ABI": "OK"}
+
+
+def test_cuda_major_mismatch_fails_minor_warns():
+    assert statuses(INFO_CU130, "2.14.1", "12.8")["CUDA"] == "FAIL"
+    assert statuses(INFO_CU130, "2.14.1", "13.1")["CUDA"] == "WARN"
+
+
+def test_abi_mismatch_fails():
+    assert statuses(INFO_CU130, "2.14.1", "13.0", abi=False)["C++ ABI"] == "FAIL"
+
+
+def test_version_comparison_is_numeric_not_string():
+    info = dict(INFO_CU130, TORCH_VERSION="2.1.0")
+    assert statuses(info, "2.10.0", "13.0")["torch version"] == "FAIL"
+    assert statuses(dict(INFO_CU130, TORCH_VERSION="2.10.2"), "2.10.0", "13.0")["torch version"] == "OK"
+
+
+@pytest.mark.parametrize(
+    "cap, status",
+    [((9, 0), "OK"), ((8, 6), "OK"), ((8, 9), "OK"), ((12, 1), "OK"), ((10, 3), "OK"), ((11, 0), "WARN"),
+     ((13, 0), "WARN"), ((7, 0), "FAIL"), ((6, 1), "FAIL")],
+)
+def test_arch_check(cap, status):
+    sass = ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"]
+    assert _compat.arch_check(sass, ["12.0"], cap, "GPU").status == status
+
+
+def test_install_line(monkeypatch):
+    monkeypatch.delenv("VISDET_OPS_INDEX_URL", raising=False)
+    assert _install.variant_for("2.13.0+cpu", None) == "pt213cpu"
+    assert _install.variant_for("2.11.0+cu130", "13.0") == "pt211cu130"
+    line = _install.install_command("pt213cpu")
+    assert line == f"pip install --force-reinstall --no-deps visdet-ops -f {_install.DEFAULT_INDEX_URL}/pt213cpu/"
+    monkeypatch.setenv("VISDET_OPS_INDEX_URL", "http://127.0.0.1:8000/")
+    assert _install.install_command("pt214cu130").endswith("-f http://127.0.0.1:8000/pt214cu130/")

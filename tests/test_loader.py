@@ -1,0 +1,100 @@
+"""Import-time failures, end to end: a copy of the built package with a
+doctored _build_info or a broken _C, imported in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import visdet_ops
+
+
+@pytest.fixture
+def package_copy(tmp_path: Path) -> Path:
+    src = Path(visdet_ops.__file__).parent
+    shutil.copytree(src, tmp_path / "visdet_ops", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def _python(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """A fresh interpreter that imports visdet_ops from `root`."""
+    env = dict(os.environ, PYTHONPATH=str(root), VISDET_OPS_INDEX_URL="https://example.invalid/whl")
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=root)
+
+
+def _set_build_info(root: Path, **changes) -> None:
+    path = root / "visdet_ops" / "_build_info.py"
+    lines = []
+    for line in path.read_text().splitlines():
+        key = line.split(" = ")[0]
+        lines.append(f"{key} = {changes[key]!r}" if key in changes else line)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_import_succeeds_here():
+    assert visdet_ops.LOAD_ERROR is None
+    assert visdet_ops.__version__ == visdet_ops.BUILD_INFO["VERSION"]
+
+
+def test_torch_mismatch_is_one_clear_import_error(package_copy):
+    _set_build_info(package_copy, TORCH_VERSION="2.99.0", VERSION="0.1.0+pt299cpu")
+    res = _python(package_copy, "-c", "import visdet_ops")
+    assert res.returncode != 0
+    err = res.stderr
+    found = torch.__version__
+    assert "ImportError: visdet-ops 0.1.0+pt299cpu was built for torch 2.99.0" in err
+    assert f"but this environment has torch {found}" in err
+    assert "built for torch 2.99, found torch " + found in err
+    major, minor = found.split(".")[:2]
+    flavour = "cpu" if torch.version.cuda is None else "cu" + torch.version.cuda.replace(".", "")
+    assert (
+        f"pip install --force-reinstall --no-deps visdet-ops -f https://example.invalid/whl/pt{major}{minor}{flavour}/"
+        in err
+    )
+    assert err.count("Traceback") == 1  # one error, not a cascade
+
+
+def test_doctor_reports_the_mismatch_and_exits_1(package_copy):
+    _set_build_info(package_copy, TORCH_VERSION="2.99.0")
+    res = _python(package_copy, "-m", "visdet_ops", "doctor")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "[FAIL] torch version: built for torch 2.99" in res.stdout
+    assert "Install line for this environment: pip install --force-reinstall --no-deps visdet-ops -f " in res.stdout
+    res = _python(package_copy, "-m", "visdet_ops", "doctor", "--json")
+    report = json.loads(res.stdout)
+    assert res.returncode == 1 and report["ok"] is False
+    assert any(c["name"] == "torch version" and c["status"] == "FAIL" for c in report["checks"])
+
+
+def test_broken_extension_chains_the_original_error(package_copy):
+    for so in (package_copy / "visdet_ops").glob("_C*.so"):
+        so.write_bytes(b"not an ELF file")
+    res = _python(package_copy, "-c", "import visdet_ops")
+    assert res.returncode != 0
+    assert "failed to load its compiled ops" in res.stderr
+    assert "The above exception was the direct cause" in res.stderr
+    res = _python(package_copy, "-m", "visdet_ops", "doctor")
+    assert res.returncode == 1 and "[FAIL] load _C" in res.stdout
+
+
+def test_unbuilt_tree_says_how_to_build(package_copy):
+    (package_copy / "visdet_ops" / "_build_info.py").unlink()
+    res = _python(package_copy, "-c", "import visdet_ops")
+    assert "visdet_ops is not built" in res.stderr and "pip install --no-build-isolation -e ." in res.stderr
+
+
+def test_doctor_passes_here():
+    res = subprocess.run([sys.executable, "-m", "visdet_ops", "doctor", "--json"], capture_output=True, text=True,
+                         cwd=Path(visdet_ops.__file__).parent.parent)
+    report = json.loads(res.stdout)
+    assert res.returncode == 0, res.stdout
+    assert report["ops"]["nms"]["smoke"]["cpu"] == "OK"
+    assert report["ops"]["roi_align"]["smoke"]["cpu"] == "OK"
+    assert report["install"].startswith("pip install --force-reinstall --no-deps visdet-ops -f ")

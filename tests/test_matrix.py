@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from ci import matrix as variants
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_matrix_loads_and_is_consistent():
+    m = variants.load()
+    names = [f.name for f in m.flavours]
+    assert names[0] == "cpu" and len(names) == len(set(names))
+    for f in m.flavours:
+        assert list(f.torch) == sorted(f.torch)
+        if f.is_cuda:
+            assert f.name == f"cu{f.version.major}{f.version.minor}"
+            assert f.arch_list[-1].endswith("+PTX")
+    assert m.tests_torch in m.flavour(m.tests_flavour).torch
+
+
+def test_cuda13_drops_volta():
+    cu130 = variants.load().flavour("cu130")
+    assert all(Version(a.removesuffix("+PTX")) >= Version("7.5") for a in cu130.arch_list)
+
+
+def test_variant_names():
+    assert variants.variant_name("2.14.1", "cu130") == "pt214cu130"
+    assert variants.variant_name(Version("2.13.0+cpu"), "cpu") == "pt213cpu"
+
+
+def test_torch_for_picks_newest_patch():
+    cpu = variants.load().flavour("cpu")
+    assert cpu.torch_for("2.13") == Version("2.13.0")
+    with pytest.raises(ValueError, match="torch 1.0 has no cpu build"):
+        cpu.torch_for("1.0")
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "matrix.toml"
+    p.write_text(text)
+    return p
+
+
+BASE = """
+schema = 1
+version = "0.1.0"
+min_python = "3.10"
+[tests]
+torch = "2.13.0"
+flavour = "cpu"
+[[cuda]]
+name = "cpu"
+torch = ["2.13.0"]
+torch_index = "x"
+manylinux_image = "y"
+"""
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ('[[cuda]]\nname = "cpu"\ntorch = ["2.1.0"]\ntorch_index = "x"\nmanylinux_image = "y"\n', "duplicate name"),
+        ('[[cuda]]\nname = "cu130"\nversion = "13.0"\narch_list = ["7.0", "9.0+PTX"]\ntorch = ["2.9.1"]\n'
+         'torch_index = "x"\nmanylinux_image = "y"\n', "cannot target sm_7.0"),
+        ('[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["8.0", "10.0+PTX"]\ntorch = ["2.1.2"]\n'
+         'torch_index = "x"\nmanylinux_image = "y"\n', "cannot target sm_10.0"),
+        ('[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["8.0", "9.0"]\ntorch = ["2.4.1"]\n'
+         'torch_index = "x"\nmanylinux_image = "y"\n', r"must carry \+PTX"),
+        ('[[cuda]]\nname = "cu999"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.4.1"]\n'
+         'torch_index = "x"\nmanylinux_image = "y"\n', "name must be 'cu124'"),
+        ('[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.5.1", "2.4.1"]\n'
+         'torch_index = "x"\nmanylinux_image = "y"\n', "ascending"),
+    ],
+)
+def test_bad_matrices_are_rejected(tmp_path, extra, match):
+    with pytest.raises(ValueError, match=match):
+        variants.load(_write(tmp_path, BASE + extra))
+
+
+def test_github_matrix_rows():
+    rows = variants.github_matrix(variants.load())
+    assert {r["variant"] for r in rows} >= {"pt214cu130"}
+    assert all(set(r) == {"flavour", "torch", "variant", "image"} for r in rows)
+
+
+def test_no_version_outside_the_matrix():
+    """Build scripts take versions from ci/matrix.toml, never literals."""
+    import re
+
+    pattern = re.compile(r"torch[=<>]=+\s*['\"]?2\.\d+|cu1[12]\d\b|cu130\b")
+    for rel in ("noxfile.py", "setup.py", "pyproject.toml"):
+        text = (ROOT / rel).read_text()
+        offenders = [line for line in text.splitlines() if pattern.search(line) and "example" not in line.lower()]
+        assert offenders == [], f"{rel} names versions: {offenders}"
