@@ -11,7 +11,7 @@ Environment:
   MAX_JOBS                parallel compile jobs (ninja)
 
 Build against the torch you will run with, without build isolation:
-  pip install torch==2.13.0 && pip wheel --no-build-isolation --no-deps .
+  pip install "torch==<the release you run>" && pip wheel --no-build-isolation --no-deps .
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ try:
 except ImportError:
     fail(
         "torch is not importable. visdet-ops compiles against the torch it will "
-        "run with: install torch first (e.g. `pip install torch==2.13.0`), then "
+        "run with: install that torch first, then "
         "build without isolation: `pip wheel --no-build-isolation --no-deps .`"
     )
 

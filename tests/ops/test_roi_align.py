@@ -26,7 +26,9 @@ def case(rng, batch=2, channels=3, height=13, width=17, k=12, scale=0.5):
     return x, random_rois(k, batch, height, width, scale, rng)
 
 
-TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-10)}
+# float32: sample positions round to ~1e-6 px, which on randn data moves a
+# bilinear value by ~1e-5; a logic error moves it by O(0.1).
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-10, atol=1e-10)}
 
 
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
@@ -118,7 +120,8 @@ def test_large_random_float32_matches_reference(device, rng):
     x, rois = case(rng, batch=2, channels=16, height=40, width=48, k=64, scale=0.125)
     want = roi_align_reference(x, rois, (7, 7), 0.125, 0, "avg", True)
     got = visdet_ops.roi_align(x.float().to(device), rois.float().to(device), 7, 0.125, 0, "avg", True)
-    torch.testing.assert_close(got.cpu().double(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.cpu().double(), want, **TOL[torch.float32])
+    assert ((got.cpu().double() - want).norm() / want.norm()).item() < 1e-5
 
 
 @pytest.mark.parametrize(

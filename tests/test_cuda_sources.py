@@ -1,0 +1,88 @@
+"""Compiles every CUDA source for one arch, so that machines without a GPU
+(CI) still catch a .cu or CUDA host file that no longer builds.
+
+Skipped where no nvcc exists, unless VISDET_OPS_REQUIRE_NVCC=1 (CI sets it):
+then a missing nvcc fails. The arch is the newest SASS arch of the matrix row
+for this nvcc's CUDA version (VISDET_OPS_TEST_CUDA_ARCH overrides)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils import cpp_extension
+
+from ci import matrix as variants
+from ci import toolchain
+
+ROOT = Path(__file__).resolve().parent.parent
+CSRC = ROOT / "csrc"
+CU_SOURCES = sorted(CSRC.rglob("*.cu"))
+HOST_SOURCES = sorted(CSRC.rglob("*_cuda_host.cpp"))
+
+
+def _cuda_home() -> Path | None:
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    for home in (Path("/usr/local/cuda"),):
+        if (home / "bin" / "nvcc").exists():
+            return home
+    nvcc = shutil.which("nvcc")
+    return Path(nvcc).resolve().parent.parent if nvcc else None
+
+
+@pytest.fixture(scope="module")
+def cuda_home() -> Path:
+    home = _cuda_home()
+    if home is None or toolchain.nvcc_version(home) is None:
+        if os.environ.get("VISDET_OPS_REQUIRE_NVCC") == "1":
+            pytest.fail("VISDET_OPS_REQUIRE_NVCC=1 but no nvcc was found (set CUDA_HOME)")
+        pytest.skip("no nvcc on this machine")
+    return home
+
+
+@pytest.fixture(scope="module")
+def arch(cuda_home: Path) -> str:
+    if os.environ.get("VISDET_OPS_TEST_CUDA_ARCH"):
+        return os.environ["VISDET_OPS_TEST_CUDA_ARCH"]
+    version = toolchain.nvcc_version(cuda_home)
+    row = variants.load().flavour_for_cuda(f"{version.major}.{version.minor}")
+    assert row is not None, f"ci/matrix.toml has no row for nvcc {version}"
+    sass, _ = variants.sass_and_ptx(row.arch_list)
+    return sass[-1]
+
+
+def test_every_op_with_cuda_has_both_halves():
+    assert CU_SOURCES, "no .cu sources found"
+    for cu in CU_SOURCES:
+        assert (cu.parent / cu.name.replace("_cuda.cu", "_cuda_host.cpp")).exists(), cu
+
+
+@pytest.mark.parametrize("source", CU_SOURCES, ids=lambda p: p.name)
+def test_cu_compiles(source: Path, cuda_home: Path, arch: str, tmp_path: Path):
+    """.cu files are torch-free: only the CUDA toolkit and csrc/ are on the include path."""
+    sm = arch.replace(".", "")
+    cmd = [str(cuda_home / "bin" / "nvcc"), "-c", "-O2", "-std=c++17", f"-I{CSRC}", "-DVISDET_OPS_WITH_CUDA=1",
+           f"-gencode=arch=compute_{sm},code=sm_{sm}", str(source), "-o", str(tmp_path / "out.o")]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stdout}\n{res.stderr}"
+    text = source.read_text()
+    assert not re.search(r"#include\s*[<\"](torch|ATen|c10)/", text), f"{source.name} includes torch headers"
+
+
+@pytest.mark.parametrize("source", HOST_SOURCES, ids=lambda p: p.name)
+def test_cuda_host_compiles(source: Path, cuda_home: Path, tmp_path: Path):
+    """The torch-facing CUDA layer compiles against this torch's headers (compile only:
+    a CPU torch has no libc10_cuda to link against)."""
+    includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{cuda_home / 'include'}", f"-I{CSRC}"]
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    cmd = [os.environ.get("CXX", "c++"), "-c", "-std=c++20", "-fPIC", "-O0", "-g0", *includes,
+           "-DVISDET_OPS_WITH_CUDA=1", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", str(source), "-o", str(tmp_path / "out.o")]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr[-4000:]}"

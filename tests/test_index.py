@@ -1,0 +1,54 @@
+"""The wheel index builder, on a synthetic wheel (no compiler needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ci import index
+
+
+def fake_wheel(folder: Path, variant: str, torch_version: str, cuda: str | None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"visdet_ops-0.1.0+{variant}-cp310-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("visdet_ops-0.1.0+{v}.dist-info/METADATA".format(v=variant),
+                    f"Metadata-Version: 2.1\nName: visdet-ops\nVersion: 0.1.0+{variant}\n")
+        zf.writestr("visdet_ops/_build_info.py",
+                    f"TORCH_VERSION = {torch_version!r}\nTORCH_CUDA_VERSION = {cuda!r}\nWITH_CUDA = {cuda is not None}\n")
+    return wheel
+
+
+def test_index_pages(tmp_path):
+    house = tmp_path / "wheelhouse"
+    w1 = fake_wheel(house / "pt213cpu", "pt213cpu", "2.13.0+cpu", None)
+    w2 = fake_wheel(house / "pt214cu130", "pt214cu130", "2.14.1", "13.0")
+    out = tmp_path / "index"
+    assert index.build(house, out, "https://example.org/whl") == ["pt213cpu", "pt214cu130"]
+
+    for variant, wheel in (("pt213cpu", w1), ("pt214cu130", w2)):
+        page = (out / variant / "index.html").read_text()
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        assert f'href="{wheel.name}#sha256={digest}"' in page
+        hrefs = re.findall(r'href="([^"]+)"', page)
+        assert hrefs and all("#sha256=" in h for h in hrefs)
+        assert (out / variant / wheel.name).read_bytes() == wheel.read_bytes()
+        meta = (out / variant / f"{wheel.name}.metadata").read_bytes()
+        assert f'data-dist-info-metadata="sha256={hashlib.sha256(meta).hexdigest()}"' in page
+        simple = (out / variant / "simple" / "visdet-ops" / "index.html").read_text()
+        assert f"../../../{wheel.name}#sha256={digest}" in simple
+    assert "torch-2.14.1+cu130" in {p.name for p in out.iterdir()}
+    alias = (out / "torch-2.14.1+cu130" / "index.html").read_text()
+    assert f'href="../pt214cu130/{w2.name}#sha256=' in alias
+    top = (out / "index.html").read_text()
+    assert "pip install visdet-ops -f https://example.org/whl/pt214cu130/" in top
+
+
+def test_index_rejects_a_wheel_in_the_wrong_folder(tmp_path):
+    fake_wheel(tmp_path / "wheelhouse" / "pt213cpu", "pt214cu130", "2.14.1", "13.0")
+    with pytest.raises(ValueError, match="does not match its folder pt213cpu"):
+        index.build(tmp_path / "wheelhouse", tmp_path / "index")
