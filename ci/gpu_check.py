@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pytest-args", default="", help="extra pytest arguments")
     args = parser.parse_args(argv)
     out = args.out.resolve()
+    wheel = args.wheel.resolve() if args.wheel else None
     out.mkdir(parents=True, exist_ok=True)
 
     import torch
@@ -87,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("pyproject.toml", "setup.py", "noxfile.py"):
         shutil.copy2(ROOT / name, scratch / name)
 
-    if args.wheel:
+    if wheel:
         site = Path("/tmp/visdet_ops_site")
         shutil.rmtree(site, ignore_errors=True)
         rc, took = run(
-            [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(args.wheel)],
+            [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
             out / "install.log", env, scratch, 300,
         )
         env["PYTHONPATH"] = str(site)
