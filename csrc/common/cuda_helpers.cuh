@@ -20,10 +20,23 @@ inline unsigned int blocks_for(int64_t n, int threads = kThreadsPerBlock) {
   return static_cast<unsigned int>(blocks);
 }
 
-#define VISDET_GRID_STRIDE_LOOP(i, n)                                        \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x +          \
-                   threadIdx.x;                                              \
-       i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+// Calls body(i) for i in [0, n) across the whole grid. I is the index type:
+// int32_t where the caller has checked that n plus one grid stride fits
+// (integer division is much cheaper in 32 bits), int64_t otherwise.
+template <typename I, typename Body>
+__device__ __forceinline__ void grid_stride_loop(I n, Body body) {
+  const I stride = static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x);
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +
+             static_cast<I>(threadIdx.x);
+       i < n; i += stride) {
+    body(i);
+  }
+}
+
+// Largest n for which an int32_t grid-stride loop launched with blocks_for(n)
+// cannot overflow its loop variable.
+constexpr int64_t kMaxInt32LoopSize =
+    ((int64_t{1} << 31) - 1) - 65535LL * 8 * kThreadsPerBlock;
 
 }  // namespace cuda
 }  // namespace visdet_ops

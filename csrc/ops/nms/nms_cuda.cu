@@ -57,14 +57,19 @@ __global__ void nms_mask_kernel(const T* __restrict__ boxes, int64_t n,
 }
 
 // Sequential in box order, parallel across mask words: one block. Threads
-// synchronise only after a kept box, so the cost is ~(#kept) barriers.
-__global__ void nms_walk_kernel(const uint64_t* __restrict__ mask, int64_t n,
+// synchronise only after a kept box, so the cost is ~(#kept) barriers. Being
+// sequential, it also compacts the output for free: thread 0 appends each
+// kept box's input index, so no mask-to-index pass is needed afterwards.
+__global__ void nms_walk_kernel(const uint64_t* __restrict__ mask,
+                                const int64_t* __restrict__ order, int64_t n,
                                 int64_t col_blocks, uint64_t* global_removed,
-                                uint8_t* __restrict__ keep) {
+                                int64_t* __restrict__ kept,
+                                int64_t* __restrict__ num_kept) {
   extern __shared__ uint64_t shared_removed[];
   uint64_t* removed = global_removed != nullptr ? global_removed : shared_removed;
   for (int64_t w = threadIdx.x; w < col_blocks; w += blockDim.x) removed[w] = 0;
   __syncthreads();
+  int64_t count = 0;  // meaningful in thread 0 only
 
   for (int64_t block = 0; block < col_blocks; ++block) {
     uint64_t removed_word = removed[block];
@@ -74,7 +79,7 @@ __global__ void nms_walk_kernel(const uint64_t* __restrict__ mask, int64_t n,
       const int64_t i = base + bit;
       if (i >= n) break;
       if (removed_word & (1ULL << bit)) continue;
-      if (threadIdx.x == 0) keep[i] = 1;
+      if (threadIdx.x == 0) kept[count++] = order[i];
       const uint64_t* row = mask + i * col_blocks;
       for (int64_t w = block + threadIdx.x; w < col_blocks; w += blockDim.x) {
         removed[w] |= row[w];
@@ -86,6 +91,7 @@ __global__ void nms_walk_kernel(const uint64_t* __restrict__ mask, int64_t n,
       __syncthreads();
     }
   }
+  if (threadIdx.x == 0) *num_kept = count;
 }
 
 }  // namespace
@@ -102,10 +108,11 @@ int64_t nms_cuda_workspace_bytes(int64_t n) {
 }
 
 template <typename T>
-cudaError_t nms_cuda_launch(const T* boxes_sorted, int64_t n, T iou_threshold,
-                            T offset, uint8_t* keep, void* workspace,
+cudaError_t nms_cuda_launch(const T* boxes_sorted, const int64_t* order,
+                            int64_t n, T iou_threshold, T offset,
+                            int64_t* kept, int64_t* num_kept, void* workspace,
                             cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
+  if (n == 0) return cudaErrorInvalidValue;  // the caller handles empty input
   const int64_t col_blocks = nms_cuda_col_blocks(n);
   if (col_blocks > 65535) return cudaErrorInvalidValue;  // grid.y limit
   uint64_t* mask = static_cast<uint64_t*>(workspace);
@@ -124,15 +131,16 @@ cudaError_t nms_cuda_launch(const T* boxes_sorted, int64_t n, T iou_threshold,
   const size_t shared_bytes =
       global_removed != nullptr ? 0 : col_blocks * sizeof(uint64_t);
   nms_walk_kernel<<<1, threads, shared_bytes, stream>>>(
-      mask, n, col_blocks, global_removed, keep);
+      mask, order, n, col_blocks, global_removed, kept, num_kept);
   return cudaGetLastError();
 }
 
-template cudaError_t nms_cuda_launch<float>(const float*, int64_t, float,
-                                            float, uint8_t*, void*,
-                                            cudaStream_t);
-template cudaError_t nms_cuda_launch<double>(const double*, int64_t, double,
-                                             double, uint8_t*, void*,
+template cudaError_t nms_cuda_launch<float>(const float*, const int64_t*,
+                                            int64_t, float, float, int64_t*,
+                                            int64_t*, void*, cudaStream_t);
+template cudaError_t nms_cuda_launch<double>(const double*, const int64_t*,
+                                             int64_t, double, double,
+                                             int64_t*, int64_t*, void*,
                                              cudaStream_t);
 
 }  // namespace visdet_ops

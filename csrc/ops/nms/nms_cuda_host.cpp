@@ -24,17 +24,21 @@ at::Tensor nms_cuda_kernel(const at::Tensor& boxes, const at::Tensor& scores,
 
   const at::Tensor order = nms_sorted_order(scores);
   const at::Tensor boxes_sorted = boxes.index_select(0, order).contiguous();
-  at::Tensor keep = at::zeros({n}, boxes.options().dtype(at::kByte));
+  // One allocation for the kept indices and, in its last slot, their count.
+  at::Tensor kept = at::empty({n + 1}, boxes.options().dtype(at::kLong));
   at::Tensor workspace = at::empty({nms_cuda_workspace_bytes(n)},
                                    boxes.options().dtype(at::kByte));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "nms_cuda", [&] {
     C10_CUDA_CHECK(nms_cuda_launch<scalar_t>(
-        boxes_sorted.data_ptr<scalar_t>(), n,
+        boxes_sorted.data_ptr<scalar_t>(), order.data_ptr<int64_t>(), n,
         static_cast<scalar_t>(iou_threshold), static_cast<scalar_t>(offset),
-        keep.data_ptr<uint8_t>(), workspace.data_ptr(), stream));
+        kept.data_ptr<int64_t>(), kept.data_ptr<int64_t>() + n,
+        workspace.data_ptr(), stream));
   });
-  return order.masked_select(keep.to(at::kBool));
+  // The output size is data-dependent: one 8-byte device-to-host copy.
+  const int64_t num_kept = kept[n].item<int64_t>();
+  return kept.narrow(0, 0, num_kept);
 }
 
 }  // namespace

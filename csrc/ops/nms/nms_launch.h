@@ -23,11 +23,14 @@ int64_t nms_cuda_col_blocks(int64_t n);
 // plus, for very large n, the global "removed" bitset.
 int64_t nms_cuda_workspace_bytes(int64_t n);
 
-// keep: [n] bytes, must be zeroed by the caller. workspace: at least
-// nms_cuda_workspace_bytes(n) bytes, 8-byte aligned, contents ignored.
+// order: [n] the input index of each sorted row. Writes the kept input
+// indices, in sorted order, to kept[0, *num_kept) and their count to
+// *num_kept (device memory). workspace: at least nms_cuda_workspace_bytes(n)
+// bytes, 8-byte aligned, contents ignored.
 template <typename T>
-cudaError_t nms_cuda_launch(const T* boxes_sorted, int64_t n, T iou_threshold,
-                            T offset, uint8_t* keep, void* workspace,
+cudaError_t nms_cuda_launch(const T* boxes_sorted, const int64_t* order,
+                            int64_t n, T iou_threshold, T offset,
+                            int64_t* kept, int64_t* num_kept, void* workspace,
                             cudaStream_t stream);
 #endif
 

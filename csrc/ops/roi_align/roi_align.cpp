@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "common/checks.h"
+#include "common/rois.h"
 #include "roi_align.h"
 #include "roi_align_kernel.h"
 
@@ -17,25 +18,6 @@ int parse_pool_mode(c10::string_view pool_mode) {
   if (pool_mode == "avg") return roi_align_detail::kAvg;
   TORCH_CHECK(false, kOp, ": pool_mode must be 'avg' or 'max', got '",
               std::string(pool_mode), "'");
-}
-
-// Every RoI must name an existing image and have finite coordinates: an
-// out-of-range batch index would read outside `input`, a non-finite
-// coordinate would make the sample grid unbounded. One host sync on CUDA.
-void check_rois_values(const at::Tensor& rois, int64_t batch_size) {
-  if (rois.size(0) == 0) return;
-  const at::Tensor batch = rois.select(1, 0);
-  const at::Tensor bad = rois.isfinite().logical_not().any() |
-                         (batch < 0).any() | (batch >= batch_size).any();
-  if (!bad.item<bool>()) return;
-  const at::Tensor cpu = rois.to(at::kCPU, at::kDouble);
-  TORCH_CHECK(cpu.isfinite().all().item<bool>(), kOp,
-              ": rois must be finite, got non-finite values");
-  const auto minmax = at::aminmax(cpu.select(1, 0));
-  TORCH_CHECK(false, kOp, ": rois[:, 0] (batch index) must lie in [0, ",
-              batch_size - 1, "] for input of batch size ", batch_size,
-              ", got values in [", std::get<0>(minmax).item<double>(), ", ",
-              std::get<1>(minmax).item<double>(), "]");
 }
 
 void check_rois(const at::Tensor& rois) {
@@ -69,13 +51,14 @@ RoIAlignShape roi_align_check_forward(const at::Tensor& input,
   check_same_dtype(input, rois, kOp, "input", "rois");
   check_same_device(input, rois, kOp, "input", "rois");
   check_common(pooled_height, pooled_width, spatial_scale);
-  RoIAlignShape s{rois.size(0),  input.size(1), input.size(2),
-                  input.size(3), pooled_height, pooled_width,
-                  sampling_ratio, parse_pool_mode(pool_mode), aligned};
+  RoIAlignShape s{input.size(0), rois.size(0),  input.size(1),
+                  input.size(2), input.size(3), pooled_height,
+                  pooled_width,  sampling_ratio, parse_pool_mode(pool_mode),
+                  aligned};
   TORCH_CHECK(rois.size(0) == 0 || (s.height > 0 && s.width > 0), kOp,
               ": input must have a non-empty spatial size, got shape ",
               input.sizes());
-  check_rois_values(rois, input.size(0));
+  check_rois_values(rois, input.size(0), kOp);
   return s;
 }
 
@@ -90,9 +73,10 @@ RoIAlignShape roi_align_check_backward(
   check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_common(grad_output.size(2), grad_output.size(3), spatial_scale);
-  RoIAlignShape s{rois.size(0),        channels,           height, width,
-                  grad_output.size(2), grad_output.size(3), sampling_ratio,
-                  parse_pool_mode(pool_mode), aligned};
+  RoIAlignShape s{batch_size,          rois.size(0),        channels,
+                  height,              width,               grad_output.size(2),
+                  grad_output.size(3), sampling_ratio,      parse_pool_mode(pool_mode),
+                  aligned};
   TORCH_CHECK(grad_output.size(0) == s.num_rois && grad_output.size(1) == channels,
               kOp, ": grad_output must have shape [", s.num_rois, ", ",
               channels, ", PH, PW], got ", grad_output.sizes());
@@ -105,7 +89,7 @@ RoIAlignShape roi_align_check_backward(
     check_same_dtype(grad_output, argmax_y, kOp, "grad_output", "argmax_y");
     check_same_dtype(grad_output, argmax_x, kOp, "grad_output", "argmax_x");
   }
-  check_rois_values(rois, batch_size);
+  check_rois_values(rois, batch_size, kOp);
   return s;
 }
 

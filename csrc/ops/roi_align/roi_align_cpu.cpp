@@ -9,7 +9,7 @@ void roi_align_forward_cpu(const T* input, const T* rois,
                            int64_t begin, int64_t end, T* output, T* argmax_y,
                            T* argmax_x) {
   for (int64_t index = begin; index < end; ++index) {
-    roi_align_detail::roi_align_forward_element(
+    roi_align_detail::roi_align_forward_element<T, int64_t>(
         index, input, rois, s.channels, s.height, s.width, s.pooled_h,
         s.pooled_w, spatial_scale, s.sampling_ratio, s.pool_mode, s.aligned,
         output, argmax_y, argmax_x);
@@ -26,7 +26,7 @@ void roi_align_backward_cpu(const T* grad_output, const T* rois,
     grad_input[offset] += value;
   };
   for (int64_t index = 0; index < n; ++index) {
-    roi_align_detail::roi_align_backward_element(
+    roi_align_detail::roi_align_backward_element<T, int64_t>(
         index, grad_output, rois, argmax_y, argmax_x, s.channels, s.height,
         s.width, s.pooled_h, s.pooled_w, spatial_scale, s.sampling_ratio,
         s.pool_mode, s.aligned, add);

@@ -57,16 +57,17 @@ VISDET_HOST_DEVICE VISDET_INLINE RoIGeometry<T> roi_geometry(
 
 // Bilinear weights and corner indices of the sample (y, x) on an h x w map.
 // Returns false when the sample lies outside [-1, h] x [-1, w] (value 0).
-template <typename T>
+// I is the index type: int32_t when every offset fits (much cheaper integer
+// division on GPUs), int64_t otherwise.
+template <typename T, typename I>
 struct Bilinear {
-  int64_t y_low, x_low, y_high, x_high;
+  I y_low, x_low, y_high, x_high;
   T w1, w2, w3, w4;
 };
 
-template <typename T>
-VISDET_HOST_DEVICE VISDET_INLINE bool bilinear_weights(int64_t height,
-                                                       int64_t width, T y, T x,
-                                                       Bilinear<T>* b) {
+template <typename T, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE bool bilinear_weights(I height, I width, T y,
+                                                       T x, Bilinear<T, I>* b) {
   // Written as a negated range test so that NaN is rejected too.
   if (!(y >= T(-1) && y <= static_cast<T>(height) && x >= T(-1) &&
         x <= static_cast<T>(width))) {
@@ -74,8 +75,8 @@ VISDET_HOST_DEVICE VISDET_INLINE bool bilinear_weights(int64_t height,
   }
   if (y <= T(0)) y = T(0);
   if (x <= T(0)) x = T(0);
-  b->y_low = static_cast<int64_t>(y);
-  b->x_low = static_cast<int64_t>(x);
+  b->y_low = static_cast<I>(y);
+  b->x_low = static_cast<I>(x);
   if (b->y_low >= height - 1) {
     b->y_high = b->y_low = height - 1;
     y = static_cast<T>(b->y_low);
@@ -99,10 +100,9 @@ VISDET_HOST_DEVICE VISDET_INLINE bool bilinear_weights(int64_t height,
   return true;
 }
 
-template <typename T>
-VISDET_HOST_DEVICE VISDET_INLINE T bilinear_value(const T* plane,
-                                                  int64_t width,
-                                                  const Bilinear<T>& b) {
+template <typename T, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE T bilinear_value(const T* plane, I width,
+                                                  const Bilinear<T, I>& b) {
   return b.w1 * plane[b.y_low * width + b.x_low] +
          b.w2 * plane[b.y_low * width + b.x_high] +
          b.w3 * plane[b.y_high * width + b.x_low] +
@@ -112,20 +112,20 @@ VISDET_HOST_DEVICE VISDET_INLINE T bilinear_value(const T* plane,
 // One output element: index enumerates [K, C, PH, PW] in row-major order.
 // In max mode the chosen sample's coordinates go to argmax_y/argmax_x
 // (-1 when the bin has no sample); the output of an empty bin is 0.
-template <typename T>
+template <typename T, typename I>
 VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
-    int64_t index, const T* input, const T* rois, int64_t channels,
-    int64_t height, int64_t width, int64_t pooled_h, int64_t pooled_w,
-    T spatial_scale, int64_t sampling_ratio, int pool_mode, bool aligned,
-    T* output, T* argmax_y, T* argmax_x) {
-  const int64_t pw = index % pooled_w;
-  const int64_t ph = (index / pooled_w) % pooled_h;
-  const int64_t c = (index / pooled_w / pooled_h) % channels;
-  const int64_t k = index / pooled_w / pooled_h / channels;
+    I index, const T* input, const T* rois, I channels, I height, I width,
+    I pooled_h, I pooled_w, T spatial_scale, int64_t sampling_ratio,
+    int pool_mode, bool aligned, T* output, T* argmax_y, T* argmax_x) {
+  const I pw = index % pooled_w;
+  const I ph = (index / pooled_w) % pooled_h;
+  const I c = (index / pooled_w / pooled_h) % channels;
+  const I k = index / pooled_w / pooled_h / channels;
 
   const RoIGeometry<T> g = roi_geometry(rois + k * 5, spatial_scale, pooled_h,
                                         pooled_w, sampling_ratio, aligned);
-  const T* plane = input + (g.batch * channels + c) * height * width;
+  const T* plane =
+      input + (static_cast<I>(g.batch) * channels + c) * height * width;
 
   if (pool_mode == kMax) {
     T best = lowest_value<T>();
@@ -138,7 +138,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
         const T x = g.start_w + static_cast<T>(pw) * g.bin_w +
                     (static_cast<T>(ix) + T(0.5)) * g.bin_w /
                         static_cast<T>(g.grid_w);
-        Bilinear<T> b;
+        Bilinear<T, I> b;
         const T val = bilinear_weights(height, width, y, x, &b)
                           ? bilinear_value(plane, width, b)
                           : T(0);
@@ -163,7 +163,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
         const T x = g.start_w + static_cast<T>(pw) * g.bin_w +
                     (static_cast<T>(ix) + T(0.5)) * g.bin_w /
                         static_cast<T>(g.grid_w);
-        Bilinear<T> b;
+        Bilinear<T, I> b;
         if (bilinear_weights(height, width, y, x, &b)) {
           sum += bilinear_value(plane, width, b);
         }
@@ -176,24 +176,24 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
 
 // Backward of one output element: calls add(offset, value) for each input
 // element it contributes to (an atomic add on CUDA, a plain add on the CPU).
-template <typename T, typename AddFn>
+template <typename T, typename I, typename AddFn>
 VISDET_HOST_DEVICE VISDET_INLINE void roi_align_backward_element(
-    int64_t index, const T* grad_output, const T* rois, const T* argmax_y,
-    const T* argmax_x, int64_t channels, int64_t height, int64_t width,
-    int64_t pooled_h, int64_t pooled_w, T spatial_scale,
-    int64_t sampling_ratio, int pool_mode, bool aligned, AddFn add) {
-  const int64_t pw = index % pooled_w;
-  const int64_t ph = (index / pooled_w) % pooled_h;
-  const int64_t c = (index / pooled_w / pooled_h) % channels;
-  const int64_t k = index / pooled_w / pooled_h / channels;
+    I index, const T* grad_output, const T* rois, const T* argmax_y,
+    const T* argmax_x, I channels, I height, I width, I pooled_h, I pooled_w,
+    T spatial_scale, int64_t sampling_ratio, int pool_mode, bool aligned,
+    AddFn add) {
+  const I pw = index % pooled_w;
+  const I ph = (index / pooled_w) % pooled_h;
+  const I c = (index / pooled_w / pooled_h) % channels;
+  const I k = index / pooled_w / pooled_h / channels;
 
   const T grad = grad_output[index];
   const T* roi = rois + k * 5;
-  const int64_t batch = static_cast<int64_t>(roi[0]);
-  const int64_t plane_offset = (batch * channels + c) * height * width;
+  const I batch = static_cast<I>(roi[0]);
+  const I plane_offset = (batch * channels + c) * height * width;
 
   auto scatter = [&](T y, T x, T g) {
-    Bilinear<T> b;
+    Bilinear<T, I> b;
     if (!bilinear_weights(height, width, y, x, &b)) return;
     add(plane_offset + b.y_low * width + b.x_low, g * b.w1);
     add(plane_offset + b.y_low * width + b.x_high, g * b.w2);

@@ -12,7 +12,7 @@
 namespace visdet_ops {
 
 struct RoIAlignShape {
-  int64_t num_rois, channels, height, width, pooled_h, pooled_w;
+  int64_t batch_size, num_rois, channels, height, width, pooled_h, pooled_w;
   int64_t sampling_ratio;
   int pool_mode;  // roi_align_detail::PoolMode
   bool aligned;

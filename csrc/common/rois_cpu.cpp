@@ -1,0 +1,16 @@
+#include "common/rois_kernel.h"
+#include "common/rois_launch.h"
+
+namespace visdet_ops {
+
+template <typename T>
+int rois_flags_cpu(const T* rois, int64_t k, int64_t batch_size) {
+  int flags = 0;
+  for (int64_t i = 0; i < k; ++i) flags |= roi_flags(rois + 5 * i, batch_size);
+  return flags;
+}
+
+template int rois_flags_cpu<float>(const float*, int64_t, int64_t);
+template int rois_flags_cpu<double>(const double*, int64_t, int64_t);
+
+}  // namespace visdet_ops

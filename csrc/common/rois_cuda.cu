@@ -1,0 +1,44 @@
+#include "common/cuda_helpers.cuh"
+#include "common/rois_kernel.h"
+#include "common/rois_launch.h"
+
+namespace visdet_ops {
+namespace {
+
+constexpr int kValidateThreads = 512;
+
+// One block: a few thousand RoIs take microseconds, and a single block needs
+// no atomics and no zeroed output.
+template <typename T>
+__global__ void rois_flags_kernel(const T* __restrict__ rois, int64_t k,
+                                  int64_t batch_size, int* flags) {
+  int local = 0;
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
+    local |= roi_flags(rois + 5 * i, batch_size);
+  }
+  const int non_finite = __syncthreads_or(local & kRoINonFinite);
+  const int bad_batch = __syncthreads_or(local & kRoIBadBatch);
+  if (threadIdx.x == 0) {
+    *flags = (non_finite ? kRoINonFinite : 0) | (bad_batch ? kRoIBadBatch : 0);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t rois_flags_cuda_launch(const T* rois, int64_t k,
+                                   int64_t batch_size, int* flags,
+                                   cudaStream_t stream) {
+  rois_flags_kernel<T><<<1, kValidateThreads, 0, stream>>>(rois, k, batch_size,
+                                                          flags);
+  return cudaGetLastError();
+}
+
+template cudaError_t rois_flags_cuda_launch<float>(const float*, int64_t,
+                                                   int64_t, int*,
+                                                   cudaStream_t);
+template cudaError_t rois_flags_cuda_launch<double>(const double*, int64_t,
+                                                    int64_t, int*,
+                                                    cudaStream_t);
+
+}  // namespace visdet_ops
