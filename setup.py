@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from ci import matrix as variants  # noqa: E402  (needs ROOT on sys.path)
 
 
-def fail(message: str) -> "NoReturn":  # noqa: F821
+def fail(message: str) -> NoReturn:  # noqa: F821
     raise SystemExit(f"\nvisdet-ops build error: {message}\n")
 
 

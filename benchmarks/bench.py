@@ -34,7 +34,11 @@ def cuda_time_ms(fn, warmup: int = 10, repeat: int = 50) -> dict:
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
     times.sort()
-    return {"median_ms": statistics.median(times), "p10_ms": times[len(times) // 10], "p90_ms": times[(len(times) * 9) // 10]}
+    return {
+        "median_ms": statistics.median(times),
+        "p10_ms": times[len(times) // 10],
+        "p90_ms": times[(len(times) * 9) // 10],
+    }
 
 
 def copy_bandwidth_gbs() -> float:
@@ -87,7 +91,10 @@ def bench_roi_align(gen, tv, results: list, copy_gbs: float) -> None:
                 out = visdet_ops.roi_align(x, rois, 7, scale, sr, "avg", True)
                 out.backward(grad)
 
-            row = {"op": "roi_align fwd+bwd", "case": f"stride {stride} ({h}x{w}), 1000 rois x 256 ch, 7x7, {mode_name}"}
+            row = {
+                "op": "roi_align fwd+bwd",
+                "case": f"stride {stride} ({h}x{w}), 1000 rois x 256 ch, 7x7, {mode_name}",
+            }
             row["ours"] = cuda_time_ms(ours)
             x.grad = None
             fwd = cuda_time_ms(lambda: visdet_ops.roi_align(feats, rois, 7, scale, sr, "avg", True))
@@ -127,8 +134,10 @@ def markdown(results: list, env: dict) -> str:
         if "kept" in r:
             note.append(f"{r['kept']} kept")
         if "forward_gbs" in r:
-            note.append(f"fwd {r['ours_forward_ms']:.3f} ms, {r['forward_gbs']:.0f} GB/s compulsory "
-                        f"({100 * r['forward_fraction_of_copy']:.0f}% of copy)")
+            note.append(
+                f"fwd {r['ours_forward_ms']:.3f} ms, {r['forward_gbs']:.0f} GB/s compulsory "
+                f"({100 * r['forward_fraction_of_copy']:.0f}% of copy)"
+            )
         lines.append(
             f"| {r['op']} | {r['case']} | {ours:.3f} | {r.get('peer_name', '-')} | "
             f"{peer if peer is None else f'{peer:.3f}'} | {ratio} | {'; '.join(note)} |"

@@ -93,12 +93,17 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(site, ignore_errors=True)
         rc, took = run(
             [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
-            out / "install.log", env, scratch, 300,
+            out / "install.log",
+            env,
+            scratch,
+            300,
         )
         env["PYTHONPATH"] = str(site)
         report["steps"]["install wheel"] = {"rc": rc, "seconds": round(took, 1), "wheel": args.wheel.name}
     else:
-        build_env = dict(env, VISDET_OPS_CUDA="1", TORCH_CUDA_ARCH_LIST=f"{cap[0]}.{cap[1]}", MAX_JOBS=str(os.cpu_count()))
+        build_env = dict(
+            env, VISDET_OPS_CUDA="1", TORCH_CUDA_ARCH_LIST=f"{cap[0]}.{cap[1]}", MAX_JOBS=str(os.cpu_count())
+        )
         rc, took = run([sys.executable, "setup.py", "build_ext", "--inplace"], out / "build.log", build_env, ROOT, 600)
         env["PYTHONPATH"] = str(ROOT)
         report["steps"]["build in place"] = {"rc": rc, "seconds": round(took, 1), "arch": f"{cap[0]}.{cap[1]}"}
@@ -110,8 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     report["steps"]["doctor"] = {"rc": rc, "seconds": round(took, 1)}
 
     junit = out / "junit.xml"
-    pytest_cmd = [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
-                  f"--junitxml={junit}", *args.pytest_args.split()]
+    pytest_cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *args.pytest_args.split(),
+    ]
     rc, took = run(pytest_cmd, out / "pytest.log", env, scratch, 900)
     report["steps"]["pytest"] = {"rc": rc, "seconds": round(took, 1), **junit_counts(junit)}
 
@@ -127,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         report["steps"][f"sanitizer {tool}"] = {"rc": rc, "seconds": round(took, 1), "summary": summary}
 
     if not args.skip_bench:
-        rc, took = run([sys.executable, "benchmarks/bench.py", "--out", str(out)],
-                       out / "bench.log", env, scratch, 600)
+        rc, took = run([sys.executable, "benchmarks/bench.py", "--out", str(out)], out / "bench.log", env, scratch, 600)
         report["steps"]["benchmarks"] = {"rc": rc, "seconds": round(took, 1)}
 
     ok = all(step["rc"] == 0 for step in report["steps"].values())

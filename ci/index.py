@@ -38,7 +38,7 @@ def _metadata(wheel: Path) -> bytes:
 def _page(title: str, links: list[str]) -> str:
     body = "\n".join(f"    {link}<br/>" for link in links)
     return (
-        "<!DOCTYPE html>\n<html>\n  <head><meta name=\"pypi:repository-version\" content=\"1.0\">"
+        '<!DOCTYPE html>\n<html>\n  <head><meta name="pypi:repository-version" content="1.0">'
         f"<title>{html.escape(title)}</title></head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n{body}\n"
         "  </body>\n</html>\n"
     )
@@ -86,7 +86,7 @@ def build(wheelhouse: Path, out: Path, base_url: str | None = None) -> list[str]
         for alias in sorted(aliases):
             adir = out / alias
             adir.mkdir(parents=True, exist_ok=True)
-            alias_links = [l.replace('href="', f'href="../{variant}/', 1) for l in links]
+            alias_links = [link.replace('href="', f'href="../{variant}/', 1) for link in links]
             (adir / "index.html").write_text(_page(f"visdet-ops wheels for {alias} (= {variant})", alias_links))
         variants.append(variant)
     prefix = (base_url.rstrip("/") + "/") if base_url else ""

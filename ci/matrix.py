@@ -49,10 +49,7 @@ class CudaFlavour:
         matches = [t for t in self.torch if t.release[:parts] == want.release]
         if not matches:
             known = ", ".join(str(t) for t in self.torch)
-            raise ValueError(
-                f"torch {wanted} has no {self.name} build in ci/matrix.toml "
-                f"(known: {known})"
-            )
+            raise ValueError(f"torch {wanted} has no {self.name} build in ci/matrix.toml (known: {known})")
         return matches[-1]
 
     def torch_from_pypi(self, torch_version: Version) -> bool:
@@ -167,9 +164,7 @@ def _check_pypi_defaults(flavours: list[CudaFlavour]) -> None:
     for f in flavours:
         for minor in f.pypi_default:
             if minor in owner:
-                raise ValueError(
-                    f"torch {minor}: PyPI default claimed by both {owner[minor]} and {f.name}"
-                )
+                raise ValueError(f"torch {minor}: PyPI default claimed by both {owner[minor]} and {f.name}")
             owner[minor] = f.name
             if not any(f"{t.major}.{t.minor}" == minor for t in f.torch):
                 raise ValueError(f"{f.name}: pypi_default {minor} is not in its torch list")

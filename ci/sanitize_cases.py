@@ -29,7 +29,9 @@ def main() -> int:
             return 1
         # roi_align: both pool modes, forward and backward.
         x = torch.randn(2, 3, 9, 11, generator=gen, dtype=torch.float64)
-        rois = torch.tensor([[0, 1, 1, 7, 6], [1, -2, 0, 12, 9], [1, 3, 3, 3.5, 4], [0, 20, 20, 30, 30]], dtype=torch.float64)
+        rois = torch.tensor(
+            [[0, 1, 1, 7, 6], [1, -2, 0, 12, 9], [1, 3, 3, 3.5, 4], [0, 20, 20, 30, 30]], dtype=torch.float64
+        )
         for mode in ("avg", "max"):
             xc = x.cuda().to(dtype).requires_grad_()
             out = visdet_ops.roi_align(xc, rois.cuda().to(dtype), 3, 1.0, 0, mode, True)

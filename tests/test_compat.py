@@ -46,8 +46,17 @@ def test_version_comparison_is_numeric_not_string():
 
 @pytest.mark.parametrize(
     "cap, status",
-    [((9, 0), "OK"), ((8, 6), "OK"), ((8, 9), "OK"), ((12, 1), "OK"), ((10, 3), "OK"), ((11, 0), "FAIL"),
-     ((13, 0), "WARN"), ((7, 0), "FAIL"), ((6, 1), "FAIL")],
+    [
+        ((9, 0), "OK"),
+        ((8, 6), "OK"),
+        ((8, 9), "OK"),
+        ((12, 1), "OK"),
+        ((10, 3), "OK"),
+        ((11, 0), "FAIL"),
+        ((13, 0), "WARN"),
+        ((7, 0), "FAIL"),
+        ((6, 1), "FAIL"),
+    ],
 )
 def test_arch_check(cap, status):
     sass = ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"]

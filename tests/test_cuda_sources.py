@@ -68,12 +68,27 @@ def test_every_op_with_cuda_has_both_halves():
 def test_cu_compiles(source: Path, cuda_home: Path, arch: str, tmp_path: Path):
     """.cu files are torch-free: only the CUDA toolkit and csrc/ are on the include path."""
     sm = arch.replace(".", "")
-    cmd = [str(cuda_home / "bin" / "nvcc"), "-c", "-O2", "-std=c++17", f"-I{CSRC}", "-DVISDET_OPS_WITH_CUDA=1",
-           f"-gencode=arch=compute_{sm},code=sm_{sm}", str(source), "-o", str(tmp_path / "out.o")]
+    cmd = [
+        str(cuda_home / "bin" / "nvcc"),
+        "-c",
+        "-O2",
+        "-std=c++17",
+        f"-I{CSRC}",
+        "-DVISDET_OPS_WITH_CUDA=1",
+        f"-gencode=arch=compute_{sm},code=sm_{sm}",
+        str(source),
+        "-o",
+        str(tmp_path / "out.o"),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stdout}\n{res.stderr}"
     text = source.read_text()
     assert not re.search(r"#include\s*[<\"](torch|ATen|c10)/", text), f"{source.name} includes torch headers"
+
+
+# CMake generates this header for CUDA builds of torch; CPU wheels ship the
+# other c10/cuda headers without it. Its whole content is this macro.
+CUDA_CMAKE_MACROS = "#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n"
 
 
 @pytest.mark.parametrize("source", HOST_SOURCES, ids=lambda p: p.name)
@@ -81,8 +96,26 @@ def test_cuda_host_compiles(source: Path, cuda_home: Path, tmp_path: Path):
     """The torch-facing CUDA layer compiles against this torch's headers (compile only:
     a CPU torch has no libc10_cuda to link against)."""
     includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{cuda_home / 'include'}", f"-I{CSRC}"]
+    torch_include = Path(cpp_extension.include_paths()[0])
+    if not (torch_include / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").exists():
+        stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
+        stub.mkdir(parents=True)
+        (stub / "cuda_cmake_macros.h").write_text(CUDA_CMAKE_MACROS)
+        includes.append(f"-I{tmp_path / 'stub'}")
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    cmd = [os.environ.get("CXX", "c++"), "-c", "-std=c++20", "-fPIC", "-O0", "-g0", *includes,
-           "-DVISDET_OPS_WITH_CUDA=1", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", str(source), "-o", str(tmp_path / "out.o")]
+    cmd = [
+        os.environ.get("CXX", "c++"),
+        "-c",
+        "-std=c++20",
+        "-fPIC",
+        "-O0",
+        "-g0",
+        *includes,
+        "-DVISDET_OPS_WITH_CUDA=1",
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        str(source),
+        "-o",
+        str(tmp_path / "out.o"),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr[-4000:]}"

@@ -16,10 +16,14 @@ def fake_wheel(folder: Path, variant: str, torch_version: str, cuda: str | None)
     folder.mkdir(parents=True, exist_ok=True)
     wheel = folder / f"visdet_ops-0.1.0+{variant}-cp310-abi3-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("visdet_ops-0.1.0+{v}.dist-info/METADATA".format(v=variant),
-                    f"Metadata-Version: 2.1\nName: visdet-ops\nVersion: 0.1.0+{variant}\n")
-        zf.writestr("visdet_ops/_build_info.py",
-                    f"TORCH_VERSION = {torch_version!r}\nTORCH_CUDA_VERSION = {cuda!r}\nWITH_CUDA = {cuda is not None}\n")
+        zf.writestr(
+            f"visdet_ops-0.1.0+{variant}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: visdet-ops\nVersion: 0.1.0+{variant}\n",
+        )
+        zf.writestr(
+            "visdet_ops/_build_info.py",
+            f"TORCH_VERSION = {torch_version!r}\nTORCH_CUDA_VERSION = {cuda!r}\nWITH_CUDA = {cuda is not None}\n",
+        )
     return wheel
 
 

@@ -91,8 +91,12 @@ def test_unbuilt_tree_says_how_to_build(package_copy):
 
 
 def test_doctor_passes_here():
-    res = subprocess.run([sys.executable, "-m", "visdet_ops", "doctor", "--json"], capture_output=True, text=True,
-                         cwd=Path(visdet_ops.__file__).parent.parent)
+    res = subprocess.run(
+        [sys.executable, "-m", "visdet_ops", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=Path(visdet_ops.__file__).parent.parent,
+    )
     report = json.loads(res.stdout)
     assert res.returncode == 0, res.stdout
     assert report["ops"]["nms"]["smoke"]["cpu"] == "OK"

@@ -64,16 +64,31 @@ manylinux_image = "y"
     "extra, match",
     [
         ('[[cuda]]\nname = "cpu"\ntorch = ["2.1.0"]\ntorch_index = "x"\nmanylinux_image = "y"\n', "duplicate name"),
-        ('[[cuda]]\nname = "cu130"\nversion = "13.0"\narch_list = ["7.0", "9.0+PTX"]\ntorch = ["2.9.1"]\n'
-         'torch_index = "x"\nmanylinux_image = "y"\n', "cannot target sm_7.0"),
-        ('[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["8.0", "10.0+PTX"]\ntorch = ["2.1.2"]\n'
-         'torch_index = "x"\nmanylinux_image = "y"\n', "cannot target sm_10.0"),
-        ('[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["8.0", "9.0"]\ntorch = ["2.4.1"]\n'
-         'torch_index = "x"\nmanylinux_image = "y"\n', r"must carry \+PTX"),
-        ('[[cuda]]\nname = "cu999"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.4.1"]\n'
-         'torch_index = "x"\nmanylinux_image = "y"\n', "name must be 'cu124'"),
-        ('[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.5.1", "2.4.1"]\n'
-         'torch_index = "x"\nmanylinux_image = "y"\n', "ascending"),
+        (
+            '[[cuda]]\nname = "cu130"\nversion = "13.0"\narch_list = ["7.0", "9.0+PTX"]\ntorch = ["2.9.1"]\n'
+            'torch_index = "x"\nmanylinux_image = "y"\n',
+            "cannot target sm_7.0",
+        ),
+        (
+            '[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["8.0", "10.0+PTX"]\ntorch = ["2.1.2"]\n'
+            'torch_index = "x"\nmanylinux_image = "y"\n',
+            "cannot target sm_10.0",
+        ),
+        (
+            '[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["8.0", "9.0"]\ntorch = ["2.4.1"]\n'
+            'torch_index = "x"\nmanylinux_image = "y"\n',
+            r"must carry \+PTX",
+        ),
+        (
+            '[[cuda]]\nname = "cu999"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.4.1"]\n'
+            'torch_index = "x"\nmanylinux_image = "y"\n',
+            "name must be 'cu124'",
+        ),
+        (
+            '[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.5.1", "2.4.1"]\n'
+            'torch_index = "x"\nmanylinux_image = "y"\n',
+            "ascending",
+        ),
     ],
 )
 def test_bad_matrices_are_rejected(tmp_path, extra, match):

@@ -30,9 +30,7 @@ def describe_torch(version: str, cuda: str | None) -> str:
     return f"torch {version} ({'CUDA ' + cuda if cuda else 'CPU only'})"
 
 
-def environment_checks(
-    info: dict, torch_version: str, torch_cuda: str | None, cxx11_abi: bool | None
-) -> list[Check]:
+def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, cxx11_abi: bool | None) -> list[Check]:
     """Checks of a build (the _build_info dict) against the running torch."""
     checks: list[Check] = []
     built = Version(info["TORCH_VERSION"])
@@ -66,9 +64,7 @@ def environment_checks(
                 )
             )
     elif torch_cuda is None:
-        checks.append(
-            Check("CUDA", "FAIL", f"built for CUDA {built_cuda}, found a CPU-only torch (no CUDA runtime)")
-        )
+        checks.append(Check("CUDA", "FAIL", f"built for CUDA {built_cuda}, found a CPU-only torch (no CUDA runtime)"))
     else:
         b, f = Version(built_cuda), Version(torch_cuda)
         if b.major != f.major:

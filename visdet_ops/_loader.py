@@ -95,9 +95,8 @@ def _register_cuda_errors(info: dict, torch_version: str, torch_cuda: str | None
 
     if torch_cuda is None:
         return  # no CUDA tensors can exist
-    message = (
-        f"visdet-ops {info['VERSION']} is a CPU-only build and has no CUDA kernels. "
-        + _fix_lines(torch_version, torch_cuda)
+    message = f"visdet-ops {info['VERSION']} is a CPU-only build and has no CUDA kernels. " + _fix_lines(
+        torch_version, torch_cuda
     )
     lib = torch.library.Library("visdet_ops", "IMPL")  # noqa: TOR901
     for name in op_names():
@@ -110,7 +109,7 @@ def _register_cuda_errors(info: dict, torch_version: str, torch_cuda: str | None
     _CUDA_ERROR_LIBRARY = lib
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def check_device_arch(device_index: int) -> None:
     """Warns once per GPU whose compute capability the build does not cover."""
     import torch

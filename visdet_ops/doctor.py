@@ -36,7 +36,10 @@ def _driver() -> dict:
         try:
             res = subprocess.run(
                 [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20, check=True,
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=True,
             )
             out["driver_version"] = res.stdout.strip().splitlines()[0] if res.stdout.strip() else None
         except (OSError, subprocess.SubprocessError):
@@ -76,9 +79,13 @@ def collect() -> dict:
     if cuda_ok:
         for i in range(torch.cuda.device_count()):
             cap = torch.cuda.get_device_capability(i)
-            report["gpus"].append({"index": i, "name": torch.cuda.get_device_name(i), "capability": f"{cap[0]}.{cap[1]}"})
+            report["gpus"].append(
+                {"index": i, "name": torch.cuda.get_device_name(i), "capability": f"{cap[0]}.{cap[1]}"}
+            )
     elif torch.version.cuda:
-        checks.append(Check("GPU", "WARN", "torch is a CUDA build but no GPU is visible (torch.cuda.is_available() is False)"))
+        checks.append(
+            Check("GPU", "WARN", "torch is a CUDA build but no GPU is visible (torch.cuda.is_available() is False)")
+        )
 
     import visdet_ops  # records LOAD_ERROR instead of raising when run as the doctor
     from visdet_ops import _loader
@@ -131,8 +138,7 @@ def _ops_report(torch, info: dict, devices) -> dict:
         qual = f"visdet_ops::{name}"
         row = {
             "cpu_kernel": qual in registered and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CPU"),
-            "cuda_kernel": bool(info["WITH_CUDA"])
-            and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CUDA"),
+            "cuda_kernel": bool(info["WITH_CUDA"]) and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CUDA"),
             "smoke": {},
         }
         for device in devices:
@@ -158,20 +164,32 @@ def _print_text(report: dict) -> None:
     print(f"  {'python':<{w}} {report['python']} ({report['python_executable']})")
     print(f"  {'platform':<{w}} {report['platform']}")
     print(f"  {'torch':<{w}} {report['torch']}  CUDA {report['torch_cuda'] or 'none'}  cxx11abi={report['cxx11_abi']}")
-    print(f"  {'driver':<{w}} {report.get('driver_version') or 'none'} (CUDA {report.get('driver_cuda_version') or 'none'})")
+    driver, driver_cuda = report.get("driver_version") or "none", report.get("driver_cuda_version") or "none"
+    print(f"  {'driver':<{w}} {driver} (CUDA {driver_cuda})")
     for gpu in report["gpus"]:
         print(f"  {'gpu ' + str(gpu['index']):<{w}} {gpu['name']} (sm {gpu['capability']})")
     info = report["build_info"]
     if info:
         print("  build")
-        for key in ("VERSION", "TORCH_VERSION", "TORCH_CUDA_VERSION", "NVCC_VERSION", "CUDA_ARCH_SASS",
-                    "CUDA_ARCH_PTX", "CXX11_ABI", "COMPILER", "GIT_COMMIT", "BUILD_TIME"):
+        for key in (
+            "VERSION",
+            "TORCH_VERSION",
+            "TORCH_CUDA_VERSION",
+            "NVCC_VERSION",
+            "CUDA_ARCH_SASS",
+            "CUDA_ARCH_PTX",
+            "CXX11_ABI",
+            "COMPILER",
+            "GIT_COMMIT",
+            "BUILD_TIME",
+        ):
             print(f"    {key.lower():<{w + 6}} {info.get(key)}")
     if report["ops"]:
         print("  ops            CPU   CUDA  smoke")
         for name, row in report["ops"].items():
             smoke = ", ".join(f"{d}: {r}" for d, r in row["smoke"].items())
-            print(f"    {name:<12} {'yes' if row['cpu_kernel'] else 'no':<5} {'yes' if row['cuda_kernel'] else 'no':<5} {smoke}")
+            cpu, cuda = ("yes" if row[k] else "no" for k in ("cpu_kernel", "cuda_kernel"))
+            print(f"    {name:<12} {cpu:<5} {cuda:<5} {smoke}")
     print("  checks")
     for c in report["checks"]:
         print(f"    [{c.status:<4}] {c.name}: {c.detail}")
@@ -189,10 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = collect()
     except Exception:  # noqa: BLE001 - the doctor must not die without a report
-        report = {"checks": [Check("doctor", "FAIL", traceback.format_exc())], "install": "unknown",
-                  "python": sys.version.split()[0], "python_executable": sys.executable,
-                  "platform": platform.platform(), "torch": None, "torch_cuda": None, "cxx11_abi": None,
-                  "gpus": [], "build_info": None, "ops": {}}
+        report = {
+            "checks": [Check("doctor", "FAIL", traceback.format_exc())],
+            "install": "unknown",
+            "python": sys.version.split()[0],
+            "python_executable": sys.executable,
+            "platform": platform.platform(),
+            "torch": None,
+            "torch_cuda": None,
+            "cxx11_abi": None,
+            "gpus": [],
+            "build_info": None,
+            "ops": {},
+        }
     if args.json:
         out = dict(report)
         out["checks"] = [c.__dict__ for c in report["checks"]]

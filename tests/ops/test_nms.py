@@ -75,7 +75,9 @@ def test_nms_numpy_in_numpy_out(rng):
 
 
 def test_nms_empty(device, dtype):
-    dets, inds = visdet_ops.nms(torch.empty(0, 4, device=device, dtype=dtype), torch.empty(0, device=device, dtype=dtype), 0.5)
+    dets, inds = visdet_ops.nms(
+        torch.empty(0, 4, device=device, dtype=dtype), torch.empty(0, device=device, dtype=dtype), 0.5
+    )
     assert dets.shape == (0, 5) and dets.dtype == dtype
     assert inds.shape == (0,) and inds.dtype == torch.long
 
@@ -106,10 +108,14 @@ def test_nms_nan_and_inf_do_not_crash(device, rng):
     [
         (lambda d: (torch.zeros(5, 3, device=d), torch.zeros(5, device=d)), r"boxes must have shape \[N, 4\]"),
         (lambda d: (torch.zeros(5, 4, device=d), torch.zeros(4, device=d)), r"scores must have shape \[N\]"),
-        (lambda d: (torch.zeros(5, 4, device=d, dtype=torch.int32), torch.zeros(5, device=d, dtype=torch.int32)),
-         "boxes must be a floating point tensor"),
-        (lambda d: (torch.zeros(5, 4, device=d), torch.zeros(5, device=d, dtype=torch.float64)),
-         "boxes and scores must have the same dtype"),
+        (
+            lambda d: (torch.zeros(5, 4, device=d, dtype=torch.int32), torch.zeros(5, device=d, dtype=torch.int32)),
+            "boxes must be a floating point tensor",
+        ),
+        (
+            lambda d: (torch.zeros(5, 4, device=d), torch.zeros(5, device=d, dtype=torch.float64)),
+            "boxes and scores must have the same dtype",
+        ),
         (lambda d: (torch.zeros(5, 4, device=d), torch.zeros(5, 1, device=d)), "scores must have 1 dimensions"),
     ],
 )

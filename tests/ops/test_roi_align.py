@@ -86,7 +86,9 @@ def test_empty_rois(device, dtype):
 
 
 def test_empty_batch_and_channels(device):
-    out = visdet_ops.roi_align(torch.randn(2, 0, 5, 5, device=device), torch.tensor([[0, 0, 0, 3, 3.0]], device=device), 2)
+    out = visdet_ops.roi_align(
+        torch.randn(2, 0, 5, 5, device=device), torch.tensor([[0, 0, 0, 3, 3.0]], device=device), 2
+    )
     assert out.shape == (1, 0, 2, 2)
 
 
@@ -106,7 +108,8 @@ def test_degenerate_rois(device):
     x = torch.randn(1, 2, 8, 8, device=device, dtype=torch.float64)
     rois = torch.tensor(
         [[0, 3, 3, 3, 3], [0, 6, 6, 2, 2], [0, 100, 100, 120, 130], [0, -50, -50, -40, -45]],
-        device=device, dtype=torch.float64,
+        device=device,
+        dtype=torch.float64,
     )
     for mode in ("avg", "max"):
         for aligned in (True, False):
@@ -136,8 +139,10 @@ def test_large_random_float32_matches_reference(device, rng):
         (dict(rois=torch.zeros(1, 5, dtype=torch.float64)), "input and rois must have the same dtype"),
         (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
         (dict(spatial_scale=0.0), "spatial_scale must be a positive finite number, got 0"),
-        (dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, 5, dtype=torch.int64)),
-         "input must be a floating point tensor"),
+        (
+            dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, 5, dtype=torch.int64)),
+            "input must be a floating point tensor",
+        ),
     ],
 )
 def test_bad_inputs(kwargs, match):

@@ -11,7 +11,9 @@ from . import note_device, smoke_test
 
 @torch.library.register_fake("visdet_ops::nms")
 def _nms_fake(boxes, scores, iou_threshold, offset=0):
-    torch._check(boxes.dim() == 2 and boxes.size(1) == 4, lambda: f"nms: boxes must have shape [N, 4], got {list(boxes.shape)}")
+    torch._check(
+        boxes.dim() == 2 and boxes.size(1) == 4, lambda: f"nms: boxes must have shape [N, 4], got {list(boxes.shape)}"
+    )
     torch._check(scores.dim() == 1 and scores.size(0) == boxes.size(0), lambda: "nms: scores must have shape [N]")
     # How many boxes survive depends on the data: an unbacked size.
     num_kept = torch.library.get_ctx().new_dynamic_size()

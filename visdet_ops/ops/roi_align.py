@@ -15,7 +15,9 @@ _POOL_MODES = ("avg", "max")
 @torch.library.register_fake("visdet_ops::roi_align")
 def _roi_align_fake(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned):
     torch._check(input.dim() == 4, lambda: f"roi_align: input must have 4 dimensions, got {list(input.shape)}")
-    torch._check(rois.dim() == 2 and rois.size(1) == 5, lambda: f"roi_align: rois must have shape [K, 5], got {list(rois.shape)}")
+    torch._check(
+        rois.dim() == 2 and rois.size(1) == 5, lambda: f"roi_align: rois must have shape [K, 5], got {list(rois.shape)}"
+    )
     out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
     if pool_mode == "max":
         return out, torch.empty_like(out), torch.empty_like(out)
@@ -24,8 +26,18 @@ def _roi_align_fake(input, rois, pooled_height, pooled_width, spatial_scale, sam
 
 @torch.library.register_fake("visdet_ops::_roi_align_backward")
 def _roi_align_backward_fake(
-    grad_output, rois, argmax_y, argmax_x, batch_size, channels, height, width, spatial_scale, sampling_ratio,
-    pool_mode, aligned,
+    grad_output,
+    rois,
+    argmax_y,
+    argmax_x,
+    batch_size,
+    channels,
+    height,
+    width,
+    spatial_scale,
+    sampling_ratio,
+    pool_mode,
+    aligned,
 ):
     return grad_output.new_empty((batch_size, channels, height, width))
 
