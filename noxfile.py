@@ -176,3 +176,11 @@ def matrix(session: nox.Session) -> None:
     """The build matrix as JSON (GitHub Actions)."""
     session.install("packaging", *PIP_FLAGS)
     session.run("python", "-m", "ci.matrix", "--json", *session.posargs)
+
+
+@nox.session(default=False)
+def smoke(session: nox.Session) -> None:
+    """Serve index/ on 127.0.0.1; per variant a fresh venv without nvcc: pip install -f, import, doctor, CPU tests.
+    Also: a wheel for another torch minor beside the CPU variant's torch must fail clearly."""
+    session.install("packaging", *PIP_FLAGS)
+    session.run("python", "-m", "ci.smoke", *session.posargs)
