@@ -241,12 +241,39 @@ class BuildPy(build_py):
             write_build_info(Path(self.build_lib) / "visdet_ops")
 
 
+def check_no_static_libstdcxx(library: Path) -> None:
+    """Fails when the toolchain copied libstdc++ into the extension.
+
+    Seen with a compiler wrapper whose -B path holds only libstdc++.a: the
+    extension then carries its own iostream/locale state and segfaults in the
+    first error message it formats once another C++ extension (torchvision)
+    is loaded. A correct build defines no std::locale symbols."""
+    if not library.exists():
+        fail(f"built extension {library} not found")
+    nm = shutil.which("nm")
+    if nm is None:
+        print("visdet-ops build WARNING: no `nm`, cannot check for a static libstdc++", file=sys.stderr)
+        return
+    symbols = subprocess.run([nm, "--defined-only", str(library)], capture_output=True, text=True).stdout
+    copied = [line.split()[-1] for line in symbols.splitlines() if " _ZNSt6locale" in line]
+    if copied:
+        fail(
+            f"{library.name} contains a static copy of libstdc++ ({len(copied)} std::locale symbols, e.g. "
+            f"{copied[0]}): the C++ compiler (CXX={os.environ.get('CXX', 'c++')}) links libstdc++ statically, "
+            "and such an extension crashes beside other C++ extensions. Build with a compiler that links "
+            "libstdc++ dynamically, e.g. CC=/usr/bin/gcc CXX=/usr/bin/g++."
+        )
+
+
 class BuildExt(BuildExtension.with_options(use_ninja=True)):
-    """In-place builds (develop, editable, build_ext --inplace) describe
-    themselves in the source tree, next to the _C they produced."""
+    """Checks the linked extension; in-place builds (develop, editable,
+    build_ext --inplace) describe themselves in the source tree, next to the
+    _C they produced."""
 
     def run(self):
         super().run()
+        for ext in self.extensions:
+            check_no_static_libstdcxx(Path(self.get_ext_fullpath(ext.name)))
         if self.inplace or getattr(self, "editable_mode", False):
             write_build_info(ROOT / "visdet_ops")
 

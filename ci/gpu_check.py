@@ -57,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--skip-sanitizer", action="store_true")
     parser.add_argument("--pytest-args", default="", help="extra pytest arguments")
+    parser.add_argument(
+        "--compiler-dir",
+        type=Path,
+        help="build with <dir>/gcc and <dir>/g++ instead of $CC/$CXX (the device image's /opt/gcc wrapper "
+        "links libstdc++ statically, which setup.py refuses)",
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
     wheel = args.wheel.resolve() if args.wheel else None
