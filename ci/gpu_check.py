@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         build_env = dict(
             env, VISDET_OPS_CUDA="1", TORCH_CUDA_ARCH_LIST=f"{cap[0]}.{cap[1]}", MAX_JOBS=str(os.cpu_count())
         )
+        if args.compiler_dir:
+            build_env.update(CC=str(args.compiler_dir / "gcc"), CXX=str(args.compiler_dir / "g++"))
         rc, took = run([sys.executable, "setup.py", "build_ext", "--inplace"], out / "build.log", build_env, ROOT, 600)
         env["PYTHONPATH"] = str(ROOT)
         report["steps"]["build in place"] = {"rc": rc, "seconds": round(took, 1), "arch": f"{cap[0]}.{cap[1]}"}
