@@ -198,12 +198,54 @@ def github_matrix(m: Matrix, newest_only: bool = True) -> list[dict[str, str]]:
     return rows
 
 
+def markdown(m: Matrix) -> str:
+    """docs/matrix.md: the variant table, generated from the matrix."""
+    lines = [
+        "# Variants",
+        "",
+        "Generated from `ci/matrix.toml` by `python -m ci.matrix --markdown > docs/matrix.md`",
+        "(a test fails when this file is stale). One wheel per row and torch minor, abi3, for every",
+        "CPython >= " + m.min_python + ".",
+        "",
+        "| flavour | CUDA | torch releases | SASS archs | PTX | variants | torch comes from |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in m.flavours:
+        sass, ptx = sass_and_ptx(f.arch_list)
+        minors = sorted({(t.major, t.minor) for t in f.torch})
+        names = ", ".join(f"`pt{a}{b}{f.name}`" for a, b in minors)
+        source = f.torch_index + (f" (PyPI default for {', '.join(f.pypi_default)})" if f.pypi_default else "")
+        lines.append(
+            f"| {f.name} | {f.version or '-'} | {', '.join(map(str, f.torch))} | {' '.join(sass) or '-'} | "
+            f"{' '.join(ptx) or '-'} | {names} | {source} |"
+        )
+    lines += [
+        "",
+        "Install: `pip install visdet-ops -f <index>/<variant>/`.",
+        "",
+        "## Adding a torch release",
+        "",
+        "1. Add the release to the `torch` list of every `[[cuda]]` row PyTorch built it for (ascending).",
+        "   If PyPI's plain `torch==X.Y` wheel is one of them, add `X.Y` to that row's `pypi_default`.",
+        '2. A new CUDA version gets its own row: `name = "cuXY"`, `version`, `arch_list` (newest arch',
+        "   with `+PTX`), `torch_index`, `manylinux_image`. `python -m pytest tests/test_matrix.py`",
+        "   rejects impossible rows (sm_70 on CUDA 13, sm_100 before 12.8, missing PTX, ...).",
+        "3. `python -m ci.matrix --markdown > docs/matrix.md`, then `nox -s build-<flavour> -- --torch X.Y`",
+        "   (or let `wheels.yml` build every row).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true", help="GitHub Actions matrix as JSON")
+    parser.add_argument("--markdown", action="store_true", help="docs/matrix.md")
     parser.add_argument("--all-torch", action="store_true", help="every torch release, not the newest")
     args = parser.parse_args(argv)
     m = load()
+    if args.markdown:
+        print(markdown(m), end="")
+        return 0
     rows = github_matrix(m, newest_only=not args.all_torch)
     if args.json:
         print(json.dumps({"include": rows}))

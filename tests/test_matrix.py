@@ -112,3 +112,8 @@ def test_no_version_outside_the_matrix():
         text = (ROOT / rel).read_text()
         offenders = [line for line in text.splitlines() if pattern.search(line) and "example" not in line.lower()]
         assert offenders == [], f"{rel} names versions: {offenders}"
+
+
+def test_docs_matrix_is_up_to_date():
+    want = variants.markdown(variants.load())
+    assert (ROOT / "docs" / "matrix.md").read_text() == want, "run: python -m ci.matrix --markdown > docs/matrix.md"
