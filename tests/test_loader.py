@@ -102,3 +102,15 @@ def test_doctor_passes_here():
     assert report["ops"]["nms"]["smoke"]["cpu"] == "OK"
     assert report["ops"]["roi_align"]["smoke"]["cpu"] == "OK"
     assert report["install"].startswith("pip install --force-reinstall --no-deps visdet-ops -f ")
+
+
+def test_cpu_only_build_answers_cuda_dispatch_clearly():
+    """What a CUDA tensor would reach in a CPU-only build: a message, not 'no kernel'."""
+    if visdet_ops.BUILD_INFO["WITH_CUDA"]:
+        pytest.skip("this build has CUDA kernels")
+    boxes, scores = torch.zeros(2, 4), torch.zeros(2)
+    cuda_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+    with pytest.raises(
+        RuntimeError, match=r"visdet_ops::nms: visdet-ops .* is a CPU-only build and has no CUDA kernels"
+    ):
+        torch.ops.visdet_ops.nms.default.redispatch(cuda_keys, boxes, scores, 0.5, 0)

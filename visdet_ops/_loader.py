@@ -93,11 +93,11 @@ def _register_cuda_errors(info: dict, torch_version: str, torch_cuda: str | None
     global _CUDA_ERROR_LIBRARY
     import torch
 
+    message = f"visdet-ops {info['VERSION']} is a CPU-only build and has no CUDA kernels. "
     if torch_cuda is None:
-        return  # no CUDA tensors can exist
-    message = f"visdet-ops {info['VERSION']} is a CPU-only build and has no CUDA kernels. " + _fix_lines(
-        torch_version, torch_cuda
-    )
+        message += f"This torch ({torch_version}) has no CUDA either: install a CUDA build of torch, then visdet-ops."
+    else:
+        message += _fix_lines(torch_version, torch_cuda)
     lib = torch.library.Library("visdet_ops", "IMPL")  # noqa: TOR901
     for name in op_names():
         op = name.split("::", 1)[1]
