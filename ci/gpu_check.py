@@ -27,6 +27,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ci.scratch import tree_without_package  # noqa: E402
 
 
 def run(cmd: list[str], log: Path, env: dict, cwd: Path, timeout: int) -> tuple[int, float]:
@@ -86,13 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     # Tests run from a scratch copy of the tree without visdet_ops/, so the
     # package under test is the one on PYTHONPATH (the wheel, or the in-place
     # build), never the source folder through the current directory.
-    scratch = out / "run"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
-    for name in ("tests", "ci", "csrc", "benchmarks"):
-        shutil.copytree(ROOT / name, scratch / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "setup.py", "noxfile.py"):
-        shutil.copy2(ROOT / name, scratch / name)
+    scratch = tree_without_package(out / "run")
 
     if wheel:
         site = Path("/tmp/visdet_ops_site")

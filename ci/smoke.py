@@ -26,6 +26,9 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ci.scratch import tree_without_package  # noqa: E402
 
 
 def clean_env() -> dict:
@@ -60,19 +63,7 @@ def venv(path: Path, env: dict) -> Path:
     return path / "bin" / "python"
 
 
-def tests_copy(work: Path) -> Path:
-    """The tests without the source tree's visdet_ops next to them."""
-    dest = work / "tree"
-    if not dest.exists():
-        dest.mkdir(parents=True)
-        for name in ("tests", "ci", "csrc"):
-            shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-        for name in ("pyproject.toml", "setup.py", "noxfile.py"):
-            shutil.copy2(ROOT / name, dest / name)
-    return dest
-
-
-def check_variant(variant: str, url: str, work: Path, env: dict) -> dict:
+def check_variant(variant: str, url: str, work: Path, tree: Path, env: dict) -> dict:
     py = venv(work / f"venv-{variant}", env)
     run([py, "-m", "pip", "install", "--quiet", "visdet-ops", "-f", f"{url}/{variant}/", "pytest", "numpy"], env)
     version = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
@@ -82,7 +73,6 @@ def check_variant(variant: str, url: str, work: Path, env: dict) -> dict:
     print(doctor.stdout)
     if doctor.returncode != 0:
         raise SystemExit(f"{variant}: visdet-ops doctor exited {doctor.returncode}")
-    tree = tests_copy(work)
     res = run(
         [py, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "--deselect", "tests/test_cuda_sources.py"],
         env,
@@ -145,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     env = clean_env()
     server, url = serve(args.index)
     try:
-        results = [check_variant(v, url, args.work, env) for v in variants]
+        tree = tree_without_package(args.work / "tree")
+        results = [check_variant(v, url, args.work, tree, env) for v in variants]
         cpu = [v for v in variants if v.endswith("cpu")]
         if cpu:
             others = [v for v in variants if torch_minor(v) != torch_minor(cpu[0])]

@@ -47,8 +47,9 @@ def _driver() -> dict:
     return out
 
 
-def collect() -> dict:
-    report: dict = {
+def _empty_report() -> dict:
+    """What is known before looking at torch: the interpreter and the platform."""
+    return {
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
         "platform": platform.platform(),
@@ -59,7 +60,12 @@ def collect() -> dict:
         "build_info": None,
         "checks": [],
         "ops": {},
+        "install": "unknown",
     }
+
+
+def collect() -> dict:
+    report = _empty_report()
     checks: list[Check] = []
 
     try:
@@ -207,19 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = collect()
     except Exception:  # noqa: BLE001 - the doctor must not die without a report
-        report = {
-            "checks": [Check("doctor", "FAIL", traceback.format_exc())],
-            "install": "unknown",
-            "python": sys.version.split()[0],
-            "python_executable": sys.executable,
-            "platform": platform.platform(),
-            "torch": None,
-            "torch_cuda": None,
-            "cxx11_abi": None,
-            "gpus": [],
-            "build_info": None,
-            "ops": {},
-        }
+        report = _empty_report()
+        report["checks"] = [Check("doctor", "FAIL", traceback.format_exc())]
     if args.json:
         out = dict(report)
         out["checks"] = [c.__dict__ for c in report["checks"]]

@@ -93,6 +93,17 @@ RoIAlignShape roi_align_check_backward(
   return s;
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_empty_outputs(
+    const at::Tensor& input, const RoIAlignShape& s) {
+  at::Tensor output = at::empty(
+      {s.num_rois, s.channels, s.pooled_h, s.pooled_w}, input.options());
+  if (s.pool_mode == roi_align_detail::kMax) {
+    return {output, at::empty_like(output), at::empty_like(output)};
+  }
+  return {output, at::empty({0}, input.options()),
+          at::empty({0}, input.options())};
+}
+
 namespace {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
@@ -105,11 +116,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
                               aligned);
   const at::Tensor input_c = input.contiguous();
   const at::Tensor rois_c = rois.contiguous();
-  at::Tensor output = at::empty(
-      {s.num_rois, s.channels, s.pooled_h, s.pooled_w}, input.options());
+  at::Tensor output, argmax_y, argmax_x;
+  std::tie(output, argmax_y, argmax_x) = roi_align_empty_outputs(input, s);
   const bool is_max = s.pool_mode == roi_align_detail::kMax;
-  at::Tensor argmax_y = is_max ? at::empty_like(output) : at::empty({0}, input.options());
-  at::Tensor argmax_x = is_max ? at::empty_like(output) : at::empty({0}, input.options());
   const int64_t n = s.output_numel();
   if (n == 0) return {output, argmax_y, argmax_x};
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_align_forward_cpu", [&] {

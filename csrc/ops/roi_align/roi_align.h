@@ -26,4 +26,9 @@ RoIAlignShape roi_align_check_backward(
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
     bool aligned);
 
+// The forward's outputs, uninitialised: [K, C, PH, PW] values and, in max
+// mode, the chosen sample's (y, x) per value; empty [0] tensors in avg mode.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_empty_outputs(
+    const at::Tensor& input, const RoIAlignShape& s);
+
 }  // namespace visdet_ops

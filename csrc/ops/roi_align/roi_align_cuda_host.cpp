@@ -23,11 +23,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cuda_kernel(
                               aligned);
   const at::Tensor input_c = input.contiguous();
   const at::Tensor rois_c = rois.contiguous();
-  at::Tensor output = at::empty(
-      {s.num_rois, s.channels, s.pooled_h, s.pooled_w}, input.options());
+  at::Tensor output, argmax_y, argmax_x;
+  std::tie(output, argmax_y, argmax_x) = roi_align_empty_outputs(input, s);
   const bool is_max = s.pool_mode == roi_align_detail::kMax;
-  at::Tensor argmax_y = is_max ? at::empty_like(output) : at::empty({0}, input.options());
-  at::Tensor argmax_x = is_max ? at::empty_like(output) : at::empty({0}, input.options());
   if (s.output_numel() == 0) return {output, argmax_y, argmax_x};
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_align_forward_cuda", [&] {

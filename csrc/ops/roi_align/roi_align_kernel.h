@@ -55,6 +55,15 @@ VISDET_HOST_DEVICE VISDET_INLINE RoIGeometry<T> roi_geometry(
   return g;
 }
 
+// Coordinate of sample i (of `grid` per bin) in bin `bin_index` along one
+// axis: samples sit at the centres of a grid x grid split of the bin.
+template <typename T, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE T sample_coord(T start, I bin_index, T bin,
+                                                int i, int grid) {
+  return start + static_cast<T>(bin_index) * bin +
+         (static_cast<T>(i) + T(0.5)) * bin / static_cast<T>(grid);
+}
+
 // Bilinear weights and corner indices of the sample (y, x) on an h x w map.
 // Returns false when the sample lies outside [-1, h] x [-1, w] (value 0).
 // I is the index type: int32_t when every offset fits (much cheaper integer
@@ -131,13 +140,9 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
     T best = lowest_value<T>();
     T best_y = T(-1), best_x = T(-1);
     for (int iy = 0; iy < g.grid_h; ++iy) {
-      const T y = g.start_h + static_cast<T>(ph) * g.bin_h +
-                  (static_cast<T>(iy) + T(0.5)) * g.bin_h /
-                      static_cast<T>(g.grid_h);
+      const T y = sample_coord(g.start_h, ph, g.bin_h, iy, g.grid_h);
       for (int ix = 0; ix < g.grid_w; ++ix) {
-        const T x = g.start_w + static_cast<T>(pw) * g.bin_w +
-                    (static_cast<T>(ix) + T(0.5)) * g.bin_w /
-                        static_cast<T>(g.grid_w);
+        const T x = sample_coord(g.start_w, pw, g.bin_w, ix, g.grid_w);
         Bilinear<T, I> b;
         const T val = bilinear_weights(height, width, y, x, &b)
                           ? bilinear_value(plane, width, b)
@@ -156,13 +161,9 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
   } else {
     T sum = T(0);
     for (int iy = 0; iy < g.grid_h; ++iy) {
-      const T y = g.start_h + static_cast<T>(ph) * g.bin_h +
-                  (static_cast<T>(iy) + T(0.5)) * g.bin_h /
-                      static_cast<T>(g.grid_h);
+      const T y = sample_coord(g.start_h, ph, g.bin_h, iy, g.grid_h);
       for (int ix = 0; ix < g.grid_w; ++ix) {
-        const T x = g.start_w + static_cast<T>(pw) * g.bin_w +
-                    (static_cast<T>(ix) + T(0.5)) * g.bin_w /
-                        static_cast<T>(g.grid_w);
+        const T x = sample_coord(g.start_w, pw, g.bin_w, ix, g.grid_w);
         Bilinear<T, I> b;
         if (bilinear_weights(height, width, y, x, &b)) {
           sum += bilinear_value(plane, width, b);
@@ -212,13 +213,9 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_backward_element(
   const int count = max_of(g.grid_h * g.grid_w, 1);
   const T share = grad / static_cast<T>(count);
   for (int iy = 0; iy < g.grid_h; ++iy) {
-    const T y = g.start_h + static_cast<T>(ph) * g.bin_h +
-                (static_cast<T>(iy) + T(0.5)) * g.bin_h /
-                    static_cast<T>(g.grid_h);
+    const T y = sample_coord(g.start_h, ph, g.bin_h, iy, g.grid_h);
     for (int ix = 0; ix < g.grid_w; ++ix) {
-      const T x = g.start_w + static_cast<T>(pw) * g.bin_w +
-                  (static_cast<T>(ix) + T(0.5)) * g.bin_w /
-                      static_cast<T>(g.grid_w);
+      const T x = sample_coord(g.start_w, pw, g.bin_w, ix, g.grid_w);
       scatter(y, x, share);
     }
   }
