@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
@@ -34,6 +34,9 @@ class CudaFlavour:
     torch_index: str
     pypi_default: tuple[str, ...]  # torch minors whose PyPI wheel is this build
     manylinux_image: str
+    # How a build machine without this CUDA gets it: debian_suite and
+    # debian_packages (apt-get download, unpacked privately), pypi (wheels).
+    toolchain: dict = field(default_factory=dict)
 
     @property
     def is_cuda(self) -> bool:
@@ -129,6 +132,7 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
                 torch_index=row["torch_index"],
                 pypi_default=tuple(row.get("pypi_default", ())),
                 manylinux_image=row["manylinux_image"],
+                toolchain=dict(row.get("toolchain", {})),
             )
         )
     _check_pypi_defaults(flavours)
