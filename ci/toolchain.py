@@ -10,6 +10,8 @@ install."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -76,7 +78,9 @@ def debian_toolchain(flavour: CudaFlavour, cache: Path, pip: Callable[[list[str]
     is installed system-wide). Returns the assembled CUDA_HOME."""
     cuda = flavour.version
     tc = flavour.toolchain
-    work = cache / f"cuda-{cuda.major}.{cuda.minor}-debian"
+    # Keyed by the recipe, so that changing a pin in the matrix re-provisions.
+    recipe = hashlib.sha256(json.dumps(tc, sort_keys=True).encode()).hexdigest()[:12]
+    work = cache / f"cuda-{cuda.major}.{cuda.minor}-debian-{recipe}"
     home = work / "cuda"
     if nvcc_version(home) is not None:
         return home
