@@ -20,6 +20,7 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
+from . import matrix as variant_matrix
 from . import wheel_check
 
 PROJECT = "visdet-ops"
@@ -54,6 +55,7 @@ def _wheel_link(href: str, wheel: Path, digest: str, meta_digest: str) -> str:
 
 def build(wheelhouse: Path, out: Path, base_url: str | None = None) -> list[str]:
     """Writes the index; returns the variants it contains."""
+    matrix = variant_matrix.load()
     out.mkdir(parents=True, exist_ok=True)
     variants = []
     for vdir in sorted(p for p in wheelhouse.iterdir() if p.is_dir()):
@@ -77,7 +79,10 @@ def build(wheelhouse: Path, out: Path, base_url: str | None = None) -> list[str]
             simple_links.append(_wheel_link(f"../../../{wheel.name}", wheel, digest, meta_digest))
             info = wheel_check.build_info(wheel)
             flavour = f"cu{info['TORCH_CUDA_VERSION'].replace('.', '')}" if info["WITH_CUDA"] else "cpu"
-            aliases.add(f"torch-{info['TORCH_VERSION'].split('+')[0]}+{flavour}")
+            built = info["TORCH_VERSION"].split("+")[0]
+            # One wheel serves every patch release of its torch minor.
+            patches = {str(t) for t in matrix.flavour(flavour).patches_of(built)} | {built}
+            aliases |= {f"torch-{p}+{flavour}" for p in patches}
         (dest / "index.html").write_text(_page(f"visdet-ops wheels for {variant}", links))
         simple = dest / "simple"
         (simple / PROJECT).mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,18 @@ class CudaFlavour:
     def newest_torch(self) -> Version:
         return self.torch[-1]
 
+    def build_targets(self) -> list[Version]:
+        """The newest patch release of each torch minor: what wheels are built against."""
+        newest: dict[tuple[int, int], Version] = {}
+        for t in self.torch:
+            newest[(t.major, t.minor)] = t
+        return list(newest.values())
+
+    def patches_of(self, torch_version: Version | str) -> list[Version]:
+        """Every release of this row with the same major.minor."""
+        v = Version(str(torch_version))
+        return [t for t in self.torch if (t.major, t.minor) == (v.major, v.minor)]
+
     def torch_for(self, wanted: str) -> Version:
         """The newest release of this row matching `wanted` ("2.4" or "2.4.1")."""
         want = Version(wanted)
@@ -189,7 +201,7 @@ def github_matrix(m: Matrix, newest_only: bool = True) -> list[dict[str, str]]:
     """Rows for a GitHub Actions matrix: one build job per (flavour, torch)."""
     rows = []
     for f in m.flavours:
-        torches = [f.newest_torch()] if newest_only else list(f.torch)
+        torches = [f.newest_torch()] if newest_only else f.build_targets()
         for t in torches:
             rows.append(
                 {
@@ -216,8 +228,7 @@ def markdown(m: Matrix) -> str:
     ]
     for f in m.flavours:
         sass, ptx = sass_and_ptx(f.arch_list)
-        minors = sorted({(t.major, t.minor) for t in f.torch})
-        names = ", ".join(f"`pt{a}{b}{f.name}`" for a, b in minors)
+        names = ", ".join(f"`{variant_name(t, f.name)}`" for t in f.build_targets())
         source = f.torch_index + (f" (PyPI default for {', '.join(f.pypi_default)})" if f.pypi_default else "")
         lines.append(
             f"| {f.name} | {f.version or '-'} | {', '.join(map(str, f.torch))} | {' '.join(sass) or '-'} | "
@@ -244,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true", help="GitHub Actions matrix as JSON")
     parser.add_argument("--markdown", action="store_true", help="docs/matrix.md")
-    parser.add_argument("--all-torch", action="store_true", help="every torch release, not the newest")
+    parser.add_argument("--all-torch", action="store_true", help="every torch minor of each row, not the newest")
     args = parser.parse_args(argv)
     m = load()
     if args.markdown:

@@ -45,9 +45,12 @@ def test_index_pages(tmp_path):
         assert f'data-dist-info-metadata="sha256={hashlib.sha256(meta).hexdigest()}"' in page
         simple = (out / variant / "simple" / "visdet-ops" / "index.html").read_text()
         assert f"../../../{wheel.name}#sha256={digest}" in simple
-    assert "torch-2.14.1+cu130" in {p.name for p in out.iterdir()}
-    alias = (out / "torch-2.14.1+cu130" / "index.html").read_text()
-    assert f'href="../pt214cu130/{w2.name}#sha256=' in alias
+    # Every patch release of a minor in the matrix gets an alias to the minor's wheel.
+    names = {p.name for p in out.iterdir()}
+    assert {"torch-2.14.0+cu130", "torch-2.14.1+cu130", "torch-2.13.0+cpu"} <= names
+    for patch in ("2.14.0", "2.14.1"):
+        alias = (out / f"torch-{patch}+cu130" / "index.html").read_text()
+        assert f'href="../pt214cu130/{w2.name}#sha256=' in alias
     top = (out / "index.html").read_text()
     assert "pip install visdet-ops -f https://example.org/whl/pt214cu130/" in top
 

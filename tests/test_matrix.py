@@ -96,6 +96,14 @@ def test_bad_matrices_are_rejected(tmp_path, extra, match):
         variants.load(_write(tmp_path, BASE + extra))
 
 
+def test_build_targets_are_the_newest_patch_of_each_minor():
+    cu130 = variants.load().flavour("cu130")
+    targets = cu130.build_targets()
+    assert Version("2.14.1") in targets and Version("2.14.0") not in targets
+    assert len({(t.major, t.minor) for t in targets}) == len(targets)
+    assert cu130.patches_of("2.14.1") == [Version("2.14.0"), Version("2.14.1")]
+
+
 def test_github_matrix_rows():
     rows = variants.github_matrix(variants.load())
     assert {r["variant"] for r in rows} >= {"pt214cu130"}
