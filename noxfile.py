@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -72,15 +73,49 @@ def _parse_build_args(session: nox.Session, flavour: variants.CudaFlavour):
     parser.add_argument("--torch", help="torch release of the row (2.13 or 2.13.0); default: newest")
     parser.add_argument("--arch-list", help="override the row's arch list, e.g. '9.0+PTX' (not for releases)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--native", action="store_true", help="build natively even when a container engine runs")
     args = parser.parse_args(session.posargs)
     torch_version = flavour.torch_for(args.torch) if args.torch else flavour.newest_torch()
     return args, torch_version
+
+
+def _container_engine() -> str | None:
+    """docker or podman when its engine answers (a client alone is not enough)."""
+    for engine in ("docker", "podman"):
+        exe = shutil.which(engine)
+        if exe and subprocess.run([exe, "info"], capture_output=True).returncode == 0:
+            return engine
+    return None
+
+
+def _build_in_container(session: nox.Session, flavour, torch_version, variant: str, engine: str) -> Path:
+    """cibuildwheel in the row's manylinux image; [tool.cibuildwheel] repairs and audits."""
+    session.install("cibuildwheel", *PIP_FLAGS)
+    house = ROOT / "wheelhouse" / variant
+    shutil.rmtree(house, ignore_errors=True)
+    env = {
+        "CIBW_CONTAINER_ENGINE": engine,
+        "CIBW_MANYLINUX_X86_64_IMAGE": flavour.manylinux_image,
+        "VISDET_OPS_FLAVOUR": flavour.name,
+        "VISDET_OPS_TORCH": str(torch_version),
+        "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0",
+    }
+    session.run("cibuildwheel", "--platform", "linux", "--output-dir", str(house), str(ROOT), env=env)
+    (wheel,) = house.glob("*.whl")
+    return wheel
 
 
 def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
     args, torch_version = _parse_build_args(session, flavour)
     variant = variants.variant_name(torch_version, flavour.name)
     started = time.monotonic()
+    engine = None if args.native else _container_engine()
+    if engine is not None:
+        session.log(f"{engine} engine found: building in {flavour.manylinux_image} with cibuildwheel")
+        wheel = _build_in_container(session, flavour, torch_version, variant, engine)
+        _report(session, wheel, flavour, torch_version, None, started, None)
+        return
+    session.log("no Docker/Podman engine: building natively, then auditwheel repair")
     env = {"MAX_JOBS": str(args.jobs), "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0"}
     # The toolchain first: a missing nvcc should stop the build before gigabytes of torch download.
     if flavour.is_cuda:
@@ -115,13 +150,18 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
     session.run("auditwheel", "repair", "--wheel-dir", str(house), *[f"--exclude={e}" for e in excludes], str(raw))
     (wheel,) = house.glob("*.whl")
     session.run("abi3audit", "--strict", "--report", str(wheel))
+    _report(session, wheel, flavour, torch_version, arch_list or None, started, built_at - compile_started)
+
+
+def _report(session, wheel: Path, flavour, torch_version, arch_list, started: float, compile_seconds) -> None:
+    """Checks the wheel against its matrix row; writes and prints its summary."""
     try:
-        summary = wheel_check.check(wheel, flavour, torch_version, arch_list or None)
+        summary = wheel_check.check(wheel, flavour, torch_version, arch_list)
     except wheel_check.WheelCheckError as exc:
         session.error(str(exc))
-    summary["build_seconds"] = round(built_at - compile_started, 1)
+    summary["build_seconds"] = None if compile_seconds is None else round(compile_seconds, 1)
     summary["total_seconds"] = round(time.monotonic() - started, 1)
-    (house / "build-summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (wheel.parent / "build-summary.json").write_text(json.dumps(summary, indent=2, default=str))
     session.log(
         "\n"
         + wheel_check.describe(summary)
@@ -134,7 +174,8 @@ def _make_build_session(flavour: variants.CudaFlavour) -> None:
     def build(session: nox.Session) -> None:
         _build(session, flavour)
 
-    build.__doc__ = f"Build the repaired abi3 wheel for {flavour.name} (torch {', '.join(map(str, flavour.torch))})."
+    minors = ", ".join(f"{t.major}.{t.minor}" for t in flavour.build_targets())
+    build.__doc__ = f"Build the repaired abi3 wheel for {flavour.name}; torch {minors} (newest patch of each)."
 
 
 for _flavour in MATRIX.flavours:
