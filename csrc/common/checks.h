@@ -5,8 +5,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
-#include <string>
-
 namespace visdet_ops {
 
 inline void check_dim(const at::Tensor& t, int64_t dim, const char* op,
