@@ -12,13 +12,16 @@ from ..conftest import torchvision_or_skip
 
 def random_boxes(n: int, rng: torch.Generator, quantized: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Boxes on a 1/8-pixel grid below 128 px: IoU terms are exact in float32
-    and float64, so every device and the reference must agree bit for bit."""
+    and float64, so every device and the reference must agree index for index."""
     xy = torch.rand(n, 2, generator=rng, dtype=torch.float64) * 96
     wh = torch.rand(n, 2, generator=rng, dtype=torch.float64) * 30 + 0.5
     boxes = torch.cat([xy, xy + wh], dim=1)
     if quantized:
         boxes = (boxes * 8).round() / 8
-    scores = torch.rand(n, generator=rng, dtype=torch.float64)
+    # Scores representable in float32, so that a float32 run sorts exactly the
+    # values the float64 reference sorts (two float64 scores that round to one
+    # float32 would otherwise swap places).
+    scores = torch.rand(n, generator=rng, dtype=torch.float64).float().double()
     return boxes, scores
 
 
