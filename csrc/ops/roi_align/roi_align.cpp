@@ -35,16 +35,10 @@ void check_common(int64_t pooled_height, int64_t pooled_width,
               spatial_scale);
 }
 
-}  // namespace
-
-RoIAlignShape roi_align_check_forward(const at::Tensor& input,
-                                      const at::Tensor& rois,
-                                      int64_t pooled_height,
-                                      int64_t pooled_width,
-                                      double spatial_scale,
-                                      int64_t sampling_ratio,
-                                      c10::string_view pool_mode,
-                                      bool aligned) {
+RoIAlignShape check_forward(const at::Tensor& input, const at::Tensor& rois,
+                            int64_t pooled_height, int64_t pooled_width,
+                            double spatial_scale, int64_t sampling_ratio,
+                            c10::string_view pool_mode, bool aligned) {
   check_dim(input, 4, kOp, "input");
   check_rois(rois);
   check_floating(input, kOp, "input");
@@ -62,7 +56,7 @@ RoIAlignShape roi_align_check_forward(const at::Tensor& input,
   return s;
 }
 
-RoIAlignShape roi_align_check_backward(
+RoIAlignShape check_backward(
     const at::Tensor& grad_output, const at::Tensor& rois,
     const at::Tensor& argmax_y, const at::Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
@@ -93,15 +87,54 @@ RoIAlignShape roi_align_check_backward(
   return s;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_empty_outputs(
-    const at::Tensor& input, const RoIAlignShape& s) {
-  at::Tensor output = at::empty(
-      {s.num_rois, s.channels, s.pooled_h, s.pooled_w}, input.options());
-  if (s.pool_mode == roi_align_detail::kMax) {
-    return {output, at::empty_like(output), at::empty_like(output)};
-  }
-  return {output, at::empty({0}, input.options()),
-          at::empty({0}, input.options())};
+}  // namespace
+
+bool RoIAlignForward::is_max() const {
+  return shape.pool_mode == roi_align_detail::kMax;
+}
+
+bool RoIAlignBackward::is_max() const {
+  return shape.pool_mode == roi_align_detail::kMax;
+}
+
+RoIAlignForward roi_align_prepare_forward(const at::Tensor& input,
+                                          const at::Tensor& rois,
+                                          int64_t pooled_height,
+                                          int64_t pooled_width,
+                                          double spatial_scale,
+                                          int64_t sampling_ratio,
+                                          c10::string_view pool_mode,
+                                          bool aligned) {
+  RoIAlignForward f;
+  f.shape = check_forward(input, rois, pooled_height, pooled_width,
+                          spatial_scale, sampling_ratio, pool_mode, aligned);
+  const RoIAlignShape& s = f.shape;
+  f.input = input.contiguous();
+  f.rois = rois.contiguous();
+  f.output = at::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
+                       input.options());
+  f.argmax_y = f.is_max() ? at::empty_like(f.output) : at::empty({0}, input.options());
+  f.argmax_x = f.is_max() ? at::empty_like(f.output) : at::empty({0}, input.options());
+  return f;
+}
+
+RoIAlignBackward roi_align_prepare_backward(
+    const at::Tensor& grad_output, const at::Tensor& rois,
+    const at::Tensor& argmax_y, const at::Tensor& argmax_x,
+    int64_t batch_size, int64_t channels, int64_t height, int64_t width,
+    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
+    bool aligned) {
+  RoIAlignBackward b;
+  b.shape = check_backward(grad_output, rois, argmax_y, argmax_x, batch_size,
+                           channels, height, width, spatial_scale,
+                           sampling_ratio, pool_mode, aligned);
+  b.grad_output = grad_output.contiguous();
+  b.rois = rois.contiguous();
+  b.argmax_y = argmax_y.contiguous();
+  b.argmax_x = argmax_x.contiguous();
+  b.grad_input =
+      at::zeros({batch_size, channels, height, width}, grad_output.options());
+  return b;
 }
 
 namespace {
@@ -110,23 +143,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
     const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
     c10::string_view pool_mode, bool aligned) {
-  const RoIAlignShape s =
-      roi_align_check_forward(input, rois, pooled_height, pooled_width,
-                              spatial_scale, sampling_ratio, pool_mode,
-                              aligned);
-  const at::Tensor input_c = input.contiguous();
-  const at::Tensor rois_c = rois.contiguous();
-  at::Tensor output, argmax_y, argmax_x;
-  std::tie(output, argmax_y, argmax_x) = roi_align_empty_outputs(input, s);
-  const bool is_max = s.pool_mode == roi_align_detail::kMax;
+  const RoIAlignForward f =
+      roi_align_prepare_forward(input, rois, pooled_height, pooled_width,
+                                spatial_scale, sampling_ratio, pool_mode,
+                                aligned);
+  const RoIAlignShape& s = f.shape;
   const int64_t n = s.output_numel();
-  if (n == 0) return {output, argmax_y, argmax_x};
+  if (n == 0) return f.outputs();
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_align_forward_cpu", [&] {
-    const scalar_t* in = input_c.data_ptr<scalar_t>();
-    const scalar_t* r = rois_c.data_ptr<scalar_t>();
-    scalar_t* out = output.data_ptr<scalar_t>();
-    scalar_t* ay = is_max ? argmax_y.data_ptr<scalar_t>() : nullptr;
-    scalar_t* ax = is_max ? argmax_x.data_ptr<scalar_t>() : nullptr;
+    const scalar_t* in = f.input.data_ptr<scalar_t>();
+    const scalar_t* r = f.rois.data_ptr<scalar_t>();
+    scalar_t* out = f.output.data_ptr<scalar_t>();
+    scalar_t* ay = f.is_max() ? f.argmax_y.data_ptr<scalar_t>() : nullptr;
+    scalar_t* ax = f.is_max() ? f.argmax_x.data_ptr<scalar_t>() : nullptr;
     const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
     at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
       roi_align_forward_cpu<scalar_t>(in, r, s,
@@ -134,7 +163,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
                                       begin, end, out, ay, ax);
     });
   });
-  return {output, argmax_y, argmax_x};
+  return f.outputs();
 }
 
 at::Tensor roi_align_backward_cpu_kernel(
@@ -143,25 +172,19 @@ at::Tensor roi_align_backward_cpu_kernel(
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
     bool aligned) {
-  const RoIAlignShape s = roi_align_check_backward(
+  const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
       width, spatial_scale, sampling_ratio, pool_mode, aligned);
-  at::Tensor grad_input =
-      at::zeros({batch_size, channels, height, width}, grad_output.options());
-  if (s.output_numel() == 0) return grad_input;
-  const at::Tensor grad_c = grad_output.contiguous();
-  const at::Tensor rois_c = rois.contiguous();
-  const bool is_max = s.pool_mode == roi_align_detail::kMax;
-  const at::Tensor ay_c = argmax_y.contiguous();
-  const at::Tensor ax_c = argmax_x.contiguous();
+  if (b.shape.output_numel() == 0) return b.grad_input;
   AT_DISPATCH_FLOATING_TYPES(grad_output.scalar_type(), "roi_align_backward_cpu", [&] {
     roi_align_backward_cpu<scalar_t>(
-        grad_c.data_ptr<scalar_t>(), rois_c.data_ptr<scalar_t>(),
-        is_max ? ay_c.data_ptr<scalar_t>() : nullptr,
-        is_max ? ax_c.data_ptr<scalar_t>() : nullptr, s,
-        static_cast<scalar_t>(spatial_scale), grad_input.data_ptr<scalar_t>());
+        b.grad_output.data_ptr<scalar_t>(), b.rois.data_ptr<scalar_t>(),
+        b.is_max() ? b.argmax_y.data_ptr<scalar_t>() : nullptr,
+        b.is_max() ? b.argmax_x.data_ptr<scalar_t>() : nullptr, b.shape,
+        static_cast<scalar_t>(spatial_scale),
+        b.grad_input.data_ptr<scalar_t>());
   });
-  return grad_input;
+  return b.grad_input;
 }
 
 }  // namespace

@@ -9,26 +9,42 @@
 
 namespace visdet_ops {
 
-// Checks the forward arguments and returns the launch shape.
-RoIAlignShape roi_align_check_forward(const at::Tensor& input,
-                                      const at::Tensor& rois,
-                                      int64_t pooled_height,
-                                      int64_t pooled_width,
-                                      double spatial_scale,
-                                      int64_t sampling_ratio,
-                                      c10::string_view pool_mode,
-                                      bool aligned);
+// What a device's forward needs, checked and allocated once for every device:
+// the launch shape, contiguous inputs and the uninitialised outputs
+// ([K, C, PH, PW] values and, in max mode, the chosen sample's (y, x) per
+// value; empty [0] tensors in avg mode).
+struct RoIAlignForward {
+  RoIAlignShape shape;
+  at::Tensor input, rois;
+  at::Tensor output, argmax_y, argmax_x;
+  bool is_max() const;
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> outputs() const {
+    return {output, argmax_y, argmax_x};
+  }
+};
 
-RoIAlignShape roi_align_check_backward(
+RoIAlignForward roi_align_prepare_forward(const at::Tensor& input,
+                                          const at::Tensor& rois,
+                                          int64_t pooled_height,
+                                          int64_t pooled_width,
+                                          double spatial_scale,
+                                          int64_t sampling_ratio,
+                                          c10::string_view pool_mode,
+                                          bool aligned);
+
+// The same for the backward: contiguous inputs and a zeroed grad_input.
+struct RoIAlignBackward {
+  RoIAlignShape shape;
+  at::Tensor grad_output, rois, argmax_y, argmax_x;
+  at::Tensor grad_input;
+  bool is_max() const;
+};
+
+RoIAlignBackward roi_align_prepare_backward(
     const at::Tensor& grad_output, const at::Tensor& rois,
     const at::Tensor& argmax_y, const at::Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
     bool aligned);
-
-// The forward's outputs, uninitialised: [K, C, PH, PW] values and, in max
-// mode, the chosen sample's (y, x) per value; empty [0] tensors in avg mode.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_empty_outputs(
-    const at::Tensor& input, const RoIAlignShape& s);
 
 }  // namespace visdet_ops
