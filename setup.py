@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from ci import matrix as variants  # noqa: E402  (needs ROOT on sys.path)
 
 
-def fail(message: str) -> NoReturn:  # noqa: F821
+def fail(message: str) -> NoReturn:
     raise SystemExit(f"\nvisdet-ops build error: {message}\n")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import importlib
 import warnings
-from types import ModuleType
 
 from . import _compat, _install
 
@@ -78,7 +77,7 @@ def load_library() -> dict:
 
 
 # Keeps the Python CUDA registrations of a CPU-only build alive.
-_CUDA_ERROR_LIBRARY: ModuleType | None = None
+_CUDA_ERROR_LIBRARY = None  # a torch.library.Library once registered
 
 
 def op_names() -> list[str]:

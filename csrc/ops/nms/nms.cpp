@@ -37,7 +37,8 @@ namespace {
 at::Tensor nms_cpu_kernel(const at::Tensor& boxes, const at::Tensor& scores,
                           double iou_threshold, int64_t offset) {
   nms_check_inputs(boxes, scores, iou_threshold, offset);
-  TORCH_CHECK(boxes.device().is_cpu(), "nms: expected CPU tensors");
+  TORCH_CHECK(boxes.device().is_cpu(), "nms: the CPU kernel needs CPU tensors, got boxes on ",
+              boxes.device());
   const int64_t n = boxes.size(0);
   if (n == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
   const at::Tensor order = nms_sorted_order(scores);

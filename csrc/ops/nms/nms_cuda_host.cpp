@@ -14,7 +14,8 @@ namespace {
 at::Tensor nms_cuda_kernel(const at::Tensor& boxes, const at::Tensor& scores,
                            double iou_threshold, int64_t offset) {
   nms_check_inputs(boxes, scores, iou_threshold, offset);
-  TORCH_CHECK(boxes.is_cuda(), "nms: expected CUDA tensors");
+  TORCH_CHECK(boxes.is_cuda(), "nms: the CUDA kernel needs CUDA tensors, got boxes on ",
+              boxes.device());
   const c10::cuda::CUDAGuard device_guard(boxes.device());
   const int64_t n = boxes.size(0);
   if (n == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
