@@ -19,6 +19,14 @@ import torch
 
 import visdet_ops
 
+# fn(gen, tv, results, copy_gbs): appends result rows; tv is torchvision.ops or None.
+BENCHES: list = []
+
+
+def bench(fn):
+    BENCHES.append(fn)
+    return fn
+
 
 def cuda_time_ms(fn, warmup: int = 10, repeat: int = 50) -> dict:
     """Median (and spread) of `repeat` timed calls, each between CUDA events."""
@@ -59,7 +67,8 @@ def detection_boxes(n: int, gen: torch.Generator, image=(800, 1333)) -> tuple[to
     return boxes.cuda(), torch.rand(n, generator=gen).cuda()
 
 
-def bench_nms(gen, tv, results: list) -> None:
+@bench
+def bench_nms(gen, tv, results: list, copy_gbs: float) -> None:
     for n in (1000, 5000, 20000):
         boxes, scores = detection_boxes(n, gen)
         ours_keep = visdet_ops.nms(boxes, scores, 0.5)[1]
@@ -72,6 +81,7 @@ def bench_nms(gen, tv, results: list) -> None:
         results.append(row)
 
 
+@bench
 def bench_roi_align(gen, tv, results: list, copy_gbs: float) -> None:
     # FPN levels of a 2-image batch at 800x1333: strides 4..32, 256 channels.
     levels = [(4, 200, 336), (8, 100, 168), (16, 50, 84), (32, 25, 42)]
@@ -167,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         "copy_gbs": copy_gbs,
     }
     results: list = []
-    bench_nms(gen, tv, results)
-    bench_roi_align(gen, tv, results, copy_gbs)
+    for fn in BENCHES:
+        fn(gen, tv, results, copy_gbs)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps({"env": env, "results": results}, indent=2))
     md = markdown(results, env)
