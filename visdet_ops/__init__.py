@@ -30,7 +30,17 @@ else:
     LOAD_ERROR = None
     __version__ = BUILD_INFO["VERSION"]
 
-    from .ops.nms import nms  # noqa: E402
+    from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
+    from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
-    __all__ = ["BUILD_INFO", "RoIAlign", "nms", "roi_align"]
+    __all__ = [
+        "BUILD_INFO",
+        "RoIAlign",
+        "batched_nms",
+        "bbox_overlaps",
+        "nms",
+        "nms_match",
+        "roi_align",
+        "soft_nms",
+    ]

@@ -1,23 +1,74 @@
-"""nms with mmcv.ops semantics: nms(boxes, scores, iou_threshold, offset=0,
-score_threshold=0, max_num=-1) -> (dets [N, 5], inds)."""
+"""The NMS family with mmcv.ops semantics: nms, batched_nms, soft_nms, nms_match.
+
+Tensors or np.ndarrays in (NumPy in, NumPy out where mmcv does so); float16 and
+bfloat16 boxes are accepted on every device (IoUs are computed in float32)."""
 
 from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 
 from . import note_device, smoke_test
 
+_SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
+
+
+def _check_boxes_fake(op: str, boxes, scores) -> None:
+    torch._check(
+        boxes.dim() == 2 and boxes.size(1) == 4, lambda: f"{op}: boxes must have shape [N, 4], got {list(boxes.shape)}"
+    )
+    torch._check(scores.dim() == 1 and scores.size(0) == boxes.size(0), lambda: f"{op}: scores must have shape [N]")
+
 
 @torch.library.register_fake("visdet_ops::nms")
 def _nms_fake(boxes, scores, iou_threshold, offset=0):
-    torch._check(
-        boxes.dim() == 2 and boxes.size(1) == 4, lambda: f"nms: boxes must have shape [N, 4], got {list(boxes.shape)}"
-    )
-    torch._check(scores.dim() == 1 and scores.size(0) == boxes.size(0), lambda: "nms: scores must have shape [N]")
+    _check_boxes_fake("nms", boxes, scores)
     # How many boxes survive depends on the data: an unbacked size.
     num_kept = torch.library.get_ctx().new_dynamic_size()
     return boxes.new_empty((num_kept,), dtype=torch.long)
+
+
+@torch.library.register_fake("visdet_ops::batched_nms")
+def _batched_nms_fake(boxes, scores, idxs, iou_threshold, offset=0):
+    _check_boxes_fake("batched_nms", boxes, scores)
+    torch._check(idxs.dim() == 1 and idxs.size(0) == boxes.size(0), lambda: "batched_nms: idxs must have shape [N]")
+    num_kept = torch.library.get_ctx().new_dynamic_size()
+    return boxes.new_empty((num_kept,), dtype=torch.long)
+
+
+@torch.library.register_fake("visdet_ops::soft_nms")
+def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offset=0, idxs=None):
+    _check_boxes_fake("soft_nms", boxes, scores)
+    num_kept = torch.library.get_ctx().new_dynamic_size()
+    return boxes.new_empty((num_kept,), dtype=torch.long), boxes.new_empty((num_kept,))
+
+
+@torch.library.register_fake("visdet_ops::nms_match")
+def _nms_match_fake(dets, iou_threshold):
+    torch._check(dets.dim() == 2 and dets.size(1) == 5, lambda: f"nms_match: dets must have shape [N, 5], got {list(dets.shape)}")
+    return dets.new_empty((dets.size(0),), dtype=torch.long)
+
+
+def _as_tensors(op: str, boxes, scores):
+    is_numpy = isinstance(boxes, np.ndarray)
+    if is_numpy:
+        boxes = torch.from_numpy(boxes)
+    if isinstance(scores, np.ndarray):
+        scores = torch.from_numpy(scores)
+    if not isinstance(boxes, torch.Tensor) or not isinstance(scores, torch.Tensor):
+        raise TypeError(
+            f"{op}: boxes and scores must be Tensors or np.ndarrays, got {type(boxes).__name__} and "
+            f"{type(scores).__name__}"
+        )
+    return boxes, scores, is_numpy
+
+
+def _check_offset(op: str, offset) -> None:
+    if offset not in (0, 1):
+        raise ValueError(f"{op}: offset must be 0 or 1, got {offset!r}")
 
 
 def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: float = 0, max_num: int = -1):
@@ -33,20 +84,11 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
 
     Returns:
         (dets, inds): dets [K, 5] kept boxes with their score, in descending
-        score order; inds [K] their indices in `boxes`. NumPy in, NumPy out.
+        score order (ties: lower index first); inds [K] their indices in
+        `boxes`. NumPy in, NumPy out.
     """
-    is_numpy = isinstance(boxes, np.ndarray)
-    if is_numpy:
-        boxes = torch.from_numpy(boxes)
-    if isinstance(scores, np.ndarray):
-        scores = torch.from_numpy(scores)
-    if not isinstance(boxes, torch.Tensor) or not isinstance(scores, torch.Tensor):
-        raise TypeError(
-            f"nms: boxes and scores must be Tensors or np.ndarrays, got {type(boxes).__name__} and "
-            f"{type(scores).__name__}"
-        )
-    if offset not in (0, 1):
-        raise ValueError(f"nms: offset must be 0 or 1, got {offset!r}")
+    boxes, scores, is_numpy = _as_tensors("nms", boxes, scores)
+    _check_offset("nms", offset)
     note_device(boxes)
     valid_inds = None
     sel_boxes, sel_scores = boxes, scores
@@ -65,6 +107,199 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
     return dets, inds
 
 
+def soft_nms(
+    boxes,
+    scores,
+    iou_threshold: float = 0.3,
+    sigma: float = 0.5,
+    min_score: float = 1e-3,
+    method: str = "linear",
+    offset: int = 0,
+):
+    """Soft-NMS (mmcv semantics), on CPU and CUDA.
+
+    Repeatedly takes the highest-scored remaining box, then multiplies every
+    other remaining score by a weight of its IoU with that box: 'naive'
+    0 if IoU >= iou_threshold, 'linear' (1 - IoU) if IoU >= iou_threshold,
+    'gaussian' exp(-IoU^2 / sigma); boxes whose score falls below min_score
+    are dropped.
+
+    Returns:
+        (dets, inds): dets [K, 5] the kept boxes with their decayed scores, in
+        descending score order; inds [K] their indices. NumPy in, NumPy out.
+        Equal scores are taken in index order; NaN scores are dropped.
+    """
+    boxes, scores, is_numpy = _as_tensors("soft_nms", boxes, scores)
+    _check_offset("soft_nms", offset)
+    if method not in _SOFT_NMS_METHODS:
+        raise ValueError(f"soft_nms: method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}")
+    note_device(boxes)
+    inds, new_scores = torch.ops.visdet_ops.soft_nms(
+        boxes, scores, float(iou_threshold), float(sigma), float(min_score), _SOFT_NMS_METHODS[method], int(offset)
+    )
+    dets = torch.cat((boxes[inds], new_scores.reshape(-1, 1)), dim=1)
+    if is_numpy:
+        return dets.cpu().numpy(), inds.cpu().numpy()
+    return dets, inds
+
+
+_NMS_KEYS = {"iou_threshold", "offset", "score_threshold"}
+_SOFT_NMS_KEYS = {"iou_threshold", "sigma", "min_score", "method", "offset"}
+
+
+def _nms_params(nms_cfg: Mapping, class_agnostic: bool) -> tuple[str, dict, bool, int, int]:
+    cfg = dict(nms_cfg)  # the caller's cfg is never changed
+    class_agnostic = bool(cfg.pop("class_agnostic", class_agnostic))
+    nms_type = cfg.pop("type", "nms")
+    split_thr = int(cfg.pop("split_thr", 10000))
+    max_num = int(cfg.pop("max_num", -1))
+    if "iou_thr" in cfg:
+        if "iou_threshold" in cfg:
+            raise ValueError("batched_nms: nms_cfg has both iou_thr and its new name iou_threshold; keep one")
+        warnings.warn(
+            "batched_nms: nms_cfg key 'iou_thr' is deprecated (as in mmcv >= 1.4.4); use 'iou_threshold'",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        cfg["iou_threshold"] = cfg.pop("iou_thr")
+    allowed = {"nms": _NMS_KEYS, "soft_nms": _SOFT_NMS_KEYS}.get(nms_type)
+    if allowed is None:
+        raise ValueError(f"batched_nms: nms_cfg type must be 'nms' or 'soft_nms', got {nms_type!r}")
+    unknown = sorted(set(cfg) - allowed)
+    if unknown:
+        raise TypeError(f"batched_nms: nms_cfg keys {unknown} are not understood by type={nms_type!r}")
+    if "iou_threshold" not in cfg and nms_type == "nms":
+        raise TypeError("batched_nms: nms_cfg needs iou_threshold for type='nms'")
+    return nms_type, cfg, class_agnostic, split_thr, max_num
+
+
+def _class_chunks(idxs: torch.Tensor, limit: int) -> list[torch.Tensor]:
+    """Box indices grouped by class, whole classes per chunk, each chunk at
+    most `limit` boxes (or one class, if a class alone is larger)."""
+    _, inverse, counts = torch.unique(idxs, return_inverse=True, return_counts=True)
+    by_class = torch.argsort(inverse, stable=True)
+    chunks, start, size = [], 0, 0
+    for count in counts.tolist():
+        if size and size + count > limit:
+            chunks.append(by_class[start : start + size])
+            start, size = start + size, 0
+        size += count
+    if size:
+        chunks.append(by_class[start : start + size])
+    return chunks
+
+
+def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, nms_cfg, class_agnostic: bool = False):
+    """Class-aware NMS with mmcv's contract.
+
+    Boxes suppress only boxes with the same `idxs` value (unless
+    class_agnostic). Unlike mmcv, classes are separated inside the kernel, not
+    by shifting coordinates, so the result is exact at any coordinate size.
+
+    Args:
+        boxes: [N, 4]; scores: [N]; idxs: [N] integer class of each box.
+        nms_cfg: dict with `type` ('nms' or 'soft_nms', default 'nms'),
+            `iou_threshold` (alias `iou_thr`), the op's own keys (nms: offset,
+            score_threshold; soft_nms: sigma, min_score, method, offset),
+            `split_thr` (default 10000: above it, classes are processed in
+            chunks of at most split_thr boxes, bounding nms's O(N^2/8) bytes
+            of scratch), `max_num` (keep at most this many, after merging),
+            `class_agnostic`. None: no suppression, boxes sorted by score.
+            The dict is not modified.
+        class_agnostic: ignore idxs (nms_cfg's own key wins).
+
+    Returns:
+        (dets [K, 5] boxes with (decayed) scores, keep [K] indices), in
+        descending score order, ties by index.
+    """
+    if nms_cfg is None:
+        scores, inds = scores.sort(descending=True, stable=True)
+        return torch.cat([boxes[inds], scores[:, None]], -1), inds
+    nms_type, cfg, class_agnostic, split_thr, max_num = _nms_params(nms_cfg, class_agnostic)
+    note_device(boxes)
+    if nms_type == "soft_nms":
+        method = cfg.get("method", "linear")
+        if method not in _SOFT_NMS_METHODS:
+            raise ValueError(f"batched_nms: soft_nms method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}")
+        offset = cfg.get("offset", 0)
+        _check_offset("batched_nms", offset)
+        # O(N) memory per call whatever N: no need to split.
+        keep, new_scores = torch.ops.visdet_ops.soft_nms(
+            boxes,
+            scores,
+            float(cfg.get("iou_threshold", 0.3)),
+            float(cfg.get("sigma", 0.5)),
+            float(cfg.get("min_score", 1e-3)),
+            _SOFT_NMS_METHODS[method],
+            int(offset),
+            None if class_agnostic else idxs,
+        )
+    else:
+        offset = cfg.get("offset", 0)
+        _check_offset("batched_nms", offset)
+        iou = float(cfg["iou_threshold"])
+        score_threshold = float(cfg.get("score_threshold", 0))
+        candidates = None
+        b, s, c = boxes, scores, idxs
+        if score_threshold > 0:
+            candidates = torch.nonzero(scores > score_threshold, as_tuple=False).squeeze(1)
+            b, s, c = boxes[candidates], scores[candidates], idxs[candidates]
+        if class_agnostic:
+            keep = torch.ops.visdet_ops.nms(b, s, iou, int(offset))
+        elif b.size(0) < split_thr:
+            keep = torch.ops.visdet_ops.batched_nms(b, s, c, iou, int(offset))
+        else:
+            kept = [
+                chunk[torch.ops.visdet_ops.batched_nms(b[chunk], s[chunk], c[chunk], iou, int(offset))]
+                for chunk in _class_chunks(c, split_thr)
+            ]
+            keep = torch.sort(torch.cat(kept)).values  # index order: the tie-break below
+            keep = keep[torch.sort(s[keep], descending=True, stable=True).indices]
+        if candidates is not None:
+            keep = candidates[keep]
+        new_scores = scores[keep]
+    if max_num > 0:
+        keep, new_scores = keep[:max_num], new_scores[:max_num]
+    return torch.cat([boxes[keep], new_scores[:, None].to(boxes.dtype)], -1), keep
+
+
+def nms_match(dets, iou_threshold: float):
+    """Groups of boxes for PISA (mmcv semantics), on CPU and CUDA.
+
+    Greedy in descending score order: each box not yet taken starts a group
+    and takes every later untaken box with IoU >= iou_threshold.
+
+    Args:
+        dets: [N, 5] (x1, y1, x2, y2, score), Tensor or np.ndarray.
+
+    Returns:
+        A list with one int64 index tensor (np.ndarray for NumPy input) per
+        group, in descending score order of the group's first box; each starts
+        with that box, then its members in descending score order.
+    """
+    is_numpy = isinstance(dets, np.ndarray)
+    dets_t = torch.from_numpy(dets) if is_numpy else dets
+    if not isinstance(dets_t, torch.Tensor):
+        raise TypeError(f"nms_match: dets must be a Tensor or np.ndarray, got {type(dets).__name__}")
+    note_device(dets_t)
+    leader = torch.ops.visdet_ops.nms_match(dets_t.detach(), float(iou_threshold))
+    n = leader.numel()
+    if n == 0:
+        groups: list[torch.Tensor] = []
+    else:
+        order = torch.sort(dets_t[:, 4].detach(), descending=True, stable=True).indices
+        rank = torch.empty_like(order)
+        rank[order] = torch.arange(n, device=order.device)
+        # Group by the leader's rank, then by the member's own rank (the leader
+        # has the lowest rank of its group, so it comes first).
+        members = torch.argsort(rank[leader] * n + rank)
+        counts = torch.unique_consecutive(leader[members], return_counts=True)[1]
+        groups = list(torch.split(members, counts.tolist()))
+    if is_numpy:
+        return [g.cpu().numpy().astype(int) for g in groups]
+    return groups
+
+
 @smoke_test("nms")
 def _smoke(device: torch.device) -> None:
     boxes = torch.tensor(
@@ -75,3 +310,12 @@ def _smoke(device: torch.device) -> None:
     got = inds.cpu().tolist()
     if got != [3, 2]:
         raise AssertionError(f"nms smoke: expected kept indices [3, 2], got {got}")
+    _, inds = batched_nms(boxes, scores, torch.tensor([0, 1, 1, 0], device=device), {"iou_threshold": 0.5})
+    got = inds.cpu().tolist()
+    if got != [3, 1, 2]:
+        raise AssertionError(f"batched_nms smoke: expected kept indices [3, 1, 2], got {got}")
+    dets, inds = soft_nms(boxes, scores, 0.3, method="linear", min_score=0.05)
+    got = inds.cpu().tolist()
+    # 3 decays 1 to 0.8 * (1 - 72/118); 1 then decays 0 below min_score.
+    if got != [3, 2, 1]:
+        raise AssertionError(f"soft_nms smoke: expected kept indices [3, 2, 1], got {got}")

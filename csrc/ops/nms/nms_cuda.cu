@@ -1,5 +1,6 @@
 // CUDA NMS: a block-pair kernel builds the n x ceil(n/64) suppression bitmask,
-// then one block walks it on the device (no device-to-host copy of the mask).
+// then one block walks it on the device (no device-to-host copy of the mask),
+// 64 boxes at a time. nms_match reuses both and adds a leader pass.
 #include <cstdint>
 
 #include "common/cuda_helpers.cuh"
@@ -14,15 +15,16 @@ constexpr int kBoxesPerBlock = 64;  // one bit per box in a 64-bit word
 // memory instead of shared memory (48 KiB: 6144 words, 393216 boxes).
 constexpr int64_t kMaxSharedWords = 6144;
 
-template <typename T>
-__global__ void nms_mask_kernel(const T* __restrict__ boxes, int64_t n,
+// mask[i * col_blocks + c] bit b: row i claims row c * 64 + b (which comes
+// after i). Only words c >= i / 64 are written; the walk reads no others.
+template <bool Inclusive, typename T>
+__global__ void nms_mask_kernel(const T* __restrict__ boxes,
+                                const int64_t* __restrict__ classes, int64_t n,
                                 T iou_threshold, T offset,
                                 uint64_t* __restrict__ mask,
                                 int64_t col_blocks) {
   const int64_t row_block = blockIdx.y;
   const int64_t col_block = blockIdx.x;
-  // Only pairs (i, j) with j after i are needed: the walk reads words >= the
-  // row's own block.
   if (row_block > col_block) return;
 
   const int64_t row_start = row_block * kBoxesPerBlock;
@@ -33,9 +35,13 @@ __global__ void nms_mask_kernel(const T* __restrict__ boxes, int64_t n,
       static_cast<int>(min_of<int64_t>(n - col_start, kBoxesPerBlock));
 
   __shared__ T block_boxes[kBoxesPerBlock * 4];
+  __shared__ int64_t block_classes[kBoxesPerBlock];
   if (threadIdx.x < col_size) {
     for (int k = 0; k < 4; ++k) {
       block_boxes[threadIdx.x * 4 + k] = boxes[(col_start + threadIdx.x) * 4 + k];
+    }
+    if (classes != nullptr) {
+      block_classes[threadIdx.x] = classes[col_start + threadIdx.x];
     }
   }
   __syncthreads();
@@ -44,11 +50,13 @@ __global__ void nms_mask_kernel(const T* __restrict__ boxes, int64_t n,
     const int64_t i = row_start + threadIdx.x;
     T cur[4];
     for (int k = 0; k < 4; ++k) cur[k] = boxes[i * 4 + k];
+    const int64_t cur_class = classes != nullptr ? classes[i] : 0;
     uint64_t bits = 0;
     const int first = (row_block == col_block) ? threadIdx.x + 1 : 0;
     for (int j = first; j < col_size; ++j) {
-      if (nms_detail::suppresses(cur, block_boxes + j * 4, iou_threshold,
-                                 offset)) {
+      if (classes != nullptr && block_classes[j] != cur_class) continue;
+      if (nms_detail::overlaps<Inclusive>(cur, block_boxes + j * 4,
+                                          iou_threshold, offset)) {
         bits |= 1ULL << j;
       }
     }
@@ -56,42 +64,112 @@ __global__ void nms_mask_kernel(const T* __restrict__ boxes, int64_t n,
   }
 }
 
-// Sequential in box order, parallel across mask words: one block. Threads
-// synchronise only after a kept box, so the cost is ~(#kept) barriers. Being
-// sequential, it also compacts the output for free: thread 0 appends each
-// kept box's input index, so no mask-to-index pass is needed afterwards.
+// Greedy walk over the mask in box order, one 64-box block at a time, in one
+// thread block. Per 64-box block: its rows' diagonal words are staged in
+// shared memory, thread 0 resolves the block serially from them (which rows
+// are kept), then all threads OR the kept rows into the later "removed"
+// words, each thread owning its own words. Three barriers per 64 boxes, not
+// per kept box. Being sequential, thread 0 also compacts the kept indices.
+// order == nullptr writes sorted positions instead of input indices.
 __global__ void nms_walk_kernel(const uint64_t* __restrict__ mask,
                                 const int64_t* __restrict__ order, int64_t n,
                                 int64_t col_blocks, uint64_t* global_removed,
                                 int64_t* __restrict__ kept,
                                 int64_t* __restrict__ num_kept) {
   extern __shared__ uint64_t shared_removed[];
+  __shared__ uint64_t diagonal[kBoxesPerBlock];
+  __shared__ uint64_t block_keep;
   uint64_t* removed = global_removed != nullptr ? global_removed : shared_removed;
   for (int64_t w = threadIdx.x; w < col_blocks; w += blockDim.x) removed[w] = 0;
-  __syncthreads();
   int64_t count = 0;  // meaningful in thread 0 only
 
   for (int64_t block = 0; block < col_blocks; ++block) {
-    uint64_t removed_word = removed[block];
-    __syncthreads();
     const int64_t base = block * kBoxesPerBlock;
-    for (int bit = 0; bit < kBoxesPerBlock; ++bit) {
-      const int64_t i = base + bit;
-      if (i >= n) break;
-      if (removed_word & (1ULL << bit)) continue;
-      if (threadIdx.x == 0) kept[count++] = order[i];
-      const uint64_t* row = mask + i * col_blocks;
-      for (int64_t w = block + threadIdx.x; w < col_blocks; w += blockDim.x) {
-        removed[w] |= row[w];
-      }
-      __syncthreads();
-      removed_word = removed[block];
-      // All threads must have read removed[block] before anyone writes it
-      // again for the next kept box.
-      __syncthreads();
+    const int rows = static_cast<int>(min_of<int64_t>(n - base, kBoxesPerBlock));
+    if (threadIdx.x < rows) {
+      diagonal[threadIdx.x] = mask[(base + threadIdx.x) * col_blocks + block];
     }
+    __syncthreads();  // diagonal staged; removed[block] final
+    if (threadIdx.x == 0) {
+      uint64_t gone = removed[block];
+      uint64_t keep_bits = 0;
+      for (int bit = 0; bit < rows; ++bit) {
+        if (gone & (1ULL << bit)) continue;
+        keep_bits |= 1ULL << bit;
+        kept[count++] = order != nullptr ? order[base + bit] : base + bit;
+        gone |= diagonal[bit];
+      }
+      block_keep = keep_bits;
+    }
+    __syncthreads();  // block_keep published
+    const uint64_t keep_bits = block_keep;
+    for (int64_t w = block + 1 + threadIdx.x; w < col_blocks; w += blockDim.x) {
+      uint64_t acc = removed[w];
+      uint64_t bits = keep_bits;
+      while (bits != 0) {
+        const int bit = __ffsll(static_cast<long long>(bits)) - 1;
+        bits &= bits - 1;
+        acc |= mask[(base + bit) * col_blocks + w];
+      }
+      removed[w] = acc;
+    }
+    __syncthreads();  // removed[block + 1] final; diagonal and block_keep free
   }
   if (threadIdx.x == 0) *num_kept = count;
+}
+
+// nms_match: row j's leader is the first kept row before it that claims it
+// (mmcv's loop assigns j to the first kept box that overlaps it), j itself
+// when kept. kept: sorted positions, ascending, count in kept[n].
+__global__ void nms_leader_kernel(const uint64_t* __restrict__ mask,
+                                  const int64_t* __restrict__ kept, int64_t n,
+                                  int64_t col_blocks,
+                                  int64_t* __restrict__ leader) {
+  const int64_t num_kept = kept[n];
+  cuda::grid_stride_loop<int64_t>(n, [&](int64_t j) {
+    const int64_t word = j / kBoxesPerBlock;
+    const uint64_t bit = 1ULL << (j % kBoxesPerBlock);
+    int64_t found = j;  // reached only if j is kept
+    for (int64_t t = 0; t < num_kept; ++t) {
+      const int64_t k = kept[t];
+      if (k >= j) break;
+      if (mask[k * col_blocks + word] & bit) {
+        found = k;
+        break;
+      }
+    }
+    leader[j] = found;
+  });
+}
+
+template <bool Inclusive, typename T>
+cudaError_t mask_and_walk(const T* boxes_sorted, const int64_t* classes_sorted,
+                          const int64_t* order, int64_t n, T iou_threshold,
+                          T offset, int64_t* kept, int64_t* num_kept,
+                          void* workspace, cudaStream_t stream) {
+  if (n == 0) return cudaErrorInvalidValue;  // the caller handles empty input
+  const int64_t col_blocks = nms_cuda_col_blocks(n);
+  if (col_blocks > 65535) return cudaErrorInvalidValue;  // grid.y limit
+  uint64_t* mask = static_cast<uint64_t*>(workspace);
+  uint64_t* global_removed =
+      col_blocks > kMaxSharedWords ? mask + n * col_blocks : nullptr;
+
+  const dim3 grid(static_cast<unsigned int>(col_blocks),
+                  static_cast<unsigned int>(col_blocks));
+  nms_mask_kernel<Inclusive, T><<<grid, kBoxesPerBlock, 0, stream>>>(
+      boxes_sorted, classes_sorted, n, iou_threshold, offset, mask,
+      col_blocks);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+
+  // At least 64 threads: they stage the 64 diagonal words.
+  const int threads = static_cast<int>(min_of<int64_t>(
+      max_of<int64_t>((col_blocks + 31) / 32 * 32, kBoxesPerBlock), 1024));
+  const size_t shared_bytes =
+      global_removed != nullptr ? 0 : col_blocks * sizeof(uint64_t);
+  nms_walk_kernel<<<1, threads, shared_bytes, stream>>>(
+      mask, order, n, col_blocks, global_removed, kept, num_kept);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -108,39 +186,41 @@ int64_t nms_cuda_workspace_bytes(int64_t n) {
 }
 
 template <typename T>
-cudaError_t nms_cuda_launch(const T* boxes_sorted, const int64_t* order,
-                            int64_t n, T iou_threshold, T offset,
-                            int64_t* kept, int64_t* num_kept, void* workspace,
-                            cudaStream_t stream) {
-  if (n == 0) return cudaErrorInvalidValue;  // the caller handles empty input
-  const int64_t col_blocks = nms_cuda_col_blocks(n);
-  if (col_blocks > 65535) return cudaErrorInvalidValue;  // grid.y limit
-  uint64_t* mask = static_cast<uint64_t*>(workspace);
-  uint64_t* global_removed =
-      col_blocks > kMaxSharedWords ? mask + n * col_blocks : nullptr;
+cudaError_t nms_cuda_launch(const T* boxes_sorted,
+                            const int64_t* classes_sorted,
+                            const int64_t* order, int64_t n, T iou_threshold,
+                            T offset, int64_t* kept, int64_t* num_kept,
+                            void* workspace, cudaStream_t stream) {
+  return mask_and_walk<false, T>(boxes_sorted, classes_sorted, order, n,
+                                 iou_threshold, offset, kept, num_kept,
+                                 workspace, stream);
+}
 
-  const dim3 grid(static_cast<unsigned int>(col_blocks),
-                  static_cast<unsigned int>(col_blocks));
-  nms_mask_kernel<T><<<grid, kBoxesPerBlock, 0, stream>>>(
-      boxes_sorted, n, iou_threshold, offset, mask, col_blocks);
-  cudaError_t err = cudaGetLastError();
+template <typename T>
+cudaError_t nms_match_cuda_launch(const T* boxes_sorted, int64_t n,
+                                  T iou_threshold, int64_t* leader,
+                                  int64_t* kept_scratch, void* workspace,
+                                  cudaStream_t stream) {
+  cudaError_t err = mask_and_walk<true, T>(
+      boxes_sorted, nullptr, nullptr, n, iou_threshold, T(0), kept_scratch,
+      kept_scratch + n, workspace, stream);
   if (err != cudaSuccess) return err;
-
-  const int threads = static_cast<int>(min_of<int64_t>(
-      max_of<int64_t>((col_blocks + 31) / 32 * 32, 32), 1024));
-  const size_t shared_bytes =
-      global_removed != nullptr ? 0 : col_blocks * sizeof(uint64_t);
-  nms_walk_kernel<<<1, threads, shared_bytes, stream>>>(
-      mask, order, n, col_blocks, global_removed, kept, num_kept);
+  nms_leader_kernel<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0,
+                      stream>>>(static_cast<const uint64_t*>(workspace),
+                                kept_scratch, n, nms_cuda_col_blocks(n),
+                                leader);
   return cudaGetLastError();
 }
 
-template cudaError_t nms_cuda_launch<float>(const float*, const int64_t*,
-                                            int64_t, float, float, int64_t*,
-                                            int64_t*, void*, cudaStream_t);
-template cudaError_t nms_cuda_launch<double>(const double*, const int64_t*,
-                                             int64_t, double, double,
-                                             int64_t*, int64_t*, void*,
-                                             cudaStream_t);
+#define VISDET_INSTANTIATE_NMS(T)                                            \
+  template cudaError_t nms_cuda_launch<T>(const T*, const int64_t*,          \
+                                          const int64_t*, int64_t, T, T,     \
+                                          int64_t*, int64_t*, void*,         \
+                                          cudaStream_t);                     \
+  template cudaError_t nms_match_cuda_launch<T>(                             \
+      const T*, int64_t, T, int64_t*, int64_t*, void*, cudaStream_t);
+VISDET_INSTANTIATE_NMS(float)
+VISDET_INSTANTIATE_NMS(double)
+#undef VISDET_INSTANTIATE_NMS
 
 }  // namespace visdet_ops

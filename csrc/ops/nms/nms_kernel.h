@@ -1,4 +1,4 @@
-// NMS math shared by the CPU loop and the CUDA kernels. Torch-free.
+// NMS math shared by the CPU loops and the CUDA kernels. Torch-free.
 #pragma once
 
 #include "common/macros.h"
@@ -6,14 +6,18 @@
 namespace visdet_ops {
 namespace nms_detail {
 
-// mmcv's rule: box b is suppressed by a higher-scored box a when
-// IoU(a, b) > threshold. Written without the division (inter > thr * union)
-// so that degenerate boxes (union == 0) never suppress and never divide by 0;
-// NaN coordinates compare false and are therefore never suppressed.
+// Whether box a (higher scored, kept) claims box b.
+//
+// Inclusive == false, nms / batched_nms (mmcv's rule IoU > threshold):
+//   inter > thr * union, written without the division so that degenerate
+//   boxes (union == 0) never suppress and nothing divides by 0.
+// Inclusive == true, nms_match (mmcv's rule IoU >= threshold): additionally
+//   union > 0, since mmcv's 0 / 0 is NaN and NaN >= thr is false.
+// NaN coordinates compare false and therefore never suppress.
 // `offset` is mmcv's legacy +1 pixel convention (0 or 1).
-template <typename T>
-VISDET_HOST_DEVICE VISDET_INLINE bool suppresses(const T* a, const T* b,
-                                                 T iou_threshold, T offset) {
+template <bool Inclusive, typename T>
+VISDET_HOST_DEVICE VISDET_INLINE bool overlaps(const T* a, const T* b,
+                                               T iou_threshold, T offset) {
   const T left = max_of(a[0], b[0]);
   const T right = min_of(a[2], b[2]);
   const T top = max_of(a[1], b[1]);
@@ -23,7 +27,22 @@ VISDET_HOST_DEVICE VISDET_INLINE bool suppresses(const T* a, const T* b,
   const T inter = width * height;
   const T area_a = (a[2] - a[0] + offset) * (a[3] - a[1] + offset);
   const T area_b = (b[2] - b[0] + offset) * (b[3] - b[1] + offset);
-  return inter > iou_threshold * (area_a + area_b - inter);
+  const T uni = area_a + area_b - inter;
+  if (Inclusive) return uni > T(0) && inter >= iou_threshold * uni;
+  return inter > iou_threshold * uni;
+}
+
+template <typename T>
+VISDET_HOST_DEVICE VISDET_INLINE bool suppresses(const T* a, const T* b,
+                                                 T iou_threshold, T offset) {
+  return overlaps<false>(a, b, iou_threshold, offset);
+}
+
+// batched_nms: only boxes of one class suppress each other. classes == nullptr
+// means a single class.
+VISDET_HOST_DEVICE VISDET_INLINE bool same_class(const int64_t* classes,
+                                                 int64_t i, int64_t j) {
+  return classes == nullptr || classes[i] == classes[j];
 }
 
 }  // namespace nms_detail

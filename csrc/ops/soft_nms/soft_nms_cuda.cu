@@ -1,0 +1,184 @@
+// Soft-NMS on CUDA: one thread block per segment (class). Each round, every
+// thread decays the scores it owns by the previous pick and proposes its best
+// survivor; a block-wide argmax picks the next box. Two barriers per pick; the
+// working scores live in shared memory when they fit, else in global scratch.
+#include <cstdint>
+
+#include "common/cuda_helpers.cuh"
+#include "soft_nms_kernel.h"
+#include "soft_nms_launch.h"
+
+namespace visdet_ops {
+namespace {
+
+constexpr int kMaxThreads = 1024;
+constexpr int kWarp = 32;
+
+template <typename T>
+__device__ __forceinline__ void argmax_merge(T& best, int64_t& best_pos,
+                                             T score, int64_t pos) {
+  if (pos >= 0 && soft_nms_detail::better(score, pos, best, best_pos)) {
+    best = score;
+    best_pos = pos;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void warp_argmax(T& best, int64_t& best_pos) {
+  for (int delta = kWarp / 2; delta > 0; delta /= 2) {
+    const T other = __shfl_down_sync(0xffffffffu, best, delta);
+    const int64_t other_pos = __shfl_down_sync(0xffffffffu, best_pos, delta);
+    argmax_merge(best, best_pos, other, other_pos);
+  }
+}
+
+template <typename T>
+__global__ void soft_nms_kernel(const T* __restrict__ boxes,
+                                const T* __restrict__ scores,
+                                const int64_t* __restrict__ offsets,
+                                SoftNmsParams<T> params, T* global_scores,
+                                int64_t* __restrict__ picked,
+                                T* __restrict__ picked_scores,
+                                int64_t* __restrict__ counts) {
+  using namespace soft_nms_detail;
+  extern __shared__ unsigned char shared_raw[];
+  __shared__ T warp_best[kMaxThreads / kWarp];
+  __shared__ int64_t warp_pos[kMaxThreads / kWarp];
+  __shared__ T round_best;
+  __shared__ int64_t round_pos;
+
+  const int64_t segment = blockIdx.x;
+  const int64_t start = offsets[segment];
+  const int64_t len = offsets[segment + 1] - start;
+  T* score = global_scores != nullptr ? global_scores + start
+                                      : reinterpret_cast<T*>(shared_raw);
+  const T dead = T(0) / T(0);  // NaN marks a box out of the running
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    const T s = scores[start + j];
+    score[j] = alive(s) ? s : dead;
+  }
+  // Each j is only ever touched by thread j % blockDim.x: no barrier needed
+  // before the rounds.
+
+  const int lane = threadIdx.x % kWarp;
+  const int warp = threadIdx.x / kWarp;
+  const int num_warps = (blockDim.x + kWarp - 1) / kWarp;
+  int64_t count = 0;
+  int64_t pick = -1;
+  T pick_box[4] = {T(0), T(0), T(0), T(0)};
+  while (true) {
+    T best = T(0);
+    int64_t best_pos = -1;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      T s = score[j];
+      if (!alive(s)) continue;
+      if (j == pick) {
+        score[j] = dead;
+        continue;
+      }
+      if (pick >= 0) {
+        const T ovr = iou(pick_box, boxes + 4 * (start + j), params.offset);
+        s *= weight(ovr, params.method, params.iou_threshold, params.sigma);
+        if (!(s >= params.min_score)) s = dead;
+        score[j] = s;
+        if (!alive(s)) continue;
+      }
+      argmax_merge(best, best_pos, s, j);
+    }
+    warp_argmax(best, best_pos);
+    if (lane == 0) {
+      warp_best[warp] = best;
+      warp_pos[warp] = best_pos;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      best = lane < num_warps ? warp_best[lane] : T(0);
+      best_pos = lane < num_warps ? warp_pos[lane] : -1;
+      warp_argmax(best, best_pos);
+      if (lane == 0) {
+        round_best = best;
+        round_pos = best_pos;
+      }
+    }
+    __syncthreads();
+    pick = round_pos;
+    if (pick < 0) break;
+    if (threadIdx.x == 0) {
+      picked[start + count] = start + pick;
+      picked_scores[start + count] = round_best;
+    }
+    ++count;
+    for (int k = 0; k < 4; ++k) pick_box[k] = boxes[4 * (start + pick) + k];
+  }
+  if (threadIdx.x == 0) counts[segment] = count;
+}
+
+int shared_limit(int device) {
+  int limit = 0;
+  if (cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 48 * 1024;
+  }
+  return limit;
+}
+
+// Bytes of working scores per block, and whether they fit in shared memory
+// next to the kernel's static shared arrays (~0.8 KiB, 4 KiB kept free).
+template <typename T>
+bool scores_fit_shared(int64_t max_len, int device) {
+  return max_len * static_cast<int64_t>(sizeof(T)) <=
+         static_cast<int64_t>(shared_limit(device)) - 4096;
+}
+
+}  // namespace
+
+template <typename T>
+int64_t soft_nms_cuda_workspace_bytes(int64_t n, int64_t max_len, int device) {
+  return scores_fit_shared<T>(max_len, device)
+             ? 0
+             : n * static_cast<int64_t>(sizeof(T));
+}
+
+template <typename T>
+cudaError_t soft_nms_cuda_launch(const T* boxes, const T* scores,
+                                 const int64_t* offsets, int64_t num_segments,
+                                 int64_t n, int64_t max_len,
+                                 SoftNmsParams<T> params, int64_t* picked,
+                                 T* picked_scores, int64_t* counts,
+                                 void* workspace, int device,
+                                 cudaStream_t stream) {
+  if (num_segments <= 0 || num_segments > 0x7fffffffLL || max_len <= 0) {
+    return cudaErrorInvalidValue;  // the caller handles empty input
+  }
+  const bool in_shared = scores_fit_shared<T>(max_len, device);
+  const size_t shared_bytes =
+      in_shared ? static_cast<size_t>(max_len) * sizeof(T) : 0;
+  if (shared_bytes > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        soft_nms_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(shared_bytes));
+    if (err != cudaSuccess) return err;
+  }
+  const int threads = static_cast<int>(min_of<int64_t>(
+      max_of<int64_t>((max_len + kWarp - 1) / kWarp * kWarp, kWarp),
+      kMaxThreads));
+  (void)n;
+  soft_nms_kernel<T><<<static_cast<unsigned int>(num_segments), threads,
+                       shared_bytes, stream>>>(
+      boxes, scores, offsets, params,
+      in_shared ? nullptr : static_cast<T*>(workspace), picked, picked_scores,
+      counts);
+  return cudaGetLastError();
+}
+
+#define VISDET_INSTANTIATE_SOFT_NMS(T)                                        \
+  template int64_t soft_nms_cuda_workspace_bytes<T>(int64_t, int64_t, int);   \
+  template cudaError_t soft_nms_cuda_launch<T>(                               \
+      const T*, const T*, const int64_t*, int64_t, int64_t, int64_t,          \
+      SoftNmsParams<T>, int64_t*, T*, int64_t*, void*, int, cudaStream_t);
+VISDET_INSTANTIATE_SOFT_NMS(float)
+VISDET_INSTANTIATE_SOFT_NMS(double)
+#undef VISDET_INSTANTIATE_SOFT_NMS
+
+}  // namespace visdet_ops
