@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import visdet_ops
-from visdet_ops.reference.nms import nms_reference
+from visdet_ops.reference.nms import nms_match_reference, nms_reference, soft_nms_reference
 
-from ..conftest import torchvision_or_skip
+from ..conftest import require_cuda, torchvision_or_skip
 
 
 def random_boxes(n: int, rng: torch.Generator, quantized: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,8 +136,6 @@ def test_nms_bad_offset():
 
 
 def test_nms_devices_must_match():
-    from ..conftest import require_cuda
-
     require_cuda()
     with pytest.raises(RuntimeError, match="boxes and scores must be on the same device"):
         torch.ops.visdet_ops.nms(torch.zeros(2, 4, device="cuda"), torch.zeros(2), 0.5, 0)
@@ -146,3 +144,308 @@ def test_nms_devices_must_match():
 def test_nms_opcheck(device, rng):
     boxes, scores = random_boxes(100, rng)
     torch.library.opcheck(torch.ops.visdet_ops.nms.default, (boxes.to(device), scores.to(device), 0.5, 0))
+
+
+# float16 / bfloat16 ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_nms_reduced_precision(device, rng, half):
+    # Boxes on a 1/8 grid below 128 px are exact in float16 (not all in
+    # bfloat16: the reference sees the rounded values).
+    boxes, scores = random_boxes(500, rng)
+    b, s = boxes.to(half), scores.to(half)
+    dets, inds = visdet_ops.nms(b.to(device), s.to(device), 0.5)
+    assert dets.dtype == half and inds.dtype == torch.long
+    assert inds.cpu().tolist() == nms_reference(b.double(), s.double(), 0.5).tolist()
+
+
+# batched_nms ------------------------------------------------------------------
+
+
+def random_classes(n: int, num_classes: int, rng: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, num_classes, (n,), generator=rng)
+
+
+def batched_reference(boxes, scores, idxs, iou, offset=0):
+    keep = nms_reference(boxes, scores, iou, offset, idxs=idxs)
+    return keep
+
+
+@pytest.mark.parametrize("n", [1, 100, 700])
+@pytest.mark.parametrize("num_classes", [1, 3, 80])
+def test_batched_nms_matches_reference(device, dtype, rng, n, num_classes):
+    boxes, scores = random_boxes(n, rng)
+    idxs = random_classes(n, num_classes, rng)
+    want = batched_reference(boxes, scores, idxs, 0.5)
+    dets, keep = visdet_ops.batched_nms(
+        boxes.to(device, dtype), scores.to(device, dtype), idxs.to(device), {"iou_threshold": 0.5}
+    )
+    assert keep.cpu().tolist() == want.tolist()
+    torch.testing.assert_close(dets.cpu(), torch.cat([boxes, scores[:, None]], 1)[want].to(dtype))
+
+
+def test_batched_nms_is_exact_at_large_coordinates(device, rng):
+    """mmcv shifts each class by (max coordinate + 1) * class: at 80 classes of
+    20000-px boxes that is 1.6M px, where float32 rounds coordinates to 1/8 px
+    and IoUs near the threshold flip. The class-aware kernel never shifts."""
+    boxes, scores = random_boxes(600, rng)
+    boxes = boxes * 150 + 1000.0 / 3  # large, not on any binary grid
+    idxs = random_classes(600, 80, rng)
+    idxs[:300] = 79
+    want = nms_reference(boxes.float().double(), scores, 0.5, idxs=idxs)
+    _, keep = visdet_ops.batched_nms(
+        boxes.float().to(device), scores.float().to(device), idxs.to(device), {"iou_threshold": 0.5}
+    )
+    assert keep.cpu().tolist() == want.tolist()
+
+
+def test_batched_nms_class_agnostic(device, rng):
+    boxes, scores = random_boxes(300, rng)
+    idxs = random_classes(300, 5, rng).to(device)
+    b, s = boxes.to(device), scores.to(device)
+    want = nms_reference(boxes, scores, 0.5).tolist()
+    assert visdet_ops.batched_nms(b, s, idxs, {"iou_threshold": 0.5}, class_agnostic=True)[1].cpu().tolist() == want
+    cfg = {"iou_threshold": 0.5, "class_agnostic": True}
+    assert visdet_ops.batched_nms(b, s, idxs, cfg)[1].cpu().tolist() == want
+    assert cfg == {"iou_threshold": 0.5, "class_agnostic": True}
+
+
+def test_batched_nms_split_thr_and_max_num(device, rng):
+    """Above split_thr classes go in chunks: same result, cfg untouched."""
+    boxes, scores = random_boxes(900, rng)
+    idxs = random_classes(900, 7, rng)
+    want = batched_reference(boxes, scores, idxs, 0.6)
+    b, s, c = boxes.to(device), scores.to(device), idxs.to(device)
+    cfg = {"type": "nms", "iou_threshold": 0.6, "split_thr": 200, "max_num": 25}
+    frozen = dict(cfg)
+    dets, keep = visdet_ops.batched_nms(b, s, c, cfg)
+    assert cfg == frozen
+    assert keep.cpu().tolist() == want[:25].tolist()
+    assert dets.shape == (25, 5)
+    _, keep_all = visdet_ops.batched_nms(b, s, c, {"iou_threshold": 0.6, "split_thr": 200})
+    assert keep_all.cpu().tolist() == want.tolist()
+
+
+def test_batched_nms_iou_thr_alias_and_score_threshold(device, rng):
+    boxes, scores = random_boxes(200, rng)
+    idxs = random_classes(200, 3, rng)
+    valid = torch.nonzero(scores > 0.4).squeeze(1)
+    want = valid[batched_reference(boxes[valid], scores[valid], idxs[valid], 0.5)]
+    with pytest.warns(DeprecationWarning, match="iou_thr"):
+        _, keep = visdet_ops.batched_nms(
+            boxes.to(device), scores.to(device), idxs.to(device), {"iou_thr": 0.5, "score_threshold": 0.4}
+        )
+    assert keep.cpu().tolist() == want.tolist()
+
+
+def test_batched_nms_none_cfg(device, rng):
+    boxes, scores = random_boxes(50, rng)
+    dets, inds = visdet_ops.batched_nms(boxes.to(device), scores.to(device), random_classes(50, 3, rng), None)
+    assert inds.cpu().tolist() == torch.sort(scores, descending=True, stable=True).indices.tolist()
+    assert dets.shape == (50, 5)
+
+
+def test_batched_nms_soft_nms(device, rng):
+    """type='soft_nms' (crashes in mmcv when max_num is set): per class decay,
+    merged by score, max_num after merging."""
+    boxes, scores = random_boxes(300, rng)
+    idxs = random_classes(300, 4, rng)
+    want_inds, want_scores = soft_nms_reference(boxes, scores, 0.3, 0.5, 0.05, "gaussian", idxs=idxs)
+    cfg = {"type": "soft_nms", "iou_threshold": 0.3, "min_score": 0.05, "method": "gaussian", "max_num": 40}
+    dets, keep = visdet_ops.batched_nms(boxes.to(device), scores.to(device), idxs.to(device), cfg)
+    assert keep.cpu().tolist() == want_inds[:40].tolist()
+    torch.testing.assert_close(dets[:, 4].cpu(), want_scores[:40])
+    torch.testing.assert_close(dets[:, :4].cpu(), boxes[want_inds[:40]])
+
+
+@pytest.mark.parametrize(
+    "cfg, error, match",
+    [
+        ({"type": "softer_nms", "iou_threshold": 0.5}, ValueError, "type must be 'nms' or 'soft_nms'"),
+        ({"iou_threshold": 0.5, "sigma": 0.5}, TypeError, r"keys \['sigma'\] are not understood"),
+        ({"offset": 0}, TypeError, "needs iou_threshold"),
+        ({"iou_thr": 0.5, "iou_threshold": 0.5}, ValueError, "both iou_thr"),
+        ({"type": "soft_nms", "method": "cubic"}, ValueError, "method must be one of"),
+    ],
+)
+def test_batched_nms_bad_cfg(cfg, error, match):
+    with pytest.raises(error, match=match):
+        visdet_ops.batched_nms(torch.zeros(3, 4), torch.zeros(3), torch.zeros(3, dtype=torch.long), cfg)
+
+
+def test_batched_nms_op_checks_idxs(device):
+    boxes, scores = torch.zeros(4, 4, device=device), torch.zeros(4, device=device)
+    with pytest.raises(RuntimeError, match=r"batched_nms: idxs must have shape \[N\]"):
+        torch.ops.visdet_ops.batched_nms(boxes, scores, torch.zeros(3, dtype=torch.long, device=device), 0.5, 0)
+    with pytest.raises(RuntimeError, match="batched_nms: idxs must be an integer tensor"):
+        torch.ops.visdet_ops.batched_nms(boxes, scores, torch.zeros(4, device=device), 0.5, 0)
+
+
+def test_batched_nms_empty(device, dtype):
+    e = torch.empty(0, 4, device=device, dtype=dtype)
+    for cfg in ({"iou_threshold": 0.5}, {"type": "soft_nms"}, None):
+        dets, keep = visdet_ops.batched_nms(e, e[:, 0], torch.empty(0, dtype=torch.long, device=device), cfg)
+        assert dets.shape == (0, 5) and dets.dtype == dtype and keep.shape == (0,) and keep.dtype == torch.long
+
+
+def test_batched_nms_opcheck(device, rng):
+    boxes, scores = random_boxes(100, rng)
+    idxs = random_classes(100, 3, rng)
+    torch.library.opcheck(
+        torch.ops.visdet_ops.batched_nms.default, (boxes.to(device), scores.to(device), idxs.to(device), 0.5, 0)
+    )
+
+
+def test_batched_nms_against_torchvision(device, rng):
+    tv = torchvision_or_skip()
+    boxes, scores = random_boxes(800, rng)
+    idxs = random_classes(800, 10, rng).to(device)
+    b, s = boxes.float().to(device), scores.float().to(device)
+    _, keep = visdet_ops.batched_nms(b, s, idxs, {"iou_threshold": 0.5})
+    assert keep.tolist() == tv.batched_nms(b, s, idxs, 0.5).tolist()
+
+
+# soft_nms ---------------------------------------------------------------------
+
+
+def assert_soft_nms(got, want_inds, want_scores, dtype):
+    dets, inds = got
+    assert inds.dtype == torch.long and dets.dtype == dtype
+    assert inds.cpu().tolist() == want_inds.tolist()
+    tol = {torch.float64: 1e-10, torch.float32: 1e-5}.get(dtype, 2e-2)
+    torch.testing.assert_close(dets[:, 4].cpu().double(), want_scores, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("method", ["naive", "linear", "gaussian"])
+@pytest.mark.parametrize("n", [1, 40, 300])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_soft_nms_matches_reference(device, rng, method, n, offset):
+    boxes, scores = random_boxes(n, rng)
+    want = soft_nms_reference(boxes, scores, 0.3, 0.5, 1e-3, method, offset)
+    got = visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 1e-3, method, offset)
+    assert_soft_nms(got, *want, torch.float64)
+    torch.testing.assert_close(got[0][:, :4].cpu(), boxes[want[0]])
+
+
+@pytest.mark.parametrize("method", ["linear", "gaussian"])
+def test_soft_nms_float32(device, rng, method):
+    # 60 boxes: two decayed scores within float32 rounding of each other (which
+    # could legitimately swap the pick order) are improbable.
+    boxes, scores = random_boxes(60, rng)
+    want = soft_nms_reference(boxes, scores, 0.4, 0.5, 0.01, method)
+    got = visdet_ops.soft_nms(boxes.float().to(device), scores.float().to(device), 0.4, 0.5, 0.01, method)
+    assert_soft_nms(got, *want, torch.float32)
+
+
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_soft_nms_reduced_precision(device, rng, half):
+    boxes, scores = random_boxes(30, rng)
+    b, s = boxes.to(half), scores.to(half)
+    want_inds, want_scores = soft_nms_reference(b.double(), s.double(), 0.3, 0.5, 0.01, "linear")
+    dets, inds = visdet_ops.soft_nms(b.to(device), s.to(device), 0.3, 0.5, 0.01, "linear")
+    assert dets.dtype == half
+    # Scores are computed in float32 and rounded once at the end.
+    torch.testing.assert_close(dets[:, 4].cpu().double(), want_scores.to(half).double())
+    assert sorted(inds.cpu().tolist()) == sorted(want_inds.tolist())
+
+
+def test_soft_nms_large_single_class(device, rng):
+    """More boxes than one CUDA block has threads, and (float64, 6000 boxes)
+    more working scores than fit a 48 KiB shared-memory default."""
+    boxes, scores = random_boxes(6000, rng)
+    boxes = boxes * 8  # spread out: fewer overlaps, a faster reference
+    want = soft_nms_reference(boxes, scores, 0.3, 0.5, 0.2, "linear")
+    assert_soft_nms(visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 0.2), *want, torch.float64)
+
+
+def test_soft_nms_min_score_zero_keeps_naive_zeros(device, rng):
+    # naive with min_score=0: suppressed boxes stay, with score 0 (mmcv).
+    boxes, scores = random_boxes(80, rng)
+    want = soft_nms_reference(boxes, scores, 0.3, 0.5, 0.0, "naive")
+    got = visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 0.0, "naive")
+    assert_soft_nms(got, *want, torch.float64)
+    assert got[1].numel() == 80 and (got[0][:, 4] == 0).any()
+
+
+def test_soft_nms_nan_inf_and_ties(device, rng):
+    boxes, scores = random_boxes(100, rng)
+    boxes[3] = float("nan")
+    boxes[5, 2] = float("inf")
+    scores[7] = float("nan")
+    scores[10:20] = 0.5  # ties: lower index first
+    for method in ("naive", "linear", "gaussian"):
+        want = soft_nms_reference(boxes, scores, 0.3, 0.5, 1e-3, method)
+        got = visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 1e-3, method)
+        assert 7 not in got[1].tolist()
+        assert_soft_nms(got, *want, torch.float64)
+
+
+def test_soft_nms_numpy_and_empty(device, rng):
+    boxes, scores = random_boxes(20, rng)
+    dets, inds = visdet_ops.soft_nms(boxes.numpy(), scores.numpy())
+    assert isinstance(dets, np.ndarray) and isinstance(inds, np.ndarray)
+    dets, inds = visdet_ops.soft_nms(torch.empty(0, 4, device=device), torch.empty(0, device=device))
+    assert dets.shape == (0, 5) and inds.shape == (0,) and inds.dtype == torch.long
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": 3}, "method must be 0"),
+        ({"offset": 2}, "offset must be 0 or 1"),
+        ({"method": 2, "sigma": 0.0}, "sigma must be > 0"),
+        ({"min_score": float("nan")}, "min_score must be a number"),
+    ],
+)
+def test_soft_nms_op_bad_args(device, kwargs, match):
+    args = {"iou_threshold": 0.3, "sigma": 0.5, "min_score": 0.001, "method": 1, "offset": 0} | kwargs
+    with pytest.raises(RuntimeError, match=match):
+        torch.ops.visdet_ops.soft_nms(torch.zeros(3, 4, device=device), torch.zeros(3, device=device), **args)
+
+
+def test_soft_nms_opcheck(device, rng):
+    boxes, scores = random_boxes(60, rng)
+    idxs = random_classes(60, 3, rng)
+    op = torch.ops.visdet_ops.soft_nms.default
+    torch.library.opcheck(op, (boxes.to(device), scores.to(device), 0.3, 0.5, 1e-3, 1, 0))
+    torch.library.opcheck(op, (boxes.to(device), scores.to(device), 0.3, 0.5, 1e-3, 2, 0, idxs.to(device)))
+
+
+# nms_match --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 50, 130, 700])
+@pytest.mark.parametrize("iou", [0.0, 0.25, 0.5, 0.75])
+def test_nms_match_matches_reference(device, dtype, rng, n, iou):
+    boxes, scores = random_boxes(n, rng)
+    dets = torch.cat([boxes, scores[:, None]], 1)
+    groups = visdet_ops.nms_match(dets.to(device, dtype), iou)
+    assert all(g.dtype == torch.long and g.device.type == device.type for g in groups)
+    assert [g.tolist() for g in groups] == nms_match_reference(dets, iou)
+
+
+def test_nms_match_numpy_empty_and_bad(device, rng):
+    boxes, scores = random_boxes(40, rng)
+    dets = torch.cat([boxes, scores[:, None]], 1)
+    groups = visdet_ops.nms_match(dets.numpy(), 0.5)
+    assert all(isinstance(g, np.ndarray) for g in groups)
+    assert [g.tolist() for g in groups] == nms_match_reference(dets, 0.5)
+    assert visdet_ops.nms_match(torch.empty(0, 5, device=device), 0.5) == []
+    with pytest.raises(RuntimeError, match=r"nms_match: dets must have shape \[N, 5\]"):
+        visdet_ops.nms_match(torch.zeros(3, 4, device=device), 0.5)
+
+
+def test_nms_match_degenerate_and_nan(device, rng):
+    boxes, scores = random_boxes(60, rng)
+    boxes[4] = torch.tensor([5.0, 5.0, 5.0, 5.0])  # zero area: 0/0 never matches
+    boxes[6] = float("nan")
+    dets = torch.cat([boxes, scores[:, None]], 1)
+    assert [g.tolist() for g in visdet_ops.nms_match(dets.to(device), 0.0)] == nms_match_reference(dets, 0.0)
+
+
+def test_nms_match_opcheck(device, rng):
+    boxes, scores = random_boxes(80, rng)
+    torch.library.opcheck(
+        torch.ops.visdet_ops.nms_match.default, (torch.cat([boxes, scores[:, None]], 1).to(device), 0.5)
+    )

@@ -14,8 +14,12 @@ _MODE_NAMES = {v: k for k, v in _MODES.items()}
 
 @torch.library.register_fake("visdet_ops::bbox_overlaps")
 def _bbox_overlaps_fake(bboxes1, bboxes2, mode=0, aligned=False, offset=0):
-    torch._check(bboxes1.dim() >= 2 and bboxes1.size(-1) == 4, lambda: "bbox_overlaps: bboxes1 must have shape [..., M, 4]")
-    torch._check(bboxes2.dim() >= 2 and bboxes2.size(-1) == 4, lambda: "bbox_overlaps: bboxes2 must have shape [..., N, 4]")
+    torch._check(
+        bboxes1.dim() >= 2 and bboxes1.size(-1) == 4, lambda: "bbox_overlaps: bboxes1 must have shape [..., M, 4]"
+    )
+    torch._check(
+        bboxes2.dim() >= 2 and bboxes2.size(-1) == 4, lambda: "bbox_overlaps: bboxes2 must have shape [..., N, 4]"
+    )
     torch._check(bboxes1.shape[:-2] == bboxes2.shape[:-2], lambda: "bbox_overlaps: batch dimensions must match")
     if aligned:
         torch._check(bboxes1.size(-2) == bboxes2.size(-2), lambda: "bbox_overlaps: aligned needs M == N")

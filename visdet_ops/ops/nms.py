@@ -48,7 +48,9 @@ def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offse
 
 @torch.library.register_fake("visdet_ops::nms_match")
 def _nms_match_fake(dets, iou_threshold):
-    torch._check(dets.dim() == 2 and dets.size(1) == 5, lambda: f"nms_match: dets must have shape [N, 5], got {list(dets.shape)}")
+    torch._check(
+        dets.dim() == 2 and dets.size(1) == 5, lambda: f"nms_match: dets must have shape [N, 5], got {list(dets.shape)}"
+    )
     return dets.new_empty((dets.size(0),), dtype=torch.long)
 
 

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+import visdet_ops
+from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
+
+from ..conftest import torchvision_or_skip
+
+
+def random_boxes(shape: tuple[int, ...], rng: torch.Generator) -> torch.Tensor:
+    xy = torch.rand(*shape, 2, generator=rng, dtype=torch.float64) * 96
+    wh = torch.rand(*shape, 2, generator=rng, dtype=torch.float64) * 40
+    return torch.cat([xy, xy + wh], -1)
+
+
+MODES = ["iou", "iof", "giou"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("offset", [0, 1])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 7), (33, 300), (300, 33)])
+def test_matches_reference(device, dtype, rng, mode, aligned, offset, shape):
+    m, n = shape
+    if aligned:
+        n = m
+    a, b = random_boxes((m,), rng), random_boxes((n,), rng)
+    want = bbox_overlaps_reference(a, b, mode, aligned, offset)
+    got = visdet_ops.bbox_overlaps(a.to(device, dtype), b.to(device, dtype), mode, aligned, offset)
+    assert got.dtype == dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want.to(dtype))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("aligned", [False, True])
+def test_batch_dims(device, rng, mode, aligned):
+    a, b = random_boxes((2, 3, 17), rng), random_boxes((2, 3, 17 if aligned else 70), rng)
+    got = visdet_ops.bbox_overlaps(a.to(device), b.to(device), mode, aligned)
+    torch.testing.assert_close(got.cpu(), bbox_overlaps_reference(a, b, mode, aligned))
+
+
+def test_many_rows_cross_image_groups(device, rng):
+    # 11 rows per image: a group of 8 rows in the CUDA kernel spans two images.
+    a, b = random_boxes((5, 11), rng), random_boxes((5, 300), rng)
+    got = visdet_ops.bbox_overlaps(a.to(device), b.to(device))
+    torch.testing.assert_close(got.cpu(), bbox_overlaps_reference(a, b))
+
+
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("mode", MODES)
+def test_reduced_precision(device, rng, half, mode):
+    a, b = random_boxes((50,), rng).to(half), random_boxes((70,), rng).to(half)
+    got = visdet_ops.bbox_overlaps(a.to(device), b.to(device), mode)
+    assert got.dtype == half
+    # computed in float32 from the rounded boxes, rounded once
+    want = bbox_overlaps_reference(a.double(), b.double(), mode)
+    tol = 1e-3 if half == torch.float16 else 8e-3
+    torch.testing.assert_close(got.cpu().double(), want, rtol=tol, atol=tol)
+
+
+def test_against_torchvision(device, rng):
+    tv = torchvision_or_skip()
+    a, b = random_boxes((200,), rng).float().to(device), random_boxes((150,), rng).float().to(device)
+    torch.testing.assert_close(visdet_ops.bbox_overlaps(a, b), tv.box_iou(a, b))
+    torch.testing.assert_close(visdet_ops.bbox_overlaps(a, b, "giou"), tv.generalized_box_iou(a, b))
+
+
+def test_degenerate_nan_inf(device):
+    a = torch.tensor([[0.0, 0, 0, 0], [0, 0, 10, 10], [float("nan"), 0, 1, 1], [0, 0, float("inf"), 1]])
+    b = torch.tensor([[0.0, 0, 0, 0], [0, 0, 10, 10]])
+    for mode in MODES:
+        got = visdet_ops.bbox_overlaps(a.to(device), b.to(device), mode).cpu()
+        want = bbox_overlaps_reference(a.double(), b.double(), mode).float()
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert torch.isfinite(got[:2]).all() and torch.isnan(got[2:]).all()
+
+
+def test_empty(device, dtype):
+    e = torch.empty(0, 4, device=device, dtype=dtype)
+    b = torch.zeros(3, 4, device=device, dtype=dtype)
+    assert visdet_ops.bbox_overlaps(e, b).shape == (0, 3)
+    assert visdet_ops.bbox_overlaps(b, e).shape == (3, 0)
+    assert visdet_ops.bbox_overlaps(e, e, aligned=True).shape == (0,)
+    assert visdet_ops.bbox_overlaps(e, b).dtype == dtype
+
+
+def test_non_contiguous(device, rng):
+    a, b = random_boxes((40,), rng), random_boxes((30,), rng)
+    wide_a = torch.zeros(40, 8, dtype=torch.float64)
+    wide_a[:, ::2] = a
+    got = visdet_ops.bbox_overlaps(wide_a[:, ::2].to(device), b.t().contiguous().t().to(device))
+    torch.testing.assert_close(got.cpu(), bbox_overlaps_reference(a, b))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("aligned", [False, True])
+def test_gradcheck(device, rng, mode, aligned):
+    a = random_boxes((6,), rng).to(device).requires_grad_()
+    b = random_boxes((6,), rng).to(device).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, y: visdet_ops.bbox_overlaps(x, y, mode, aligned), (a, b))
+
+
+def test_grad_of_one_input(device, rng):
+    a = random_boxes((5,), rng).to(device).requires_grad_()
+    b = random_boxes((4,), rng).to(device)
+    visdet_ops.bbox_overlaps(a, b).sum().backward()
+    assert a.grad is not None and a.grad.shape == a.shape
+
+
+def test_opcheck(device, rng):
+    a, b = random_boxes((9,), rng).to(device), random_boxes((12,), rng).to(device)
+    for mode in range(3):
+        torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, b, mode, False, 0))
+        torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, a.flip(0), mode, True, 1))
+
+
+def test_compile_fullgraph(rng):
+    a, b = random_boxes((9,), rng), random_boxes((12,), rng)
+    fn = torch.compile(lambda x, y: visdet_ops.bbox_overlaps(x, y, "giou").max(dim=1).values, fullgraph=True)
+    torch.testing.assert_close(fn(a, b), bbox_overlaps_reference(a, b, "giou").max(dim=1).values)
+
+
+@pytest.mark.parametrize(
+    "args, error, match",
+    [
+        ((torch.zeros(3, 5), torch.zeros(3, 4)), RuntimeError, r"bboxes1 must have shape \[\.\.\., M, 4\]"),
+        ((torch.zeros(3, 4), torch.zeros(4)), RuntimeError, r"bboxes2 must have shape \[\.\.\., N, 4\]"),
+        ((torch.zeros(2, 3, 4), torch.zeros(3, 3, 4)), RuntimeError, "same batch dimensions"),
+        ((torch.zeros(3, 4, dtype=torch.int32), torch.zeros(3, 4, dtype=torch.int32)), RuntimeError, "floating point"),
+        ((torch.zeros(3, 4), torch.zeros(3, 4, dtype=torch.float64)), RuntimeError, "same dtype"),
+    ],
+)
+def test_bad_inputs(args, error, match):
+    with pytest.raises(error, match=match):
+        visdet_ops.bbox_overlaps(*args)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), "dice")
+    with pytest.raises(ValueError, match="offset must be 0 or 1"):
+        visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), offset=2)
+    with pytest.raises(RuntimeError, match="aligned=True needs as many"):
+        visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), aligned=True)
+    with pytest.raises(RuntimeError, match="mode must be 0"):
+        torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), 5)
