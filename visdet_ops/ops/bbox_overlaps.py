@@ -42,7 +42,7 @@ def _backward(ctx, grad):
         a = bboxes1.detach().requires_grad_(want[0])
         b = bboxes2.detach().requires_grad_(want[1])
         out = bbox_overlaps_reference(a, b, _MODE_NAMES[ctx.mode], ctx.aligned, ctx.offset)
-        inputs = [t for t, w in zip((a, b), want) if w]
+        inputs = [t for t, w in zip((a, b), want, strict=True) if w]
         grads = iter(torch.autograd.grad(out, inputs, grad) if inputs else ())
     return next(grads) if want[0] else None, next(grads) if want[1] else None, None, None, None
 
