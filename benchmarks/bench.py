@@ -82,6 +82,85 @@ def bench_nms(gen, tv, results: list, copy_gbs: float) -> None:
 
 
 @bench
+def bench_batched_nms(gen, tv, results: list, copy_gbs: float) -> None:
+    # mmdet's test-time config: 80 classes, iou 0.5, default split_thr (10000).
+    cfg = {"type": "nms", "iou_threshold": 0.5}
+    for n in (1000, 5000, 20000):
+        boxes, scores = detection_boxes(n, gen)
+        idxs = torch.randint(0, 80, (n,), generator=gen).cuda()
+        ours_keep = visdet_ops.batched_nms(boxes, scores, idxs, cfg)[1]
+        row = {"op": "batched_nms", "case": f"{n} boxes, 80 classes, iou 0.5", "kept": int(ours_keep.numel())}
+        row["ours"] = cuda_time_ms(lambda: visdet_ops.batched_nms(boxes, scores, idxs, cfg))
+        if tv is not None:
+            assert torch.equal(tv.batched_nms(boxes, scores, idxs, 0.5), ours_keep), (
+                "batched_nms differs from torchvision"
+            )
+            row["peer"] = cuda_time_ms(lambda: tv.batched_nms(boxes, scores, idxs, 0.5))
+            row["peer_name"] = "torchvision.ops.batched_nms"
+        results.append(row)
+
+
+def cpu_time_ms(fn, warmup: int = 1, repeat: int = 5) -> dict:
+    """Median wall time of `repeat` calls of a CPU function."""
+    import time
+
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    times.sort()
+    return {"median_ms": statistics.median(times), "p10_ms": times[0], "p90_ms": times[-1]}
+
+
+@bench
+def bench_soft_nms(gen, tv, results: list, copy_gbs: float) -> None:
+    # Peer: our own CPU kernel (mmcv has soft_nms on the CPU only).
+    for n, method in ((1000, "linear"), (5000, "linear"), (5000, "gaussian")):
+        boxes, scores = detection_boxes(n, gen)
+        args = (0.3, 0.5, 1e-3, {"naive": 0, "linear": 1, "gaussian": 2}[method], 0)
+        ours = torch.ops.visdet_ops.soft_nms(boxes, scores, *args)
+        cpu_boxes, cpu_scores = boxes.cpu(), scores.cpu()
+        theirs = torch.ops.visdet_ops.soft_nms(cpu_boxes, cpu_scores, *args)
+        assert torch.equal(ours[0].cpu(), theirs[0]), "soft_nms CUDA and CPU pick differently"
+        row = {"op": "soft_nms", "case": f"{n} boxes, {method}", "kept": int(ours[0].numel())}
+        row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.soft_nms(boxes, scores, *args), warmup=3, repeat=20)
+        row["peer"] = cpu_time_ms(lambda: torch.ops.visdet_ops.soft_nms(cpu_boxes, cpu_scores, *args))
+        row["peer_name"] = f"visdet-ops CPU ({torch.get_num_threads()} threads, serial kernel)"
+        results.append(row)
+
+
+@bench
+def bench_bbox_overlaps(gen, tv, results: list, copy_gbs: float) -> None:
+    for m, n in ((1000, 1000), (5000, 5000), (20000, 20000), (20000, 100)):
+        a, _ = detection_boxes(m, gen)
+        b, _ = detection_boxes(n, gen)
+        ours = visdet_ops.bbox_overlaps(a, b)
+        row = {"op": "bbox_overlaps", "case": f"{m} x {n} iou, float32"}
+        row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(a, b, 0, False, 0))
+        gbs = (ours.numel() * 4 + (m + n) * 16) / (row["ours"]["median_ms"] * 1e-3) / 1e9
+        row["forward_gbs"], row["ours_forward_ms"] = gbs, row["ours"]["median_ms"]
+        row["forward_fraction_of_copy"] = gbs / copy_gbs
+        if tv is not None:
+            torch.testing.assert_close(tv.box_iou(a, b), ours)
+            row["peer"] = cuda_time_ms(lambda: tv.box_iou(a, b))
+            row["peer_name"] = "torchvision.ops.box_iou"
+        del ours
+        results.append(row)
+    a, _ = detection_boxes(5000, gen)
+    b, _ = detection_boxes(5000, gen)
+    ah, bh = a.half(), b.half()
+    row = {"op": "bbox_overlaps", "case": "5000 x 5000 iou, float16"}
+    row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(ah, bh, 0, False, 0))
+    if tv is not None:
+        row["peer"] = cuda_time_ms(lambda: tv.box_iou(ah, bh))
+        row["peer_name"] = "torchvision.ops.box_iou"
+    results.append(row)
+
+
+@bench
 def bench_roi_align(gen, tv, results: list, copy_gbs: float) -> None:
     # FPN levels of a 2-image batch at 800x1333: strides 4..32, 256 channels.
     levels = [(4, 200, 336), (8, 100, 168), (16, 50, 84), (32, 25, 42)]

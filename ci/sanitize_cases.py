@@ -15,7 +15,8 @@ from collections.abc import Callable
 import torch
 
 import visdet_ops
-from visdet_ops.reference.nms import nms_reference
+from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
+from visdet_ops.reference.nms import nms_match_reference, nms_reference, soft_nms_reference
 from visdet_ops.reference.roi_align import roi_align_reference
 
 CASES: list[Callable[[torch.Generator, torch.dtype], str | None]] = []
@@ -26,19 +27,74 @@ def case(fn):
     return fn
 
 
+def _boxes(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    # 1/8-pixel grid below 128 px: exact in float16 too.
+    xy = (torch.rand(n, 2, generator=gen, dtype=torch.float64) * 96 * 8).round() / 8
+    wh = (torch.rand(n, 2, generator=gen, dtype=torch.float64) * 30 * 8 + 4).round() / 8
+    return torch.cat([xy, xy + wh], 1), torch.rand(n, generator=gen, dtype=torch.float64)
+
+
 @case
 def nms_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
     # several 64-box blocks, so both the mask and the walk kernel cross block boundaries.
-    if dtype not in (torch.float32, torch.float64):
-        return None
-    n = 300
-    xy = (torch.rand(n, 2, generator=gen, dtype=torch.float64) * 96 * 8).round() / 8
-    wh = (torch.rand(n, 2, generator=gen, dtype=torch.float64) * 30 * 8 + 4).round() / 8
-    boxes = torch.cat([xy, xy + wh], 1)
-    scores = torch.rand(n, generator=gen, dtype=torch.float64)
+    boxes, scores = _boxes(300, gen)
+    scores = scores.to(dtype).double()  # what the kernel sorts
     keep = visdet_ops.nms(boxes.cuda().to(dtype), scores.cuda().to(dtype), 0.5)[1]
-    if keep.tolist() != nms_reference(boxes, scores, 0.5).tolist():
+    if keep.tolist() != nms_reference(boxes.to(dtype).double(), scores, 0.5).tolist():
         return "nms: wrong result"
+    idxs = torch.randint(0, 5, (300,), generator=gen)
+    keep = visdet_ops.batched_nms(boxes.cuda().to(dtype), scores.cuda().to(dtype), idxs.cuda(), {"iou_threshold": 0.5})[
+        1
+    ]
+    if keep.tolist() != nms_reference(boxes.to(dtype).double(), scores, 0.5, idxs=idxs).tolist():
+        return "batched_nms: wrong result"
+    dets = torch.cat([boxes, scores[:, None]], 1)
+    groups = visdet_ops.nms_match(dets.cuda().to(dtype), 0.5)
+    if [g.tolist() for g in groups] != nms_match_reference(dets.to(dtype).double(), 0.5):
+        return "nms_match: wrong result"
+    return None
+
+
+@case
+def soft_nms_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    boxes, scores = _boxes(300, gen)
+    b, s = boxes.to(dtype), scores.to(dtype)
+    idxs = torch.randint(0, 4, (300,), generator=gen)
+    for classes in (None, idxs):
+        _, want = soft_nms_reference(b.double(), s.double(), 0.3, 0.5, 0.01, "gaussian", idxs=classes)
+        _, got = torch.ops.visdet_ops.soft_nms(
+            b.cuda(), s.cuda(), 0.3, 0.5, 0.01, 2, 0, None if classes is None else classes.cuda()
+        )
+        tol = 1e-5 if dtype in (torch.float32, torch.float64) else 2e-2
+        if got.shape != want.shape or not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
+            return f"soft_nms (classes: {classes is not None}): wrong scores"
+    if dtype == torch.float64:
+        # 30000 float64 scores (240 KB) exceed shared memory: the global-scratch path.
+        boxes, scores = _boxes(30000, gen)
+        boxes = boxes * 20
+        want, _ = soft_nms_reference(boxes, scores, 0.3, 0.5, 0.9, "linear")
+        got, _ = torch.ops.visdet_ops.soft_nms(boxes.cuda(), scores.cuda(), 0.3, 0.5, 0.9, 1, 0)
+        if got.tolist() != want.tolist():
+            return "soft_nms (global scratch): wrong result"
+    return None
+
+
+@case
+def bbox_overlaps_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    a, _ = _boxes(70, gen)
+    b, _ = _boxes(300, gen)
+    a = a.reshape(2, 35, 4)
+    b = b.reshape(2, 150, 4)
+    tol = 1e-5 if dtype in (torch.float32, torch.float64) else 1e-2
+    for mode, name in enumerate(("iou", "iof", "giou")):
+        got = torch.ops.visdet_ops.bbox_overlaps(a.cuda().to(dtype), b.cuda().to(dtype), mode, False, 0)
+        want = bbox_overlaps_reference(a.to(dtype).double(), b.to(dtype).double(), name)
+        if not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
+            return f"bbox_overlaps {name}: wrong result"
+        got = torch.ops.visdet_ops.bbox_overlaps(a.cuda().to(dtype), a.flip(1).cuda().to(dtype), mode, True, 1)
+        want = bbox_overlaps_reference(a.to(dtype).double(), a.flip(1).to(dtype).double(), name, True, 1)
+        if not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
+            return f"bbox_overlaps {name} aligned: wrong result"
     return None
 
 
