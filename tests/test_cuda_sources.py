@@ -66,13 +66,16 @@ def test_every_op_with_cuda_has_both_halves():
 
 @pytest.mark.parametrize("source", CU_SOURCES, ids=lambda p: p.name)
 def test_cu_compiles(source: Path, cuda_home: Path, arch: str, tmp_path: Path):
-    """.cu files are torch-free: only the CUDA toolkit and csrc/ are on the include path."""
+    """.cu files are torch-free: only the CUDA toolkit and csrc/ are on the include path.
+    torch's own nvcc flags are passed as the real build passes them (they remove
+    the implicit float16/bfloat16 conversions, for one)."""
     sm = arch.replace(".", "")
     cmd = [
         str(cuda_home / "bin" / "nvcc"),
         "-c",
         "-O2",
         "-std=c++17",
+        *cpp_extension.COMMON_NVCC_FLAGS,
         f"-I{CSRC}",
         "-DVISDET_OPS_WITH_CUDA=1",
         f"-gencode=arch=compute_{sm},code=sm_{sm}",

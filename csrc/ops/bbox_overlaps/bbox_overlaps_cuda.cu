@@ -1,14 +1,12 @@
 // bbox_overlaps on CUDA. Not aligned: a 2-D grid, threads along the columns
 // (coalesced output rows), each thread keeping its column's box in registers
 // for kRowsPerThread rows. Aligned: a grid-stride loop over pairs.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 
 #include "bbox_overlaps_kernel.h"
 #include "bbox_overlaps_launch.h"
 #include "common/cuda_helpers.cuh"
+#include "common/cuda_types.cuh"
 
 namespace visdet_ops {
 namespace {
@@ -18,16 +16,12 @@ constexpr int kMaxGridY = 65535;
 
 template <typename T>
 struct Compute {
-  using type = float;
-};
-template <>
-struct Compute<double> {
-  using type = double;
+  using type = cuda::acc_t<T>;
 };
 
 template <typename T, typename A>
 __device__ __forceinline__ void load_box(const T* p, A* box) {
-  for (int k = 0; k < 4; ++k) box[k] = static_cast<A>(p[k]);
+  for (int k = 0; k < 4; ++k) box[k] = cuda::to_acc(p[k]);
 }
 template <>
 __device__ __forceinline__ void load_box<float, float>(const float* p,
@@ -65,7 +59,7 @@ __global__ void overlaps_kernel(const T* __restrict__ boxes1,
         }
         A a[4];
         load_box(boxes1 + 4 * row, a);
-        out[row * shape.cols + j] = static_cast<T>(
+        out[row * shape.cols + j] = cuda::from_acc<T>(
             bbox_overlaps_detail::overlap(a, b, shape.mode, offset));
       }
     }
@@ -83,7 +77,7 @@ __global__ void aligned_kernel(const T* __restrict__ boxes1,
     A a[4], b[4];
     load_box(boxes1 + 4 * i, a);
     load_box(boxes2 + 4 * i, b);
-    out[i] = static_cast<T>(bbox_overlaps_detail::overlap(a, b, shape.mode, offset));
+    out[i] = cuda::from_acc<T>(bbox_overlaps_detail::overlap(a, b, shape.mode, offset));
   });
 }
 
