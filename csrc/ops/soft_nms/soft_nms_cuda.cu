@@ -1,7 +1,9 @@
 // Soft-NMS on CUDA: one thread block per segment (class). Each round, every
 // thread decays the scores it owns by the previous pick and proposes its best
-// survivor; a block-wide argmax picks the next box. Two barriers per pick; the
-// working scores live in shared memory when they fit, else in global scratch.
+// survivor; a block-wide argmax picks the next box. Two barriers per pick. The
+// working scores and the segment's boxes live in shared memory when they fit
+// (so the per-round loads and the picked box's broadcast never leave the SM),
+// else scores in global scratch and boxes read from global memory.
 #include <cstdint>
 
 #include "common/cuda_helpers.cuh"
@@ -15,8 +17,8 @@ constexpr int kMaxThreads = 1024;
 constexpr int kWarp = 32;
 
 template <typename T>
-__device__ __forceinline__ void argmax_merge(T& best, int64_t& best_pos,
-                                             T score, int64_t pos) {
+__device__ __forceinline__ void argmax_merge(T& best, int& best_pos, T score,
+                                             int pos) {
   if (pos >= 0 && soft_nms_detail::better(score, pos, best, best_pos)) {
     best = score;
     best_pos = pos;
@@ -24,10 +26,10 @@ __device__ __forceinline__ void argmax_merge(T& best, int64_t& best_pos,
 }
 
 template <typename T>
-__device__ __forceinline__ void warp_argmax(T& best, int64_t& best_pos) {
+__device__ __forceinline__ void warp_argmax(T& best, int& best_pos) {
   for (int delta = kWarp / 2; delta > 0; delta /= 2) {
     const T other = __shfl_down_sync(0xffffffffu, best, delta);
-    const int64_t other_pos = __shfl_down_sync(0xffffffffu, best_pos, delta);
+    const int other_pos = __shfl_down_sync(0xffffffffu, best_pos, delta);
     argmax_merge(best, best_pos, other, other_pos);
   }
 }
@@ -43,33 +45,42 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
   using namespace soft_nms_detail;
   extern __shared__ unsigned char shared_raw[];
   __shared__ T warp_best[kMaxThreads / kWarp];
-  __shared__ int64_t warp_pos[kMaxThreads / kWarp];
+  __shared__ int warp_pos[kMaxThreads / kWarp];
   __shared__ T round_best;
-  __shared__ int64_t round_pos;
+  __shared__ int round_pos;
 
   const int64_t segment = blockIdx.x;
   const int64_t start = offsets[segment];
-  const int64_t len = offsets[segment + 1] - start;
-  T* score = global_scores != nullptr ? global_scores + start
-                                      : reinterpret_cast<T*>(shared_raw);
+  const int len = static_cast<int>(offsets[segment + 1] - start);
+  const bool in_shared = global_scores == nullptr;
+  // Shared layout: boxes [len, 4], then scores [len].
+  T* box = in_shared ? reinterpret_cast<T*>(shared_raw)
+                     : const_cast<T*>(boxes + 4 * start);
+  T* score = in_shared ? box + 4 * static_cast<int64_t>(len)
+                       : global_scores + start;
   const T dead = T(0) / T(0);  // NaN marks a box out of the running
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+  for (int j = threadIdx.x; j < len; j += blockDim.x) {
     const T s = scores[start + j];
     score[j] = alive(s) ? s : dead;
   }
-  // Each j is only ever touched by thread j % blockDim.x: no barrier needed
-  // before the rounds.
+  if (in_shared) {
+    for (int k = threadIdx.x; k < 4 * len; k += blockDim.x) {
+      box[k] = boxes[4 * start + k];
+    }
+    __syncthreads();  // every thread reads every box (the picked one)
+  }
+  // Scores: each j is only ever touched by thread j % blockDim.x.
 
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
   const int num_warps = (blockDim.x + kWarp - 1) / kWarp;
   int64_t count = 0;
-  int64_t pick = -1;
+  int pick = -1;
   T pick_box[4] = {T(0), T(0), T(0), T(0)};
   while (true) {
     T best = T(0);
-    int64_t best_pos = -1;
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    int best_pos = -1;
+    for (int j = threadIdx.x; j < len; j += blockDim.x) {
       T s = score[j];
       if (!alive(s)) continue;
       if (j == pick) {
@@ -77,7 +88,7 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
         continue;
       }
       if (pick >= 0) {
-        const T ovr = iou(pick_box, boxes + 4 * (start + j), params.offset);
+        const T ovr = iou(pick_box, box + 4 * j, params.offset);
         s *= weight(ovr, params.method, params.iou_threshold, params.sigma);
         if (!(s >= params.min_score)) s = dead;
         score[j] = s;
@@ -108,7 +119,7 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
       picked_scores[start + count] = round_best;
     }
     ++count;
-    for (int k = 0; k < 4; ++k) pick_box[k] = boxes[4 * (start + pick) + k];
+    for (int k = 0; k < 4; ++k) pick_box[k] = box[4 * pick + k];
   }
   if (threadIdx.x == 0) counts[segment] = count;
 }
@@ -123,11 +134,17 @@ int shared_limit(int device) {
   return limit;
 }
 
-// Bytes of working scores per block, and whether they fit in shared memory
-// next to the kernel's static shared arrays (~0.8 KiB, 4 KiB kept free).
+// Shared bytes per block for a segment's boxes and working scores.
+template <typename T>
+int64_t shared_bytes_for(int64_t max_len) {
+  return max_len * 5 * static_cast<int64_t>(sizeof(T));
+}
+
+// Whether they fit next to the kernel's static shared arrays (~0.4 KiB;
+// 4 KiB kept free).
 template <typename T>
 bool scores_fit_shared(int64_t max_len, int device) {
-  return max_len * static_cast<int64_t>(sizeof(T)) <=
+  return shared_bytes_for<T>(max_len) <=
          static_cast<int64_t>(shared_limit(device)) - 4096;
 }
 
@@ -148,12 +165,13 @@ cudaError_t soft_nms_cuda_launch(const T* boxes, const T* scores,
                                  T* picked_scores, int64_t* counts,
                                  void* workspace, int device,
                                  cudaStream_t stream) {
-  if (num_segments <= 0 || num_segments > 0x7fffffffLL || max_len <= 0) {
+  if (num_segments <= 0 || num_segments > 0x7fffffffLL || max_len <= 0 ||
+      max_len > 0x7fffffffLL) {
     return cudaErrorInvalidValue;  // the caller handles empty input
   }
   const bool in_shared = scores_fit_shared<T>(max_len, device);
   const size_t shared_bytes =
-      in_shared ? static_cast<size_t>(max_len) * sizeof(T) : 0;
+      in_shared ? static_cast<size_t>(shared_bytes_for<T>(max_len)) : 0;
   if (shared_bytes > 48 * 1024) {
     const cudaError_t err = cudaFuncSetAttribute(
         soft_nms_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
