@@ -30,7 +30,22 @@ else:
     LOAD_ERROR = None
     __version__ = BUILD_INFO["VERSION"]
 
+    from .ops.deform_roi_pool import (  # noqa: E402
+        DeformRoIPool,
+        DeformRoIPoolPack,
+        ModulatedDeformRoIPoolPack,
+        deform_roi_pool,
+    )
     from .ops.nms import nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
-    __all__ = ["BUILD_INFO", "RoIAlign", "nms", "roi_align"]
+    __all__ = [
+        "BUILD_INFO",
+        "DeformRoIPool",
+        "DeformRoIPoolPack",
+        "ModulatedDeformRoIPoolPack",
+        "RoIAlign",
+        "deform_roi_pool",
+        "nms",
+        "roi_align",
+    ]
