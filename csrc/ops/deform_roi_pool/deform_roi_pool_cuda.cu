@@ -127,7 +127,8 @@ bool fits_int32(const DeformRoIPoolShape& s) {
   // Batch indices are validated by the host layer; one plane past the last
   // is the largest input offset ever formed.
   return s.output_numel() < limit && input_plane * (s.batch_size + 1) < limit &&
-         s.num_bins() * 2 < limit && s.num_bins() * kOffsetLanes < limit;
+         s.num_rois * 5 < limit && s.num_bins() * 2 < limit &&
+         s.num_bins() * kOffsetLanes < limit;
 }
 
 }  // namespace
