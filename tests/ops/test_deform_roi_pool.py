@@ -525,7 +525,8 @@ def test_bad_inputs_cuda():
 
 
 # Parameter names and shapes of mmcv's modules, written from mmcv's source
-# (open-mmlab/mmcv, mmcv/ops/deform_roi_pool.py: DeformRoIPoolPack.offset_fc =
+# (open-mmlab/mmcv, mmcv/ops/deform_roi_pool.py, read at commit f36ef38b2d47;
+# the structure is the same in later versions: DeformRoIPoolPack.offset_fc =
 # Sequential(Linear(PH*PW*C, F), ReLU, Linear(F, F), ReLU, Linear(F, PH*PW*2));
 # ModulatedDeformRoIPoolPack adds mask_fc = Sequential(Linear(PH*PW*C, F), ReLU,
 # Linear(F, PH*PW*1), Sigmoid)), for the sizes mmdet's mdpool configs use:

@@ -46,7 +46,8 @@ def deform_roi_pool_reference(
     """mmcv deform_roi_pool, one RoI at a time, differentiable w.r.t. input
     and offset (autograd).
 
-    mmcv/ops/csrc/common/cuda/deform_roi_pool_cuda_kernel.cuh: RoI corners at
+    open-mmlab/mmcv mmcv/ops/csrc/common/cuda/deform_roi_pool_cuda_kernel.cuh
+    (read at commit 491966e3dac3): RoI corners at
     roi * spatial_scale - 0.5 (RoIAlign aligned=True, no minimum size), bin
     (ph, pw) moved by gamma * (roi_w * offset[k, 0, ph, pw], roi_h *
     offset[k, 1, ph, pw]), the average of a grid of bilinear samples per bin,
