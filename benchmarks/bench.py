@@ -207,6 +207,53 @@ def bench_roi_align(gen, tv, results: list, copy_gbs: float) -> None:
             results.append(row)
 
 
+@bench
+def bench_deform_roi_pool(gen, tv, results: list, copy_gbs: float) -> None:
+    # No peer: torchvision has no deform_roi_pool and mmcv is not installed on the
+    # GPU machine. visdet_ops.roi_align (aligned=True, avg) on the same input and
+    # RoIs, without offsets, is timed as a reference point only: it is a
+    # different, cheaper op (no offset read, no offset gradient).
+    stride, h, w = 8, 100, 168
+    feats = torch.randn(2, 256, h, w, generator=gen).cuda()
+    k = 1000
+    xy = torch.rand(k, 2, generator=gen) * torch.tensor([w * stride * 0.8, h * stride * 0.8])
+    wh = torch.rand(k, 2, generator=gen) * (stride * 28) + stride
+    rois = torch.cat([torch.randint(0, 2, (k, 1), generator=gen).float(), xy, xy + wh], 1).cuda()
+    offset = (torch.randn(k, 2, 7, 7, generator=gen) * 0.5).cuda()
+    scale = 1.0 / stride
+    grad = torch.randn(k, 256, 7, 7, generator=gen).cuda()
+    for sr in (0, 2):
+        x = feats.clone().requires_grad_()
+        off = offset.clone().requires_grad_()
+
+        def ours():
+            out = visdet_ops.deform_roi_pool(x, rois, off, 7, scale, sr, 0.1)
+            out.backward(grad)
+
+        row = {
+            "op": "deform_roi_pool fwd+bwd",
+            "case": f"stride {stride} ({h}x{w}), 1000 rois x 256 ch, 7x7, sampling_ratio={sr}, offsets 0.5*randn",
+        }
+        row["ours"] = cuda_time_ms(ours)
+        fwd = cuda_time_ms(lambda: visdet_ops.deform_roi_pool(feats, rois, offset, 7, scale, sr, 0.1))
+        row["ours_forward_ms"] = fwd["median_ms"]
+        moved = feats.numel() * 4 + k * 256 * 49 * 4
+        row["forward_gbs"] = moved / (fwd["median_ms"] * 1e-3) / 1e9
+        row["forward_fraction_of_copy"] = row["forward_gbs"] / copy_gbs
+        xr = feats.clone().requires_grad_()
+
+        def roi_align_fwd_bwd():
+            out = visdet_ops.roi_align(xr, rois, 7, scale, sr, "avg", True)
+            out.backward(grad)
+
+        row["reference_point"] = cuda_time_ms(roi_align_fwd_bwd)
+        row["note"] = (
+            "reference point, not a peer: visdet_ops.roi_align fwd+bwd on the same input and RoIs, "
+            f"no offsets: {row['reference_point']['median_ms']:.3f} ms"
+        )
+        results.append(row)
+
+
 def markdown(results: list, env: dict) -> str:
     lines = [
         f"GPU: {env['gpu']} (driver CUDA {env['cuda_runtime']}); torch {env['torch']}; visdet-ops {env['visdet_ops']}; "
@@ -227,6 +274,8 @@ def markdown(results: list, env: dict) -> str:
                 f"fwd {r['ours_forward_ms']:.3f} ms, {r['forward_gbs']:.0f} GB/s compulsory "
                 f"({100 * r['forward_fraction_of_copy']:.0f}% of copy)"
             )
+        if "note" in r:
+            note.append(r["note"])
         lines.append(
             f"| {r['op']} | {r['case']} | {ours:.3f} | {r.get('peer_name', '-')} | "
             f"{peer if peer is None else f'{peer:.3f}'} | {ratio} | {'; '.join(note)} |"

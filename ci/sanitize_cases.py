@@ -16,6 +16,7 @@ import torch
 
 import visdet_ops
 from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
+from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
 from visdet_ops.reference.nms import nms_match_reference, nms_reference, soft_nms_reference
 from visdet_ops.reference.roi_align import roi_align_reference
 
@@ -116,6 +117,54 @@ def roi_align_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
         if not torch.allclose(out.detach().cpu().double(), want, rtol=1e-4, atol=1e-4):
             return f"roi_align {mode}: wrong result"
     return None
+
+
+# Fixed RoIs and offsets (no sample within 5e-4 px of an integer coordinate,
+# where float32 rounding could move the offset gradient by a kink), random
+# features. Tolerances: the float64 reference on the same rounded inputs.
+_DEFORM_TOL = {
+    torch.float32: 1e-4,
+    torch.float64: 1e-10,
+    torch.float16: 5e-3,
+    torch.bfloat16: 3e-2,
+}
+
+
+def deform_roi_pool_check(gen: torch.Generator, dtype: torch.dtype, device: str) -> str | None:
+    x = torch.randn(2, 5, 9, 11, generator=gen, dtype=torch.float64).to(dtype).double()
+    rois = (
+        torch.tensor(
+            [[0, 1.3, 1.1, 7.2, 6.4], [1, -2.2, 0.3, 12.6, 9.1], [1, 3.1, 3.3, 3.6, 4.2], [0, 20.2, 20.3, 30.1, 30.4]],
+            dtype=torch.float64,
+        )
+        .to(dtype)
+        .double()
+    )
+    offset = torch.linspace(-0.71, 0.93, 4 * 2 * 3 * 3, dtype=torch.float64).reshape(4, 2, 3, 3).to(dtype).double()
+    grad_out = torch.randn(4, 5, 3, 3, generator=gen, dtype=torch.float64).to(dtype).double()
+    tol = _DEFORM_TOL[dtype]
+    for off in (None, offset):
+        xr = x.clone().requires_grad_()
+        orr = None if off is None else off.clone().requires_grad_()
+        want = deform_roi_pool_reference(xr, rois, orr, (3, 3), 1.0, 0, 0.3)
+        wants = torch.autograd.grad(want, (xr,) if orr is None else (xr, orr), grad_out)
+        xd = x.to(device, dtype).requires_grad_()
+        od = None if off is None else off.to(device, dtype).requires_grad_()
+        got = visdet_ops.deform_roi_pool(xd, rois.to(device, dtype), od, 3, 1.0, 0, 0.3)
+        gots = torch.autograd.grad(got, (xd,) if od is None else (xd, od), grad_out.to(device, dtype))
+        what = "with" if off is not None else "without"
+        for name, g, w in zip(("output", "grad_input", "grad_offset"), (got, *gots), (want, *wants), strict=False):
+            g = g.detach().cpu().double()
+            scale = max(w.abs().max().item(), 1.0)
+            if not torch.allclose(g / scale, w.detach() / scale, rtol=tol, atol=tol):
+                return f"deform_roi_pool {what} offset: wrong {name} (max error {(g - w).abs().max().item():.3g})"
+    return None
+
+
+@case
+def deform_roi_pool_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    # forward, input-gradient (atomics) and offset-gradient (shuffle) kernels, all four dtypes.
+    return deform_roi_pool_check(gen, dtype, "cuda")
 
 
 def main() -> int:

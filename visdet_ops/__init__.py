@@ -31,14 +31,24 @@ else:
     __version__ = BUILD_INFO["VERSION"]
 
     from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
+    from .ops.deform_roi_pool import (  # noqa: E402
+        DeformRoIPool,
+        DeformRoIPoolPack,
+        ModulatedDeformRoIPoolPack,
+        deform_roi_pool,
+    )
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
     __all__ = [
         "BUILD_INFO",
+        "DeformRoIPool",
+        "DeformRoIPoolPack",
+        "ModulatedDeformRoIPoolPack",
         "RoIAlign",
         "batched_nms",
         "bbox_overlaps",
+        "deform_roi_pool",
         "nms",
         "nms_match",
         "roi_align",

@@ -1,0 +1,666 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import visdet_ops
+from visdet_ops import DeformRoIPool, DeformRoIPoolPack, ModulatedDeformRoIPoolPack
+from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference, mmcv_offset_grad_formula
+
+from ..conftest import require_cuda
+
+# ---------------------------------------------------------------- inputs
+
+
+def sample_coords(roi, offset_k, output_size, scale, sampling_ratio, gamma):
+    """Sample positions (ys [PH, PW, gh], xs [PH, PW, gw]) of one RoI, float64,
+    the geometry of mmcv's kernel."""
+    out_h, out_w = output_size
+    start_w, start_h = roi[1] * scale - 0.5, roi[2] * scale - 0.5
+    roi_w, roi_h = (roi[3] * scale - 0.5) - start_w, (roi[4] * scale - 0.5) - start_h
+    bin_h, bin_w = roi_h / out_h, roi_w / out_w
+    grid_h = sampling_ratio if sampling_ratio > 0 else max(math.ceil(bin_h), 0)
+    grid_w = sampling_ratio if sampling_ratio > 0 else max(math.ceil(bin_w), 0)
+    base_h = torch.full((out_h, out_w), start_h, dtype=torch.float64)
+    base_w = torch.full((out_h, out_w), start_w, dtype=torch.float64)
+    if offset_k is not None:
+        base_w = base_w + gamma * roi_w * offset_k[0].double()
+        base_h = base_h + gamma * roi_h * offset_k[1].double()
+    y0 = base_h + torch.arange(out_h, dtype=torch.float64)[:, None] * bin_h
+    x0 = base_w + torch.arange(out_w, dtype=torch.float64)[None, :] * bin_w
+    ys = y0[..., None] + (torch.arange(grid_h, dtype=torch.float64) + 0.5) * bin_h / max(grid_h, 1)
+    xs = x0[..., None] + (torch.arange(grid_w, dtype=torch.float64) + 0.5) * bin_w / max(grid_w, 1)
+    return ys, xs
+
+
+def near_kink(ys, xs, tol=1e-4) -> bool:
+    """True when a sample lies within tol of a point where the op is not smooth
+    in the sample position: an integer coordinate (pixel rows/columns, the
+    clamp at 0 and the validity edges -1, H, W are all integers). There,
+    float32 rounding (or a finite-difference step) may land on either side:
+    the offset gradient jumps, and at -1/H/W the value itself does."""
+    return bool(((ys - ys.round()).abs() < tol).any() or ((xs - xs.round()).abs() < tol).any())
+
+
+def random_roi(batch, height, width, scale, rng):
+    """A RoI in image coordinates, sometimes partly outside the map or tiny."""
+    img_h, img_w = height / scale, width / scale
+    x1 = torch.rand((), generator=rng, dtype=torch.float64).item() * img_w * 1.1 - img_w * 0.05
+    y1 = torch.rand((), generator=rng, dtype=torch.float64).item() * img_h * 1.1 - img_h * 0.05
+    w = torch.rand((), generator=rng, dtype=torch.float64).item() * img_w * 0.6
+    h = torch.rand((), generator=rng, dtype=torch.float64).item() * img_h * 0.6
+    b = float(torch.randint(0, batch, (), generator=rng))
+    return [b, x1, y1, x1 + w, y1 + h]
+
+
+def case(
+    rng,
+    batch=2,
+    channels=3,
+    height=13,
+    width=17,
+    k=12,
+    scale=0.5,
+    output_size=(7, 7),
+    sampling_ratio=0,
+    gamma=0.1,
+    with_offset=True,
+    offset_scale=1.0,
+    storage_dtype=torch.float64,
+):
+    """Random input, RoIs and offsets, float64, with every sample at least
+    1e-4 px away from a kink (see near_kink): each RoI (and its offset) is
+    redrawn until it is, so float32 runs, gradcheck and the float64 reference
+    agree without masking anything. Values are first rounded to
+    storage_dtype, so 16-bit runs see exactly the reference's inputs."""
+    x = torch.randn(batch, channels, height, width, generator=rng, dtype=torch.float64)
+    x = x.to(storage_dtype).double()
+    rois, offsets = [], []
+    for _ in range(k):
+        for _attempt in range(1000):
+            roi = torch.tensor(random_roi(batch, height, width, scale, rng)).to(storage_dtype).double()
+            off = None
+            if with_offset:
+                off = torch.randn(2, *output_size, generator=rng, dtype=torch.float64) * offset_scale
+                off = off.to(storage_dtype).double()
+            ys, xs = sample_coords(roi.tolist(), off, output_size, scale, sampling_ratio, gamma)
+            if not near_kink(ys, xs):
+                break
+        else:
+            raise AssertionError("could not draw a kink-free RoI")
+        rois.append(roi)
+        offsets.append(off)
+    rois_t = torch.stack(rois) if rois else torch.zeros(0, 5, dtype=torch.float64)
+    offset_t = None
+    if with_offset:
+        offset_t = torch.stack(offsets) if offsets else torch.zeros(0, 2, *output_size, dtype=torch.float64)
+    return x, rois_t, offset_t
+
+
+# float32: sample positions round to ~1e-6 px, which on randn data moves a
+# bilinear value by ~1e-5 and an offset gradient (x gamma * RoI size, summed
+# over channels and samples) by ~1e-4; a logic error moves them by O(0.1).
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-10, atol=1e-10)}
+GRAD_OFFSET_TOL = {torch.float32: dict(rtol=1e-3, atol=1e-3), torch.float64: dict(rtol=1e-10, atol=1e-10)}
+
+
+def reference_with_grads(x, rois, offset, output_size, scale, sr, gamma, grad_out):
+    xr = x.detach().clone().requires_grad_()
+    orr = None if offset is None else offset.detach().clone().requires_grad_()
+    want = deform_roi_pool_reference(xr, rois, orr, output_size, scale, sr, gamma)
+    inputs = (xr,) if orr is None else (xr, orr)
+    grads = torch.autograd.grad(want, inputs, grad_out, allow_unused=True)
+    return want.detach(), grads
+
+
+# ---------------------------------------------------------------- correctness
+
+
+@pytest.mark.parametrize("with_offset", [True, False])
+@pytest.mark.parametrize("sampling_ratio", [0, 1, 2])
+@pytest.mark.parametrize("output_size", [(7, 7), (3, 5)])
+@pytest.mark.parametrize("gamma", [0.1, 0.5])
+def test_forward_backward_match_reference(device, dtype, rng, with_offset, sampling_ratio, output_size, gamma):
+    scale = 0.5
+    x, rois, offset = case(
+        rng, output_size=output_size, sampling_ratio=sampling_ratio, gamma=gamma, with_offset=with_offset
+    )
+    grad_out = torch.randn(rois.shape[0], x.shape[1], *output_size, generator=rng, dtype=torch.float64)
+    want, want_grads = reference_with_grads(x, rois, offset, output_size, scale, sampling_ratio, gamma, grad_out)
+
+    xd = x.to(device, dtype).requires_grad_()
+    od = None if offset is None else offset.to(device, dtype).requires_grad_()
+    got = visdet_ops.deform_roi_pool(xd, rois.to(device, dtype), od, output_size, scale, sampling_ratio, gamma)
+    assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
+    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    inputs = (xd,) if od is None else (xd, od)
+    got_grads = torch.autograd.grad(got, inputs, grad_out.to(device, dtype))
+    torch.testing.assert_close(got_grads[0].cpu().double(), want_grads[0], **TOL[dtype])
+    if od is not None:
+        assert got_grads[1].shape == od.shape
+        torch.testing.assert_close(got_grads[1].cpu().double(), want_grads[1], **GRAD_OFFSET_TOL[dtype])
+        # Offsets move samples by O(RoI size): a test whose offset gradient is all
+        # zero would not test anything.
+        assert want_grads[1].abs().max() > 1e-3
+
+
+def test_large_offsets_push_samples_outside(device, rng):
+    """gamma * offset of several RoI sizes: most samples leave the map, some on
+    each side; values and gradients still match the reference."""
+    x, rois, offset = case(rng, k=16, gamma=1.0, offset_scale=3.0, output_size=(4, 4))
+    grad_out = torch.randn(16, 3, 4, 4, generator=rng, dtype=torch.float64)
+    want, want_grads = reference_with_grads(x, rois, offset, (4, 4), 0.5, 2, 1.0, grad_out)
+    xd, od = x.to(device).requires_grad_(), offset.to(device).requires_grad_()
+    got = visdet_ops.deform_roi_pool(xd, rois.to(device), od, 4, 0.5, 2, 1.0)
+    torch.testing.assert_close(got.detach().cpu(), want)
+    gi, go = torch.autograd.grad(got, (xd, od), grad_out.to(device))
+    torch.testing.assert_close(gi.cpu(), want_grads[0])
+    torch.testing.assert_close(go.cpu(), want_grads[1])
+    assert (want == 0).any() and (want != 0).any()
+
+
+def test_without_offset_equals_roi_align_aligned(device, dtype, rng):
+    """mmcv's deform_roi_pool computes RoI corners as roi * scale - 0.5 with no
+    minimum size: RoIAlign's aligned=True geometry, average pooling. With no
+    (or a zero) offset it is that RoIAlign, values and input gradient."""
+    x, rois, _ = case(rng, channels=5, k=20, with_offset=False)
+    x, rois = x.to(device, dtype), rois.to(device, dtype)
+    for sr in (0, 2):
+        xa = x.clone().requires_grad_()
+        want = visdet_ops.roi_align(xa, rois, (7, 7), 0.5, sr, "avg", True)
+        grad = torch.randn(want.shape, generator=rng, dtype=torch.float64).to(device, dtype)
+        (want_grad,) = torch.autograd.grad(want, xa, grad)
+        for offset in (None, torch.zeros(20, 2, 7, 7, device=device, dtype=dtype)):
+            xd = x.clone().requires_grad_()
+            got = visdet_ops.deform_roi_pool(xd, rois, offset, (7, 7), 0.5, sr, 0.1)
+            torch.testing.assert_close(got, want, **TOL[dtype])
+            torch.testing.assert_close(torch.autograd.grad(got, xd, grad)[0], want_grad, **TOL[dtype])
+        # ...and not the legacy aligned=False flavour (so this test can tell them apart).
+        legacy = visdet_ops.roi_align(x, rois, (7, 7), 0.5, sr, "avg", False)
+        assert (legacy - want).abs().max() > 1e-2
+
+
+def test_offset_gradient_matches_mmcv_inside_the_map(rng):
+    """mmcv's closed-form offset gradient, evaluated as its kernel does, equals
+    ours (the exact derivative) when every sample is inside the map."""
+    height, width = 20, 24
+    x = torch.randn(1, 4, height, width, generator=rng, dtype=torch.float64)
+    rois = torch.tensor([[0, 6.0, 5.0, 30.0, 26.0], [0, 10.0, 12.0, 38.0, 30.0]], dtype=torch.float64)
+    offset = (torch.rand(2, 2, 3, 3, generator=rng, dtype=torch.float64) - 0.5) * 0.4
+    for k in range(2):
+        ys, xs = sample_coords(rois[k].tolist(), offset[k], (3, 3), 0.5, 2, 0.1)
+        assert ys.min() > 0 and ys.max() < height - 1 and xs.min() > 0 and xs.max() < width - 1
+        assert not near_kink(ys, xs)
+    grad_out = torch.randn(2, 4, 3, 3, generator=rng, dtype=torch.float64)
+    od = offset.clone().requires_grad_()
+    out = visdet_ops.deform_roi_pool(x, rois, od, 3, 0.5, 2, 0.1)
+    (got,) = torch.autograd.grad(out, od, grad_out)
+    torch.testing.assert_close(got, mmcv_offset_grad_formula(x, rois, offset, grad_out, 0.5, 2, 0.1))
+
+
+def test_offset_gradient_differs_from_mmcv_only_at_the_border(rng):
+    """Within a pixel of the border mmcv's closed form uses the unclamped sample
+    position, so it is not the derivative of its own forward; ours is (the
+    reference's autograd agrees with it). Pins the documented difference."""
+    x = torch.randn(1, 2, 8, 8, generator=rng, dtype=torch.float64)
+    # The first samples of this RoI lie at y, x ~ -0.62: valid, clamped to 0.
+    rois = torch.tensor([[0, -1.0, -1.0, 6.0, 6.0]], dtype=torch.float64)
+    offset = torch.full((1, 2, 2, 2), 0.01, dtype=torch.float64)
+    ys, xs = sample_coords(rois[0].tolist(), offset[0], (2, 2), 1.0, 2, 0.1)
+    assert -1 < ys[0, 0].min() < 0 and -1 < xs[0, 0].min() < 0
+    assert ys[1, 1].min() > 0 and ys[1, 1].max() < 7 and xs[1, 1].min() > 0 and xs[1, 1].max() < 7
+    grad_out = torch.randn(1, 2, 2, 2, generator=rng, dtype=torch.float64)
+    od = offset.clone().requires_grad_()
+    (ours,) = torch.autograd.grad(visdet_ops.deform_roi_pool(x, rois, od, 2, 1.0, 2, 0.1), od, grad_out)
+    _, (_, exact) = reference_with_grads(x, rois, offset, (2, 2), 1.0, 2, 0.1, grad_out)
+    torch.testing.assert_close(ours, exact)
+    mmcv = mmcv_offset_grad_formula(x, rois, offset, grad_out, 1.0, 2, 0.1)
+    assert (mmcv - ours).abs()[0, :, 0, 0].max() > 1e-3  # the corner bin: clamped samples
+    torch.testing.assert_close(mmcv[0, :, 1, 1], ours[0, :, 1, 1])  # the inner bin agrees
+
+
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+@pytest.mark.parametrize("with_offset", [True, False])
+def test_gradcheck(device, rng, sampling_ratio, with_offset):
+    x, rois, offset = case(
+        rng, batch=2, channels=2, height=6, width=7, k=4, scale=1.0, output_size=(3, 2),
+        sampling_ratio=sampling_ratio, gamma=0.3, with_offset=with_offset,
+    )  # fmt: skip
+    x = x.to(device).requires_grad_()
+    rois = rois.to(device)
+    if with_offset:
+        offset = offset.to(device).requires_grad_()
+        fn = lambda inp, off: visdet_ops.deform_roi_pool(inp, rois, off, (3, 2), 1.0, sampling_ratio, 0.3)  # noqa: E731
+        assert torch.autograd.gradcheck(fn, (x, offset), eps=1e-6, atol=1e-5)
+    else:
+        fn = lambda inp: visdet_ops.deform_roi_pool(inp, rois, None, (3, 2), 1.0, sampling_ratio, 0.3)  # noqa: E731
+        assert torch.autograd.gradcheck(fn, (x,), eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_offset", [True, False])
+def test_opcheck(device, rng, with_offset):
+    x, rois, offset = case(rng, channels=2, height=6, width=7, k=4, scale=1.0, output_size=(3, 2))
+    off = offset.to(device).requires_grad_() if with_offset else None
+    args = (x.to(device).requires_grad_(), rois.to(device), off, 3, 2, 1.0, 2, 0.1)
+    torch.library.opcheck(torch.ops.visdet_ops.deform_roi_pool.default, args)
+
+
+def test_opcheck_backward_op(device, rng):
+    x, rois, offset = case(rng, channels=2, height=6, width=7, k=4, scale=1.0, output_size=(3, 2))
+    grad = torch.randn(4, 2, 3, 2, generator=rng, dtype=torch.float64)
+    for off in (offset, None):
+        args = (grad.to(device), x.to(device), rois.to(device), None if off is None else off.to(device), 1.0, 2, 0.1)
+        torch.library.opcheck(torch.ops.visdet_ops._deform_roi_pool_backward.default, args)
+
+
+def test_fake_and_meta():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(2, 8, 20, 30)
+        rois = torch.empty(5, 5)
+        out = visdet_ops.deform_roi_pool(x, rois, torch.empty(5, 2, 7, 4), (7, 4))
+        assert out.shape == (5, 8, 7, 4)
+        assert visdet_ops.deform_roi_pool(x, rois, None, 3).shape == (5, 8, 3, 3)
+        gi, go = torch.ops.visdet_ops._deform_roi_pool_backward(out, x, rois, torch.empty(5, 2, 7, 4), 1.0, 0, 0.1)
+        assert gi.shape == x.shape and go.shape == (5, 2, 7, 4)
+        _, go = torch.ops.visdet_ops._deform_roi_pool_backward(out, x, rois, None, 1.0, 0, 0.1)
+        assert go.shape == (0,)
+    meta = visdet_ops.deform_roi_pool(
+        torch.empty(2, 8, 20, 30, device="meta"), torch.empty(5, 5, device="meta"), None, 7
+    )
+    assert meta.shape == (5, 8, 7, 7) and meta.device.type == "meta"
+
+
+def test_empty_rois(device, dtype):
+    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
+    rois = torch.empty(0, 5, device=device, dtype=dtype)
+    offset = torch.empty(0, 2, 7, 7, device=device, dtype=dtype, requires_grad=True)
+    for off in (offset, None):
+        out = visdet_ops.deform_roi_pool(x, rois, off, 7)
+        assert out.shape == (0, 4, 7, 7)
+        out.sum().backward()
+        assert torch.equal(x.grad, torch.zeros_like(x))
+    assert offset.grad.shape == (0, 2, 7, 7)
+
+
+def test_empty_channels_gives_zero_offset_gradient(device):
+    x = torch.randn(2, 0, 5, 5, device=device, requires_grad=True)
+    rois = torch.tensor([[0, 0, 0, 3, 3.0]], device=device)
+    offset = torch.randn(1, 2, 2, 2, device=device, requires_grad=True)
+    out = visdet_ops.deform_roi_pool(x, rois, offset, 2)
+    assert out.shape == (1, 0, 2, 2)
+    out.sum().backward()
+    assert torch.equal(offset.grad, torch.zeros_like(offset))
+
+
+def test_non_contiguous(device, dtype, rng):
+    x, rois, offset = case(rng, channels=4, output_size=(4, 4), sampling_ratio=2)
+    grad_out = torch.randn(rois.shape[0], 4, 4, 4, generator=rng, dtype=torch.float64)
+    want, want_grads = reference_with_grads(x, rois, offset, (4, 4), 0.5, 2, 0.1, grad_out)
+    x_cl = x.to(device, dtype).contiguous(memory_format=torch.channels_last).requires_grad_()
+    rois_nc = torch.cat([rois, rois], 1).to(device, dtype)[:, ::2]
+    rois_nc[:] = rois.to(device, dtype)
+    offset_nc = offset.transpose(2, 3).contiguous().transpose(2, 3).to(device, dtype).requires_grad_()
+    grad_nc = grad_out.to(device, dtype).transpose(2, 3).contiguous().transpose(2, 3)
+    assert not x_cl.is_contiguous() and not rois_nc.is_contiguous()
+    assert not offset_nc.is_contiguous() and not grad_nc.is_contiguous()
+    got = visdet_ops.deform_roi_pool(x_cl, rois_nc, offset_nc, 4, 0.5, 2, 0.1)
+    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    gi, go = torch.autograd.grad(got, (x_cl, offset_nc), grad_nc)
+    torch.testing.assert_close(gi.cpu().double(), want_grads[0], **TOL[dtype])
+    torch.testing.assert_close(go.cpu().double(), want_grads[1], **GRAD_OFFSET_TOL[dtype])
+
+
+def test_degenerate_rois(device):
+    """Zero-size, reversed and fully-outside RoIs, NaN and infinite offsets:
+    finite values equal to the reference, no crash."""
+    x = torch.randn(1, 2, 8, 8, device=device, dtype=torch.float64)
+    rois = torch.tensor(
+        [[0, 3, 3, 3, 3], [0, 6, 6, 2, 2], [0, 100, 100, 120, 130], [0, -50, -50, -40, -45], [0, 1, 1, 6, 6]],
+        device=device,
+        dtype=torch.float64,
+    )
+    offset = torch.randn(5, 2, 2, 2, device=device, dtype=torch.float64)
+    for off in (None, offset):
+        got = visdet_ops.deform_roi_pool(x, rois, off, 2, 1.0, 0, 0.1)
+        want = deform_roi_pool_reference(x.cpu(), rois.cpu(), None if off is None else off.cpu(), (2, 2), 1.0, 0, 0.1)
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got.cpu(), want)
+    bad = offset.clone()
+    bad[4, 0, 0, 0] = float("nan")
+    bad[4, 1, 1, 1] = float("inf")
+    od = bad.requires_grad_()
+    got = visdet_ops.deform_roi_pool(x, rois, od, 2, 1.0, 0, 0.1)
+    # A NaN/inf offset moves its bin's samples off the map: that bin pools to 0.
+    assert got[4, :, 0, 0].eq(0).all() and got[4, :, 1, 1].eq(0).all() and torch.isfinite(got).all()
+    got.sum().backward()
+    assert torch.isfinite(od.grad).all()
+
+
+def test_large_random_float32_matches_reference(device, rng):
+    x, rois, offset = case(rng, batch=2, channels=16, height=40, width=48, k=64, scale=0.125, output_size=(7, 7))
+    want = deform_roi_pool_reference(x, rois, offset, (7, 7), 0.125, 0, 0.1)
+    got = visdet_ops.deform_roi_pool(x.float().to(device), rois.float().to(device), offset.float().to(device), 7, 0.125)
+    torch.testing.assert_close(got.cpu().double(), want, **TOL[torch.float32])
+    assert ((got.cpu().double() - want).norm() / want.norm()).item() < 1e-5
+
+
+def test_mmcv_empty_offset_means_none(device, rng):
+    """mmcv passes input.new_zeros(0) for "no offset"; so may its callers."""
+    x, rois, _ = case(rng, with_offset=False)
+    x, rois = x.to(device), rois.to(device)
+    torch.testing.assert_close(
+        visdet_ops.deform_roi_pool(x, rois, x.new_zeros(0), 7, 0.5),
+        visdet_ops.deform_roi_pool(x, rois, None, 7, 0.5),
+    )
+
+
+def test_rois_get_no_gradient(device, rng):
+    x, rois, offset = case(rng, k=3)
+    x, rois, offset = x.to(device).requires_grad_(), rois.to(device).requires_grad_(), offset.to(device)
+    visdet_ops.deform_roi_pool(x, rois, offset, 7, 0.5).sum().backward()
+    assert rois.grad is None and x.grad is not None
+
+
+def test_double_backward_is_refused(rng):
+    x, rois, offset = case(rng, k=3)
+    x, offset = x.requires_grad_(), offset.requires_grad_()
+    out = visdet_ops.deform_roi_pool(x, rois, offset, 7, 0.5)
+    gi, _ = torch.autograd.grad(out.sum(), (x, offset), create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        gi.sum().backward()
+
+
+# ---------------------------------------------------------------- dtypes and determinism
+
+
+def test_float16_and_bfloat16_are_cuda_only():
+    x = torch.zeros(1, 1, 4, 4, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match=r"deform_roi_pool: input on cpu must be float32 or float64"):
+        visdet_ops.deform_roi_pool(x, torch.zeros(1, 5, dtype=torch.float16), None, 2)
+
+
+@pytest.mark.parametrize(
+    "dtype, tol",
+    [(torch.float16, dict(rtol=5e-3, atol=5e-3)), (torch.bfloat16, dict(rtol=3e-2, atol=3e-2))],
+    ids=["f16", "bf16"],
+)
+def test_cuda_16bit_against_float64_reference(rng, dtype, tol):
+    """16-bit storage, float32 arithmetic and float32 gradient accumulation: the
+    result is the float64 reference on the same (rounded) inputs up to the
+    final rounding to 16 bits."""
+    require_cuda()
+    x, rois, offset = case(rng, channels=8, k=24, storage_dtype=dtype)
+    grad_out = torch.randn(24, 8, 7, 7, generator=rng, dtype=torch.float64).to(dtype).double()
+    want, (want_gi, want_go) = reference_with_grads(x, rois, offset, (7, 7), 0.5, 0, 0.1, grad_out)
+    xd = x.to("cuda", dtype).requires_grad_()
+    od = offset.to("cuda", dtype).requires_grad_()
+    got = visdet_ops.deform_roi_pool(xd, rois.to("cuda", dtype), od, 7, 0.5, 0, 0.1)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.detach().cpu().double(), want, **tol)
+    gi, go = torch.autograd.grad(got, (xd, od), grad_out.to("cuda", dtype))
+    assert gi.dtype == dtype and go.dtype == dtype
+    torch.testing.assert_close(gi.cpu().double(), want_gi, **tol)
+    scale = want_go.abs().max().item()
+    torch.testing.assert_close(go.cpu().double() / scale, want_go / scale, **tol)
+
+
+def test_cuda_backward_respects_deterministic_mode():
+    require_cuda()
+    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
+    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
+    out = visdet_ops.deform_roi_pool(x, rois, None, 2)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="deform_roi_pool_backward_cuda does not have a deterministic"):
+            out.sum().backward()
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_cuda_offset_gradient_is_deterministic(rng):
+    """The offset gradient takes no atomics (fixed lanes, fixed shuffle order):
+    bitwise equal across runs, with channels spread over every lane."""
+    require_cuda()
+    x, rois, offset = case(rng, channels=67, k=40)
+    x, rois = x.float().cuda(), rois.float().cuda()
+    grads = []
+    for _ in range(3):
+        od = offset.float().cuda().requires_grad_()
+        out = visdet_ops.deform_roi_pool(x, rois, od, 7, 0.5)
+        grads.append(torch.autograd.grad(out, od, torch.ones_like(out))[0])
+    assert torch.equal(grads[0], grads[1]) and torch.equal(grads[0], grads[2])
+
+
+def test_cpu_backward_is_deterministic(rng):
+    """CPU: no atomics (disjoint channel ranges per thread); allowed, and
+    bitwise reproducible, under torch.use_deterministic_algorithms."""
+    x, rois, offset = case(rng, channels=8, k=30)
+    torch.use_deterministic_algorithms(True)
+    try:
+        grads = []
+        for _ in range(2):
+            xd, od = x.clone().requires_grad_(), offset.clone().requires_grad_()
+            out = visdet_ops.deform_roi_pool(xd, rois, od, 7, 0.5)
+            grads.append(torch.autograd.grad(out.square().sum(), (xd, od)))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+
+# ---------------------------------------------------------------- bad inputs
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(rois=torch.zeros(3, 4)), r"deform_roi_pool: rois must have shape \[K, 5\]"),
+        (dict(input=torch.zeros(2, 3, 4)), "deform_roi_pool: input must have 4 dimensions"),
+        (dict(rois=torch.tensor([[2.0, 0, 0, 1, 1]])), r"rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"),
+        (dict(rois=torch.tensor([[-1.0, 0, 0, 1, 1]])), r"batch index\) must lie in"),
+        (dict(rois=torch.tensor([[0.0, 0, float("nan"), 1, 1]])), "rois must be finite"),
+        (dict(rois=torch.tensor([[0.0, 0, 0, float("inf"), 1]])), "rois must be finite"),
+        (dict(rois=torch.zeros(1, 5, dtype=torch.float64)), "input and rois must have the same dtype"),
+        (
+            dict(offset=torch.zeros(1, 2, 3, 3)),
+            r"offset must have shape \[K, 2, PH, PW\] = \[1, 2, 2, 2\], got \[1, 2, 3, 3\]",
+        ),
+        (dict(offset=torch.zeros(2, 2, 2, 2)), r"offset must have shape \[K, 2, PH, PW\] = \[1, 2, 2, 2\]"),
+        (dict(offset=torch.zeros(1, 8)), r"offset must have shape \[K, 2, PH, PW\]"),
+        (dict(offset=torch.zeros(1, 2, 2, 2, dtype=torch.float64)), "input and offset must have the same dtype"),
+        (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
+        (dict(spatial_scale=0.0), "spatial_scale must be a positive finite number, got 0"),
+        (dict(spatial_scale=float("nan")), "spatial_scale must be a positive finite number"),
+        (dict(gamma=float("inf")), "gamma must be finite, got inf"),
+        (
+            dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, 5, dtype=torch.int64)),
+            "input must be a floating point tensor",
+        ),
+        (dict(input=torch.zeros(2, 3, 0, 4)), "input must have a non-empty spatial size"),
+    ],
+)
+def test_bad_inputs(kwargs, match):
+    args = dict(input=torch.zeros(2, 3, 4, 4), rois=torch.zeros(1, 5), offset=None, output_size=2, spatial_scale=1.0)
+    args.update(kwargs)
+    with pytest.raises(RuntimeError, match=match):
+        visdet_ops.deform_roi_pool(**args)
+
+
+def test_bad_backward_inputs():
+    x, rois = torch.zeros(2, 3, 4, 4), torch.zeros(1, 5)
+    with pytest.raises(RuntimeError, match=r"grad_output must have shape \[K, C, PH, PW\] = \[1, 3, PH, PW\]"):
+        torch.ops.visdet_ops._deform_roi_pool_backward(torch.zeros(2, 3, 2, 2), x, rois, None, 1.0, 0, 0.1)
+    with pytest.raises(RuntimeError, match="grad_output must have 4 dimensions"):
+        torch.ops.visdet_ops._deform_roi_pool_backward(torch.zeros(3, 2, 2), x, rois, None, 1.0, 0, 0.1)
+    with pytest.raises(RuntimeError, match="input and grad_output must have the same dtype"):
+        torch.ops.visdet_ops._deform_roi_pool_backward(
+            torch.zeros(1, 3, 2, 2, dtype=torch.float64), x, rois, None, 1.0, 0, 0.1
+        )
+    with pytest.raises(RuntimeError, match=r"offset must have shape \[K, 2, PH, PW\] = \[1, 2, 2, 2\]"):
+        torch.ops.visdet_ops._deform_roi_pool_backward(
+            torch.zeros(1, 3, 2, 2), x, rois, torch.zeros(1, 2, 3, 3), 1.0, 0, 0.1
+        )
+
+
+def test_bad_inputs_cuda():
+    require_cuda()
+    x = torch.zeros(2, 3, 4, 4, device="cuda")
+    rois = torch.zeros(1, 5, device="cuda")
+    with pytest.raises(RuntimeError, match=r"batch index\) must lie in \[0, 1\]"):
+        visdet_ops.deform_roi_pool(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), None, 2)
+    with pytest.raises(RuntimeError, match="input and rois must be on the same device"):
+        visdet_ops.deform_roi_pool(x, torch.zeros(1, 5), None, 2)
+    with pytest.raises(RuntimeError, match="input and offset must be on the same device"):
+        visdet_ops.deform_roi_pool(x, rois, torch.zeros(1, 2, 2, 2), 2)
+    with pytest.raises(RuntimeError, match="rois must be finite"):
+        visdet_ops.deform_roi_pool(
+            x.half(), torch.tensor([[0.0, 0, 0, float("inf"), 1]], device="cuda").half(), None, 2
+        )
+
+
+# ---------------------------------------------------------------- modules
+
+
+# Parameter names and shapes of mmcv's modules, written from mmcv's source
+# (open-mmlab/mmcv, mmcv/ops/deform_roi_pool.py, read at commit f36ef38b2d47;
+# the structure is the same in later versions: DeformRoIPoolPack.offset_fc =
+# Sequential(Linear(PH*PW*C, F), ReLU, Linear(F, F), ReLU, Linear(F, PH*PW*2));
+# ModulatedDeformRoIPoolPack adds mask_fc = Sequential(Linear(PH*PW*C, F), ReLU,
+# Linear(F, PH*PW*1), Sigmoid)), for the sizes mmdet's mdpool configs use:
+# output_size=7, output_channels=256, deform_fc_channels=1024 (default).
+MMCV_DEFORM_ROI_POOL_PACK_KEYS = {
+    "offset_fc.0.weight": (1024, 7 * 7 * 256),
+    "offset_fc.0.bias": (1024,),
+    "offset_fc.2.weight": (1024, 1024),
+    "offset_fc.2.bias": (1024,),
+    "offset_fc.4.weight": (7 * 7 * 2, 1024),
+    "offset_fc.4.bias": (7 * 7 * 2,),
+}
+MMCV_MODULATED_DEFORM_ROI_POOL_PACK_KEYS = {
+    **MMCV_DEFORM_ROI_POOL_PACK_KEYS,
+    "mask_fc.0.weight": (1024, 7 * 7 * 256),
+    "mask_fc.0.bias": (1024,),
+    "mask_fc.2.weight": (7 * 7 * 1, 1024),
+    "mask_fc.2.bias": (7 * 7 * 1,),
+}
+
+
+@pytest.mark.parametrize(
+    "cls, expected",
+    [
+        (DeformRoIPoolPack, MMCV_DEFORM_ROI_POOL_PACK_KEYS),
+        (ModulatedDeformRoIPoolPack, MMCV_MODULATED_DEFORM_ROI_POOL_PACK_KEYS),
+    ],
+)
+def test_pack_state_dict_matches_mmcv(cls, expected):
+    module = cls(output_size=7, output_channels=256)
+    sd = module.state_dict()
+    assert list(sd) == list(expected)
+    assert {k: tuple(v.shape) for k, v in sd.items()} == expected
+    # An mmdet checkpoint (here: random tensors under mmcv's keys) loads strictly.
+    gen = torch.Generator().manual_seed(0)
+    checkpoint = {k: torch.randn(shape, generator=gen) for k, shape in expected.items()}
+    fresh = cls(output_size=(7, 7), output_channels=256, deform_fc_channels=1024)
+    assert not fresh.load_state_dict(checkpoint, strict=True).missing_keys
+    for k, v in fresh.state_dict().items():
+        assert torch.equal(v, checkpoint[k])
+    # mmdet nests RoI layers as bbox_roi_extractor.roi_layers.<i>: prefixes compose.
+    extractor = torch.nn.ModuleDict({"roi_layers": torch.nn.ModuleList([cls(7, 256)])})
+    assert list(extractor.state_dict()) == [f"roi_layers.0.{k}" for k in expected]
+
+
+def test_deform_roi_pool_module_has_no_state():
+    m = DeformRoIPool((7, 5), spatial_scale=0.25, sampling_ratio=2, gamma=0.2)
+    assert list(m.state_dict()) == []
+    assert m.output_size == (7, 5) and m.spatial_scale == 0.25 and m.sampling_ratio == 2 and m.gamma == 0.2
+    assert "gamma=0.2" in repr(m)
+
+
+def test_pack_constructor_arguments_match_mmcv():
+    m = DeformRoIPoolPack(3, 8, 16, 0.5, 2, 0.3)
+    assert (m.output_size, m.output_channels, m.deform_fc_channels) == ((3, 3), 8, 16)
+    assert (m.spatial_scale, m.sampling_ratio, m.gamma) == (0.5, 2, 0.3)
+    assert torch.equal(m.offset_fc[-1].weight, torch.zeros(18, 16))
+    assert torch.equal(m.offset_fc[-1].bias, torch.zeros(18))
+    assert [type(layer) for layer in m.offset_fc] == [
+        torch.nn.Linear,
+        torch.nn.ReLU,
+        torch.nn.Linear,
+        torch.nn.ReLU,
+        torch.nn.Linear,
+    ]
+    mm = ModulatedDeformRoIPoolPack(3, 8, 16, 0.5, 2, 0.3)
+    assert [type(layer) for layer in mm.mask_fc] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear, torch.nn.Sigmoid]
+    assert torch.equal(mm.mask_fc[2].weight, torch.zeros(9, 16))
+
+
+def test_modules_match_functional(device, rng):
+    x, rois, offset = case(rng, channels=4, output_size=(3, 3), sampling_ratio=2, gamma=0.2)
+    x, rois, offset = x.to(device), rois.to(device), offset.to(device)
+    pool = DeformRoIPool(3, 0.5, 2, 0.2)
+    torch.testing.assert_close(pool(x, rois, offset), visdet_ops.deform_roi_pool(x, rois, offset, 3, 0.5, 2, 0.2))
+    plain = visdet_ops.deform_roi_pool(x, rois, None, 3, 0.5, 2, 0.2)
+    torch.testing.assert_close(pool(x, rois), plain)
+
+    # Fresh packs: zero offsets (plain RoIAlign-like pooling), mask sigmoid(0) = 0.5.
+    pack = DeformRoIPoolPack(3, 4, 16, 0.5, 2, 0.2).to(device, torch.float64)
+    mpack = ModulatedDeformRoIPoolPack(3, 4, 16, 0.5, 2, 0.2).to(device, torch.float64)
+    torch.testing.assert_close(pack(x, rois), plain)
+    torch.testing.assert_close(mpack(x, rois), 0.5 * plain)
+
+    # Trained packs: the predicted offsets and mask are used as mmcv uses them.
+    with torch.no_grad():
+        for m in (pack, mpack):
+            m.offset_fc[-1].weight.normal_(0, 0.05)
+        mpack.mask_fc[2].weight.normal_(0, 0.05)
+    k = rois.shape[0]
+    offset_pred = pack.offset_fc(plain.flatten(1)).view(k, 2, 3, 3)
+    torch.testing.assert_close(pack(x, rois), visdet_ops.deform_roi_pool(x, rois, offset_pred, 3, 0.5, 2, 0.2))
+    offset_pred = mpack.offset_fc(plain.flatten(1)).view(k, 2, 3, 3)
+    mask = mpack.mask_fc(plain.flatten(1)).view(k, 1, 3, 3)
+    torch.testing.assert_close(mpack(x, rois), visdet_ops.deform_roi_pool(x, rois, offset_pred, 3, 0.5, 2, 0.2) * mask)
+
+
+def test_packs_accept_zero_rois(device):
+    x = torch.randn(1, 4, 6, 6, device=device)
+    for cls in (DeformRoIPoolPack, ModulatedDeformRoIPoolPack):
+        out = cls(3, 4, 16).to(device)(x, torch.zeros(0, 5, device=device))
+        assert out.shape == (0, 4, 3, 3)
+
+
+def test_packs_check_channels():
+    for cls in (DeformRoIPoolPack, ModulatedDeformRoIPoolPack):
+        with pytest.raises(
+            ValueError, match=r"input must have shape \[N, output_channels=4, H, W\], got \[1, 3, 6, 6\]"
+        ):
+            cls(3, 4, 16)(torch.zeros(1, 3, 6, 6), torch.zeros(1, 5))
+
+
+@pytest.mark.parametrize("cls", [DeformRoIPoolPack, ModulatedDeformRoIPoolPack])
+def test_torch_compile_fullgraph(rng, cls):
+    x, rois, _ = case(rng, channels=4, with_offset=False)
+    x, rois = x.float(), rois.float()
+    m = cls(3, 4, 16, 0.5, 2)
+    with torch.no_grad():
+        m.offset_fc[-1].weight.normal_(0, 0.1)
+
+    def f(inp, r):
+        return m(inp, r).relu().sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    xg = x.clone().requires_grad_()
+    out = compiled(xg, rois)
+    out.backward()
+    grads_compiled = [xg.grad] + [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    xr = x.clone().requires_grad_()
+    want = f(xr, rois)
+    want.backward()
+    grads_eager = [xr.grad] + [p.grad for p in m.parameters()]
+    torch.testing.assert_close(out, want)
+    for a, b in zip(grads_compiled, grads_eager, strict=True):
+        torch.testing.assert_close(a, b)
+    assert grads_eager[0].abs().sum() > 0

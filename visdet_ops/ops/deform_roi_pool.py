@@ -1,0 +1,229 @@
+"""deform_roi_pool / DeformRoIPool / DeformRoIPoolPack /
+ModulatedDeformRoIPoolPack with mmcv.ops semantics, constructor arguments and
+state-dict keys.
+
+Forward: as mmcv (RoIAlign aligned=True geometry, each bin moved by
+gamma * RoI size * offset, the average of a sample grid set by the RoI).
+Gradients flow to input and offset (not rois). The offset gradient is the
+exact derivative of the forward; it equals mmcv's everywhere except at
+samples within one pixel of the map border, where mmcv's closed form uses the
+unclamped sample position (mmcv's gradient there is not the derivative of
+its own forward).
+
+Autograd is registered in C++ (csrc/ops/deform_roi_pool/
+deform_roi_pool_autograd.cpp); this module adds the fake impls, the Python
+API and the modules.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.modules.utils import _pair
+
+from . import note_device, smoke_test
+
+
+@torch.library.register_fake("visdet_ops::deform_roi_pool")
+def _deform_roi_pool_fake(input, rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio, gamma):
+    torch._check(
+        input.dim() == 4, lambda: f"deform_roi_pool: input must have 4 dimensions, got shape {list(input.shape)}"
+    )
+    torch._check(
+        rois.dim() == 2 and rois.size(1) == 5,
+        lambda: f"deform_roi_pool: rois must have shape [K, 5], got {list(rois.shape)}",
+    )
+    if offset is not None:
+        torch._check(
+            offset.dim() == 4
+            and offset.size(0) == rois.size(0)
+            and offset.size(1) == 2
+            and offset.size(2) == pooled_height
+            and offset.size(3) == pooled_width,
+            lambda: f"deform_roi_pool: offset must have shape [K, 2, PH, PW], got {list(offset.shape)}",
+        )
+    return input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
+
+
+@torch.library.register_fake("visdet_ops::_deform_roi_pool_backward")
+def _deform_roi_pool_backward_fake(grad_output, input, rois, offset, spatial_scale, sampling_ratio, gamma):
+    grad_offset = offset.new_empty(offset.shape) if offset is not None else input.new_empty((0,))
+    return input.new_empty(input.shape), grad_offset
+
+
+def deform_roi_pool(
+    input: torch.Tensor,
+    rois: torch.Tensor,
+    offset: torch.Tensor | None,
+    output_size,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    gamma: float = 0.1,
+) -> torch.Tensor:
+    """Deformable RoI pooling (mmcv semantics).
+
+    Args:
+        input: [N, C, H, W] feature map (float32/float64; on CUDA also
+            float16/bfloat16, computed in float32).
+        rois: [K, 5] (batch_index, x1, y1, x2, y2) in input-image coordinates,
+            input's dtype.
+        offset: [K, 2, PH, PW] normalised bin shifts (channel 0: x, 1: y), or
+            None (then RoIAlign aligned=True avg pooling). mmcv's convention of
+            an empty 1-D tensor for "no offset" is accepted too.
+        output_size: int or (PH, PW).
+        spatial_scale: feature-map size / image size.
+        sampling_ratio: samples per bin side; <= 0: ceil(RoI size / output size).
+        gamma: bin (ph, pw) moves by gamma * (roi_w, roi_h) * offset[:, :, ph, pw].
+
+    Returns:
+        [K, C, PH, PW].
+    """
+    out_h, out_w = _pair(output_size)
+    if offset is not None and offset.dim() == 1 and offset.numel() == 0:
+        offset = None
+    note_device(input)
+    return torch.ops.visdet_ops.deform_roi_pool(
+        input, rois, offset, int(out_h), int(out_w), float(spatial_scale), int(sampling_ratio), float(gamma)
+    )
+
+
+class DeformRoIPool(nn.Module):
+    """mmcv.ops.DeformRoIPool: same constructor arguments, no parameters."""
+
+    def __init__(self, output_size, spatial_scale: float = 1.0, sampling_ratio: int = 0, gamma: float = 0.1):
+        super().__init__()
+        self.output_size = _pair(output_size)
+        self.spatial_scale = float(spatial_scale)
+        self.sampling_ratio = int(sampling_ratio)
+        self.gamma = float(gamma)
+
+    def forward(self, input: torch.Tensor, rois: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
+        return deform_roi_pool(
+            input, rois, offset, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
+            f"sampling_ratio={self.sampling_ratio}, gamma={self.gamma}"
+        )
+
+
+def _fc_input_features(module: DeformRoIPool, output_channels: int) -> int:
+    return module.output_size[0] * module.output_size[1] * output_channels
+
+
+def _check_channels(name: str, input: torch.Tensor, output_channels: int) -> None:
+    if input.dim() != 4 or input.size(1) != output_channels:
+        raise ValueError(
+            f"{name}: input must have shape [N, output_channels={output_channels}, H, W], got {list(input.shape)}"
+        )
+
+
+class DeformRoIPoolPack(DeformRoIPool):
+    """mmcv.ops.DeformRoIPoolPack: pools once without offset, predicts the
+    offsets with `offset_fc` (Linear-ReLU-Linear-ReLU-Linear, the last layer
+    zero-initialised, so training starts from plain RoIAlign) and pools again.
+    The layer structure is mmcv's, so mmcv/mmdet checkpoints load unchanged
+    (offset_fc.0.*, offset_fc.2.*, offset_fc.4.*)."""
+
+    def __init__(
+        self,
+        output_size,
+        output_channels: int,
+        deform_fc_channels: int = 1024,
+        spatial_scale: float = 1.0,
+        sampling_ratio: int = 0,
+        gamma: float = 0.1,
+    ):
+        super().__init__(output_size, spatial_scale, sampling_ratio, gamma)
+        self.output_channels = output_channels
+        self.deform_fc_channels = deform_fc_channels
+        self.offset_fc = nn.Sequential(
+            nn.Linear(_fc_input_features(self, output_channels), deform_fc_channels),
+            nn.ReLU(inplace=True),
+            nn.Linear(deform_fc_channels, deform_fc_channels),
+            nn.ReLU(inplace=True),
+            nn.Linear(deform_fc_channels, self.output_size[0] * self.output_size[1] * 2),
+        )
+        self.offset_fc[-1].weight.data.zero_()
+        self.offset_fc[-1].bias.data.zero_()
+
+    def forward(self, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        _check_channels(type(self).__name__, input, self.output_channels)
+        x = deform_roi_pool(input, rois, None, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma)
+        rois_num = rois.size(0)
+        # flatten(1), not mmcv's view(rois_num, -1): that fails for zero RoIs.
+        offset = self.offset_fc(x.flatten(1)).view(rois_num, 2, self.output_size[0], self.output_size[1])
+        return deform_roi_pool(
+            input, rois, offset, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma
+        )
+
+
+class ModulatedDeformRoIPoolPack(DeformRoIPool):
+    """mmcv.ops.ModulatedDeformRoIPoolPack: DeformRoIPoolPack plus a per-bin
+    mask from `mask_fc` (Linear-ReLU-Linear-Sigmoid, the last Linear
+    zero-initialised: the mask starts at 0.5). mmcv's layer structure and
+    state-dict keys (offset_fc.{0,2,4}.*, mask_fc.{0,2}.*)."""
+
+    def __init__(
+        self,
+        output_size,
+        output_channels: int,
+        deform_fc_channels: int = 1024,
+        spatial_scale: float = 1.0,
+        sampling_ratio: int = 0,
+        gamma: float = 0.1,
+    ):
+        super().__init__(output_size, spatial_scale, sampling_ratio, gamma)
+        self.output_channels = output_channels
+        self.deform_fc_channels = deform_fc_channels
+        in_features = _fc_input_features(self, output_channels)
+        bins = self.output_size[0] * self.output_size[1]
+        self.offset_fc = nn.Sequential(
+            nn.Linear(in_features, deform_fc_channels),
+            nn.ReLU(inplace=True),
+            nn.Linear(deform_fc_channels, deform_fc_channels),
+            nn.ReLU(inplace=True),
+            nn.Linear(deform_fc_channels, bins * 2),
+        )
+        self.offset_fc[-1].weight.data.zero_()
+        self.offset_fc[-1].bias.data.zero_()
+        self.mask_fc = nn.Sequential(
+            nn.Linear(in_features, deform_fc_channels),
+            nn.ReLU(inplace=True),
+            nn.Linear(deform_fc_channels, bins * 1),
+            nn.Sigmoid(),
+        )
+        self.mask_fc[2].weight.data.zero_()
+        self.mask_fc[2].bias.data.zero_()
+
+    def forward(self, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        _check_channels(type(self).__name__, input, self.output_channels)
+        x = deform_roi_pool(input, rois, None, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma)
+        rois_num = rois.size(0)
+        features = x.flatten(1)
+        offset = self.offset_fc(features).view(rois_num, 2, self.output_size[0], self.output_size[1])
+        mask = self.mask_fc(features).view(rois_num, 1, self.output_size[0], self.output_size[1])
+        d = deform_roi_pool(input, rois, offset, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma)
+        return d * mask
+
+
+@smoke_test("deform_roi_pool")
+def _smoke(device: torch.device) -> None:
+    from ..reference.deform_roi_pool import deform_roi_pool_reference
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 3, 8, 9, generator=gen, dtype=torch.float64)
+    rois = torch.tensor([[0, 1.0, 1.5, 6.0, 7.0], [1, 0.0, 0.0, 8.0, 4.5]], dtype=torch.float64)
+    offset = torch.randn(2, 2, 3, 3, generator=gen, dtype=torch.float64)
+    for off in (None, offset):
+        got = deform_roi_pool(
+            x.to(device), rois.to(device), None if off is None else off.to(device), 3, 1.0, 2, 0.1
+        ).cpu()
+        want = deform_roi_pool_reference(x, rois, off, (3, 3), 1.0, 2, 0.1)
+        if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+            what = "without" if off is None else "with"
+            raise AssertionError(
+                f"deform_roi_pool smoke ({what} offset): max error {(got - want).abs().max().item():.3g}"
+            )
