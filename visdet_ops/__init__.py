@@ -30,7 +30,22 @@ else:
     LOAD_ERROR = None
     __version__ = BUILD_INFO["VERSION"]
 
+    from .ops.focal_loss import (  # noqa: E402
+        SigmoidFocalLoss,
+        SoftmaxFocalLoss,
+        sigmoid_focal_loss,
+        softmax_focal_loss,
+    )
     from .ops.nms import nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
-    __all__ = ["BUILD_INFO", "RoIAlign", "nms", "roi_align"]
+    __all__ = [
+        "BUILD_INFO",
+        "RoIAlign",
+        "SigmoidFocalLoss",
+        "SoftmaxFocalLoss",
+        "nms",
+        "roi_align",
+        "sigmoid_focal_loss",
+        "softmax_focal_loss",
+    ]
