@@ -168,27 +168,30 @@ class SoftmaxFocalLoss(nn.Module):
         return f"{self.__class__.__name__}(gamma={self.gamma}, alpha={self.alpha}, reduction={self.reduction})"
 
 
-@smoke_test("focal_loss")
-def _smoke(device: torch.device) -> None:
-    from ..reference.focal_loss import sigmoid_focal_loss_reference, softmax_focal_loss_reference
+def _smoke(kind: str, device: torch.device) -> None:
+    from ..reference import focal_loss as reference
 
+    fn = sigmoid_focal_loss if kind == "sigmoid" else softmax_focal_loss
+    ref = getattr(reference, f"{kind}_focal_loss_reference")
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(6, 5, generator=gen, dtype=torch.float64) * 3
-    target = torch.tensor([0, 4, 5, 2, 5, 1])  # 5 = background for the sigmoid
+    target = torch.tensor([0, 4, 5, 2, 5, 1])  # 5: background for the sigmoid, ignored (-1) for the softmax
+    if kind == "softmax":
+        target = torch.where(target == 5, -1, target)
     weight = torch.rand(5, generator=gen, dtype=torch.float64) + 0.5
-    cases = (
-        (sigmoid_focal_loss, sigmoid_focal_loss_reference, target),
-        (softmax_focal_loss, softmax_focal_loss_reference, torch.where(target == 5, -1, target)),
-    )
-    for fn, ref, t in cases:
-        for reduction in _REDUCTIONS:
-            xd = x.to(device).requires_grad_()
-            got = fn(xd, t.to(device), 2.0, 0.25, weight.to(device), reduction)
-            (grad,) = torch.autograd.grad(got.sum(), xd)
-            xr = x.clone().requires_grad_()
-            want = ref(xr, t, 2.0, 0.25, weight, reduction)
-            (want_grad,) = torch.autograd.grad(want.sum(), xr)
-            for what, a, b in (("loss", got, want), ("grad", grad, want_grad)):
-                if not torch.allclose(a.detach().cpu(), b.detach(), rtol=1e-9, atol=1e-12):
-                    err = (a.detach().cpu() - b.detach()).abs().max().item()
-                    raise AssertionError(f"{fn.__name__} smoke ({reduction}, {what}): max error {err:.3g}")
+    for reduction in _REDUCTIONS:
+        xd = x.to(device).requires_grad_()
+        got = fn(xd, target.to(device), 2.0, 0.25, weight.to(device), reduction)
+        (grad,) = torch.autograd.grad(got.sum(), xd)
+        xr = x.clone().requires_grad_()
+        want = ref(xr, target, 2.0, 0.25, weight, reduction)
+        (want_grad,) = torch.autograd.grad(want.sum(), xr)
+        for what, a, b in (("loss", got, want), ("grad", grad, want_grad)):
+            if not torch.allclose(a.detach().cpu(), b.detach(), rtol=1e-9, atol=1e-12):
+                err = (a.detach().cpu() - b.detach()).abs().max().item()
+                raise AssertionError(f"{kind}_focal_loss smoke ({reduction}, {what}): max error {err:.3g}")
+
+
+# Named after the ops, which `visdet-ops doctor` looks up by these names.
+smoke_test("sigmoid_focal_loss")(lambda device: _smoke("sigmoid", device))
+smoke_test("softmax_focal_loss")(lambda device: _smoke("softmax", device))
