@@ -17,6 +17,7 @@ import torch
 import visdet_ops
 from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
 from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
+from visdet_ops.reference.focal_loss import sigmoid_focal_loss_reference, softmax_focal_loss_reference
 from visdet_ops.reference.nms import nms_match_reference, nms_reference, soft_nms_reference
 from visdet_ops.reference.roi_align import roi_align_reference
 
@@ -165,6 +166,43 @@ def deform_roi_pool_check(gen: torch.Generator, dtype: torch.dtype, device: str)
 def deform_roi_pool_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
     # forward, input-gradient (atomics) and offset-gradient (shuffle) kernels, all four dtypes.
     return deform_roi_pool_check(gen, dtype, "cuda")
+
+
+@case
+def focal_loss_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    # Both losses, every reduction (elementwise and block-sum + finalize kernels), every softmax
+    # lane-group size (C = 3, 7, 16, 80), forward and backward, and the bad-target flag path.
+    rtol = {torch.float32: 1e-4, torch.float64: 1e-9, torch.float16: 4e-3, torch.bfloat16: 3e-2}[dtype]
+    kinds = (
+        (visdet_ops.sigmoid_focal_loss, sigmoid_focal_loss_reference, "sigmoid"),
+        (visdet_ops.softmax_focal_loss, softmax_focal_loss_reference, "softmax"),
+    )
+    for classes in (3, 7, 16, 80):
+        x = (torch.randn(300, classes, generator=gen, dtype=torch.float64) * 3).to(dtype).double()
+        target = torch.randint(0, classes + 1, (300,), generator=gen)
+        weight = (torch.rand(classes, generator=gen, dtype=torch.float64) + 0.5).to(dtype).double()
+        for fn, ref, name in kinds:
+            t = target if name == "sigmoid" else torch.where(target == classes, -1, target)
+            for reduction in ("none", "mean", "sum"):
+                xc = x.cuda().to(dtype).requires_grad_()
+                out = fn(xc, t.cuda(), 2.0, 0.25, weight.cuda().to(dtype), reduction)
+                out.sum().backward()
+                torch.cuda.synchronize()
+                xr = x.detach().clone().requires_grad_()
+                want = ref(xr, t, 2.0, 0.25, weight, reduction)
+                want.sum().backward()
+                for what, got, exp in (("loss", out.detach(), want.detach()), ("grad", xc.grad, xr.grad)):
+                    atol = rtol * exp.abs().max().item() * 1e-2 + 1e-7
+                    if not torch.allclose(got.cpu().double(), exp, rtol=rtol, atol=atol):
+                        return f"{name}_focal_loss C={classes} {reduction} {what}: wrong result"
+            try:
+                fn(x.cuda().to(dtype), torch.full((300,), classes + 1).cuda(), 2.0, 0.25, None, "sum")
+            except RuntimeError as exc:
+                if "target values must" not in str(exc):
+                    return f"{name}_focal_loss: unexpected error for a bad target: {exc}"
+            else:
+                return f"{name}_focal_loss: a bad target was not reported"
+    return None
 
 
 def main() -> int:

@@ -37,6 +37,12 @@ else:
         ModulatedDeformRoIPoolPack,
         deform_roi_pool,
     )
+    from .ops.focal_loss import (  # noqa: E402
+        SigmoidFocalLoss,
+        SoftmaxFocalLoss,
+        sigmoid_focal_loss,
+        softmax_focal_loss,
+    )
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
@@ -46,11 +52,15 @@ else:
         "DeformRoIPoolPack",
         "ModulatedDeformRoIPoolPack",
         "RoIAlign",
+        "SigmoidFocalLoss",
+        "SoftmaxFocalLoss",
         "batched_nms",
         "bbox_overlaps",
         "deform_roi_pool",
         "nms",
         "nms_match",
         "roi_align",
+        "sigmoid_focal_loss",
         "soft_nms",
+        "softmax_focal_loss",
     ]

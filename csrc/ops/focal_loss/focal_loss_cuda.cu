@@ -1,0 +1,522 @@
+// CUDA focal losses. Sigmoid: one thread per logit (grid-stride loop).
+// Softmax: a group of 4-32 lanes per row (row max and sum of exponentials by
+// shuffles). Nothing of size N x C is allocated but the output of reduction
+// 'none' and grad_input. Reductions: one partial sum per block, then one block
+// sums them, both in a fixed order: no atomics, bitwise reproducible.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "common/cuda_helpers.cuh"
+#include "focal_loss_kernel.h"
+#include "focal_loss_launch.h"
+
+namespace visdet_ops {
+namespace {
+
+using namespace focal_loss_detail;
+
+constexpr int kThreads = cuda::kThreadsPerBlock;
+constexpr int kWarps = kThreads / 32;
+// Grid of a reducing forward, one partial sum per block. A constant, so the
+// summation order (and the bits of the result) are the same on every GPU.
+constexpr unsigned int kReduceBlocks = 2048;
+// Workspace: word 0 the bad-target flag, word 1 padding, then the partial
+// sums (8-byte aligned).
+constexpr int64_t kPartialsOffsetWords = 2;
+
+template <typename T>
+struct Acc {
+  using type = float;
+};
+template <>
+struct Acc<double> {
+  using type = double;
+};
+
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_acc(typename Acc<T>::type v);
+template <>
+__device__ __forceinline__ float from_acc<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ double from_acc<double>(double v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_acc<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Sum over a block of kThreads threads, in a fixed order; valid in thread 0.
+template <typename A>
+__device__ A block_sum(A v) {
+  __shared__ A warp_sums[kWarps];
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v += __shfl_down_sync(0xffffffffu, v, offset);
+  }
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  v = A(0);
+  if (warp == 0) {
+    v = lane < kWarps ? warp_sums[lane] : A(0);
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      v += __shfl_down_sync(0xffffffffu, v, offset);
+    }
+  }
+  return v;
+}
+
+template <int kGroup, typename A>
+__device__ __forceinline__ A group_sum(A v) {
+  for (int offset = kGroup / 2; offset > 0; offset >>= 1) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset, kGroup);
+  }
+  return v;
+}
+
+template <int kGroup, typename A>
+__device__ __forceinline__ A group_max(A v) {
+  for (int offset = kGroup / 2; offset > 0; offset >>= 1) {
+    v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, offset, kGroup));
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------- sigmoid
+
+template <typename T, typename I, bool kReduce>
+__global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_forward_kernel(
+    const T* __restrict__ input, const int64_t* __restrict__ target,
+    const T* __restrict__ weight, I numel, I classes,
+    typename Acc<T>::type gamma, typename Acc<T>::type alpha,
+    T* __restrict__ loss, typename Acc<T>::type* __restrict__ partials,
+    int32_t* __restrict__ bad_target) {
+  using A = typename Acc<T>::type;
+  A sum = A(0);
+  cuda::grid_stride_loop<I>(numel, [&](I i) {
+    const I n = i / classes;
+    const I c = i - n * classes;
+    const int64_t t = target[n];
+    A value;
+    if (t >= 0 && t <= static_cast<int64_t>(classes)) {
+      value = sigmoid_focal_loss_value(to_acc(input[i]),
+                                       static_cast<int64_t>(c) == t, gamma,
+                                       alpha);
+      if (weight != nullptr && t < static_cast<int64_t>(classes)) {
+        value *= to_acc(weight[t]);
+      }
+    } else {
+      *bad_target = 1;  // every writer stores the same value
+      value = quiet_nan<A>();
+    }
+    if constexpr (kReduce) {
+      sum += value;
+    } else {
+      loss[i] = from_acc<T>(value);
+    }
+  });
+  if constexpr (kReduce) {
+    sum = block_sum(sum);
+    if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+  }
+}
+
+template <typename T, typename I>
+__global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_backward_kernel(
+    const T* __restrict__ grad_output, int64_t go_stride_n,
+    int64_t go_stride_c, typename Acc<T>::type scale,
+    const T* __restrict__ input, const int64_t* __restrict__ target,
+    const T* __restrict__ weight, I numel, I classes,
+    typename Acc<T>::type gamma, typename Acc<T>::type alpha,
+    T* __restrict__ grad_input) {
+  using A = typename Acc<T>::type;
+  cuda::grid_stride_loop<I>(numel, [&](I i) {
+    const I n = i / classes;
+    const I c = i - n * classes;
+    const int64_t t = target[n];
+    A grad;
+    if (t >= 0 && t <= static_cast<int64_t>(classes)) {
+      A w = scale;
+      if (weight != nullptr && t < static_cast<int64_t>(classes)) {
+        w *= to_acc(weight[t]);
+      }
+      const A go = to_acc(grad_output[static_cast<int64_t>(n) * go_stride_n +
+                                      static_cast<int64_t>(c) * go_stride_c]);
+      grad = go * w *
+             sigmoid_focal_loss_grad(to_acc(input[i]),
+                                     static_cast<int64_t>(c) == t, gamma,
+                                     alpha);
+    } else {
+      grad = quiet_nan<A>();
+    }
+    grad_input[i] = from_acc<T>(grad);
+  });
+}
+
+// ---------------------------------------------------------------- softmax
+
+// Softmax statistics of row x for target t, reduced over the kGroup lanes of
+// the row (every lane returns them). Rows that need no statistics (inactive:
+// past the end, ignored or invalid target) read nothing but still take part
+// in the shuffles.
+template <typename T, int kGroup>
+__device__ __forceinline__ SoftmaxTarget<typename Acc<T>::type>
+softmax_row_stats(const T* __restrict__ x, int64_t classes, int64_t t,
+                  int lane, bool active, typename Acc<T>::type* m_out) {
+  using A = typename Acc<T>::type;
+  A m = -static_cast<A>(INFINITY);
+  if (active) {
+    for (int64_t c = lane; c < classes; c += kGroup) m = nan_max(m, to_acc(x[c]));
+  }
+  m = group_max<kGroup>(m);
+  A s_other = A(0), e_t = A(0), d_t = A(0);
+  if (active) {
+    for (int64_t c = lane; c < classes; c += kGroup) {
+      const A d = to_acc(x[c]) - m;
+      const A e = exp_of(d);
+      if (c == t) {
+        d_t = d;
+        e_t = e;
+      } else {
+        s_other += e;
+      }
+    }
+  }
+  // One lane holds d_t and e_t, the others 0: the sums are exact.
+  s_other = group_sum<kGroup>(s_other);
+  e_t = group_sum<kGroup>(e_t);
+  d_t = group_sum<kGroup>(d_t);
+  *m_out = m;
+  return softmax_target(d_t, e_t, s_other);
+}
+
+// Rows are visited in block-uniform steps, so every warp runs the same number
+// of iterations and its shuffles always see all 32 lanes.
+template <typename T, int kGroup, bool kReduce>
+__global__ void __launch_bounds__(kThreads) softmax_focal_loss_forward_kernel(
+    const T* __restrict__ input, const int64_t* __restrict__ target,
+    const T* __restrict__ weight, int64_t rows, int64_t classes,
+    typename Acc<T>::type gamma, typename Acc<T>::type alpha,
+    T* __restrict__ loss, typename Acc<T>::type* __restrict__ partials,
+    int32_t* __restrict__ bad_target) {
+  using A = typename Acc<T>::type;
+  constexpr int kRowsPerBlock = kThreads / kGroup;
+  const int lane = threadIdx.x % kGroup;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+  A sum = A(0);
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock;
+       base < rows; base += step) {
+    const int64_t n = base + threadIdx.x / kGroup;
+    const bool in_range = n < rows;
+    const int64_t t = in_range ? target[n] : -1;
+    const bool has_class = t >= 0 && t < classes;
+    A m;
+    const SoftmaxTarget<A> st = softmax_row_stats<T, kGroup>(
+        input + (in_range ? n : 0) * classes, classes, t, lane,
+        in_range && has_class, &m);
+    if (!in_range || lane != 0) continue;
+    A value;
+    if (has_class) {
+      value = softmax_focal_loss_value(st, gamma, alpha);
+      if (weight != nullptr) value *= to_acc(weight[t]);
+    } else if (t < 0) {
+      value = A(0);
+    } else {
+      *bad_target = 1;
+      value = quiet_nan<A>();
+    }
+    if constexpr (kReduce) {
+      sum += value;
+    } else {
+      loss[n] = from_acc<T>(value);
+    }
+  }
+  if constexpr (kReduce) {
+    sum = block_sum(sum);
+    if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+  }
+}
+
+template <typename T, int kGroup>
+__global__ void __launch_bounds__(kThreads) softmax_focal_loss_backward_kernel(
+    const T* __restrict__ grad_output, int64_t go_stride_n,
+    typename Acc<T>::type scale, const T* __restrict__ input,
+    const int64_t* __restrict__ target, const T* __restrict__ weight,
+    int64_t rows, int64_t classes, typename Acc<T>::type gamma,
+    typename Acc<T>::type alpha, T* __restrict__ grad_input) {
+  using A = typename Acc<T>::type;
+  constexpr int kRowsPerBlock = kThreads / kGroup;
+  const int lane = threadIdx.x % kGroup;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock;
+       base < rows; base += step) {
+    const int64_t n = base + threadIdx.x / kGroup;
+    const bool in_range = n < rows;
+    const int64_t t = in_range ? target[n] : -1;
+    const bool has_class = t >= 0 && t < classes;
+    const T* x = input + (in_range ? n : 0) * classes;
+    A m;
+    const SoftmaxTarget<A> st = softmax_row_stats<T, kGroup>(
+        x, classes, t, lane, in_range && has_class, &m);
+    if (!in_range) continue;
+    T* g = grad_input + n * classes;
+    if (!has_class) {
+      // Ignored rows (t < 0) have no loss; invalid ones get NaN.
+      const T fill = from_acc<T>(t < 0 ? A(0) : quiet_nan<A>());
+      for (int64_t c = lane; c < classes; c += kGroup) g[c] = fill;
+      continue;
+    }
+    A k = to_acc(grad_output[n * go_stride_n]) * scale *
+          softmax_focal_loss_coef(st, gamma, alpha);
+    if (weight != nullptr) k *= to_acc(weight[t]);
+    const A minus_k_over_s = -k / st.s;
+    for (int64_t c = lane; c < classes; c += kGroup) {
+      const A grad =
+          c == t ? k * st.u : minus_k_over_s * exp_of(to_acc(x[c]) - m);
+      g[c] = from_acc<T>(grad);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- reduction
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) focal_loss_finalize_kernel(
+    const typename Acc<T>::type* __restrict__ partials, int num_partials,
+    typename Acc<T>::type divisor, T* __restrict__ out) {
+  using A = typename Acc<T>::type;
+  A v = A(0);
+  for (int i = threadIdx.x; i < num_partials; i += kThreads) v += partials[i];
+  v = block_sum(v);
+  if (threadIdx.x == 0) *out = from_acc<T>(v / divisor);
+}
+
+template <typename T>
+cudaError_t launch_finalize(const typename Acc<T>::type* partials,
+                            unsigned int num_partials, int reduction,
+                            int64_t rows, T* out, cudaStream_t stream) {
+  using A = typename Acc<T>::type;
+  const A divisor = reduction == kMean ? static_cast<A>(rows) : A(1);
+  focal_loss_finalize_kernel<T><<<1, kThreads, 0, stream>>>(
+      partials, static_cast<int>(num_partials), divisor, out);
+  return cudaGetLastError();
+}
+
+// Lanes per softmax row: the smallest power of two >= C, from 4 to 32.
+int softmax_group(int64_t classes) {
+  if (classes <= 4) return 4;
+  if (classes <= 8) return 8;
+  if (classes <= 16) return 16;
+  return 32;
+}
+
+template <typename T, int kGroup>
+cudaError_t softmax_forward_group(const T* input, const int64_t* target,
+                                  const T* weight, int64_t rows,
+                                  int64_t classes, double gamma, double alpha,
+                                  int reduction, T* loss, int32_t* workspace,
+                                  cudaStream_t stream) {
+  using A = typename Acc<T>::type;
+  A* partials = reinterpret_cast<A*>(workspace + kPartialsOffsetWords);
+  constexpr int kRowsPerBlock = kThreads / kGroup;
+  unsigned int blocks = cuda::blocks_for(rows, kRowsPerBlock);
+  const A g = static_cast<A>(gamma);
+  const A a = static_cast<A>(alpha);
+  if (reduction == kNone) {
+    softmax_focal_loss_forward_kernel<T, kGroup, false>
+        <<<blocks, kThreads, 0, stream>>>(input, target, weight, rows, classes,
+                                          g, a, loss, partials, workspace);
+    return cudaGetLastError();
+  }
+  if (blocks > kReduceBlocks) blocks = kReduceBlocks;
+  softmax_focal_loss_forward_kernel<T, kGroup, true>
+      <<<blocks, kThreads, 0, stream>>>(input, target, weight, rows, classes, g,
+                                        a, loss, partials, workspace);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  return launch_finalize<T>(partials, blocks, reduction, rows, loss, stream);
+}
+
+template <typename T, int kGroup>
+cudaError_t softmax_backward_group(const T* grad_output, int64_t go_stride_n,
+                                   double scale, const T* input,
+                                   const int64_t* target, const T* weight,
+                                   int64_t rows, int64_t classes, double gamma,
+                                   double alpha, T* grad_input,
+                                   cudaStream_t stream) {
+  using A = typename Acc<T>::type;
+  constexpr int kRowsPerBlock = kThreads / kGroup;
+  softmax_focal_loss_backward_kernel<T, kGroup>
+      <<<cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(
+          grad_output, go_stride_n, static_cast<A>(scale), input, target,
+          weight, rows, classes, static_cast<A>(gamma), static_cast<A>(alpha),
+          grad_input);
+  return cudaGetLastError();
+}
+
+template <typename T, typename I>
+cudaError_t sigmoid_forward_index(const T* input, const int64_t* target,
+                                  const T* weight, int64_t rows,
+                                  int64_t classes, double gamma, double alpha,
+                                  int reduction, T* loss, int32_t* workspace,
+                                  cudaStream_t stream) {
+  using A = typename Acc<T>::type;
+  A* partials = reinterpret_cast<A*>(workspace + kPartialsOffsetWords);
+  const int64_t numel = rows * classes;
+  unsigned int blocks = cuda::blocks_for(numel);
+  const A g = static_cast<A>(gamma);
+  const A a = static_cast<A>(alpha);
+  if (reduction == kNone) {
+    sigmoid_focal_loss_forward_kernel<T, I, false>
+        <<<blocks, kThreads, 0, stream>>>(
+            input, target, weight, static_cast<I>(numel),
+            static_cast<I>(classes), g, a, loss, partials, workspace);
+    return cudaGetLastError();
+  }
+  if (blocks > kReduceBlocks) blocks = kReduceBlocks;
+  sigmoid_focal_loss_forward_kernel<T, I, true><<<blocks, kThreads, 0, stream>>>(
+      input, target, weight, static_cast<I>(numel), static_cast<I>(classes), g,
+      a, loss, partials, workspace);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  return launch_finalize<T>(partials, blocks, reduction, rows, loss, stream);
+}
+
+}  // namespace
+
+int64_t focal_loss_cuda_workspace_words() {
+  // The partial sums are at most doubles: two words each.
+  return kPartialsOffsetWords + 2 * static_cast<int64_t>(kReduceBlocks);
+}
+
+template <typename T>
+cudaError_t sigmoid_focal_loss_forward_cuda_launch(
+    const T* input, const int64_t* target, const T* weight, int64_t rows,
+    int64_t classes, double gamma, double alpha, int reduction, T* loss,
+    int32_t* workspace, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream);
+  if (err != cudaSuccess) return err;
+  if (rows * classes <= cuda::kMaxInt32LoopSize) {
+    return sigmoid_forward_index<T, int32_t>(input, target, weight, rows,
+                                             classes, gamma, alpha, reduction,
+                                             loss, workspace, stream);
+  }
+  return sigmoid_forward_index<T, int64_t>(input, target, weight, rows, classes,
+                                           gamma, alpha, reduction, loss,
+                                           workspace, stream);
+}
+
+template <typename T>
+cudaError_t softmax_focal_loss_forward_cuda_launch(
+    const T* input, const int64_t* target, const T* weight, int64_t rows,
+    int64_t classes, double gamma, double alpha, int reduction, T* loss,
+    int32_t* workspace, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream);
+  if (err != cudaSuccess) return err;
+  switch (softmax_group(classes)) {
+    case 4:
+      return softmax_forward_group<T, 4>(input, target, weight, rows, classes,
+                                         gamma, alpha, reduction, loss,
+                                         workspace, stream);
+    case 8:
+      return softmax_forward_group<T, 8>(input, target, weight, rows, classes,
+                                         gamma, alpha, reduction, loss,
+                                         workspace, stream);
+    case 16:
+      return softmax_forward_group<T, 16>(input, target, weight, rows, classes,
+                                          gamma, alpha, reduction, loss,
+                                          workspace, stream);
+    default:
+      return softmax_forward_group<T, 32>(input, target, weight, rows, classes,
+                                          gamma, alpha, reduction, loss,
+                                          workspace, stream);
+  }
+}
+
+template <typename T>
+cudaError_t sigmoid_focal_loss_backward_cuda_launch(
+    const T* grad_output, int64_t go_stride_n, int64_t go_stride_c,
+    double scale, const T* input, const int64_t* target, const T* weight,
+    int64_t rows, int64_t classes, double gamma, double alpha, T* grad_input,
+    cudaStream_t stream) {
+  using A = typename Acc<T>::type;
+  const int64_t numel = rows * classes;
+  const unsigned int blocks = cuda::blocks_for(numel);
+  if (numel <= cuda::kMaxInt32LoopSize) {
+    sigmoid_focal_loss_backward_kernel<T, int32_t>
+        <<<blocks, kThreads, 0, stream>>>(
+            grad_output, go_stride_n, go_stride_c, static_cast<A>(scale),
+            input, target, weight, static_cast<int32_t>(numel),
+            static_cast<int32_t>(classes), static_cast<A>(gamma),
+            static_cast<A>(alpha), grad_input);
+  } else {
+    sigmoid_focal_loss_backward_kernel<T, int64_t>
+        <<<blocks, kThreads, 0, stream>>>(
+            grad_output, go_stride_n, go_stride_c, static_cast<A>(scale),
+            input, target, weight, numel, classes, static_cast<A>(gamma),
+            static_cast<A>(alpha), grad_input);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t softmax_focal_loss_backward_cuda_launch(
+    const T* grad_output, int64_t go_stride_n, double scale, const T* input,
+    const int64_t* target, const T* weight, int64_t rows, int64_t classes,
+    double gamma, double alpha, T* grad_input, cudaStream_t stream) {
+  switch (softmax_group(classes)) {
+    case 4:
+      return softmax_backward_group<T, 4>(grad_output, go_stride_n, scale,
+                                          input, target, weight, rows, classes,
+                                          gamma, alpha, grad_input, stream);
+    case 8:
+      return softmax_backward_group<T, 8>(grad_output, go_stride_n, scale,
+                                          input, target, weight, rows, classes,
+                                          gamma, alpha, grad_input, stream);
+    case 16:
+      return softmax_backward_group<T, 16>(grad_output, go_stride_n, scale,
+                                           input, target, weight, rows, classes,
+                                           gamma, alpha, grad_input, stream);
+    default:
+      return softmax_backward_group<T, 32>(grad_output, go_stride_n, scale,
+                                           input, target, weight, rows, classes,
+                                           gamma, alpha, grad_input, stream);
+  }
+}
+
+#define VISDET_INSTANTIATE(T)                                                  \
+  template cudaError_t sigmoid_focal_loss_forward_cuda_launch<T>(              \
+      const T*, const int64_t*, const T*, int64_t, int64_t, double, double,    \
+      int, T*, int32_t*, cudaStream_t);                                        \
+  template cudaError_t softmax_focal_loss_forward_cuda_launch<T>(              \
+      const T*, const int64_t*, const T*, int64_t, int64_t, double, double,    \
+      int, T*, int32_t*, cudaStream_t);                                        \
+  template cudaError_t sigmoid_focal_loss_backward_cuda_launch<T>(             \
+      const T*, int64_t, int64_t, double, const T*, const int64_t*, const T*,  \
+      int64_t, int64_t, double, double, T*, cudaStream_t);                     \
+  template cudaError_t softmax_focal_loss_backward_cuda_launch<T>(             \
+      const T*, int64_t, double, const T*, const int64_t*, const T*, int64_t,  \
+      int64_t, double, double, T*, cudaStream_t);
+VISDET_INSTANTIATE(float)
+VISDET_INSTANTIATE(double)
+VISDET_INSTANTIATE(__half)
+VISDET_INSTANTIATE(__nv_bfloat16)
+#undef VISDET_INSTANTIATE
+
+}  // namespace visdet_ops

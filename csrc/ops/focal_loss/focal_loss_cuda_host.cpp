@@ -1,0 +1,175 @@
+// sigmoid_focal_loss / softmax_focal_loss: CUDA host layer (torch-facing).
+// Device code: focal_loss_cuda.cu.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "common/checks.h"
+#include "focal_loss.h"
+#include "focal_loss_launch.h"
+
+namespace visdet_ops {
+namespace {
+
+// at::Half / at::BFloat16 have the layout of CUDA's __half / __nv_bfloat16.
+template <typename T>
+struct CudaType {
+  using type = T;
+};
+template <>
+struct CudaType<at::Half> {
+  using type = __half;
+};
+template <>
+struct CudaType<at::BFloat16> {
+  using type = __nv_bfloat16;
+};
+
+template <typename scalar_t>
+const typename CudaType<scalar_t>::type* cuda_ptr(const at::Tensor& t) {
+  return t.defined() ? reinterpret_cast<const typename CudaType<scalar_t>::type*>(
+                           t.const_data_ptr<scalar_t>())
+                     : nullptr;
+}
+
+template <typename scalar_t>
+typename CudaType<scalar_t>::type* cuda_mutable_ptr(at::Tensor& t) {
+  return reinterpret_cast<typename CudaType<scalar_t>::type*>(
+      t.mutable_data_ptr<scalar_t>());
+}
+
+// The CUDA kernel runs when any argument is on a GPU: name the one that is not.
+void check_on_cuda(FocalKind kind, const at::Tensor& input,
+                   const at::Tensor& target,
+                   const std::optional<at::Tensor>& weight) {
+  const char* op = focal_loss_op_name(kind);
+  check_same_device(input, target, op, "input", "target");
+  if (weight.has_value() && weight->defined()) {
+    check_same_device(input, *weight, op, "input", "weight");
+  }
+  TORCH_CHECK(input.is_cuda(), op,
+              ": the CUDA kernel needs CUDA tensors, got input on ",
+              input.device());
+}
+
+at::Tensor focal_loss_forward_cuda_kernel(
+    FocalKind kind, const at::Tensor& input, const at::Tensor& target,
+    double gamma, double alpha, const std::optional<at::Tensor>& weight,
+    c10::string_view reduction) {
+  check_on_cuda(kind, input, target, weight);
+  const c10::cuda::CUDAGuard device_guard(input.device());
+  FocalLossForward f = focal_loss_prepare_forward(kind, input, target, gamma,
+                                                  alpha, weight, reduction);
+  if (f.empty()) return focal_loss_empty_forward(f);
+  at::Tensor workspace = at::empty({focal_loss_cuda_workspace_words()},
+                                   f.input.options().dtype(at::kInt));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, f.input.scalar_type(), "focal_loss_forward_cuda", [&] {
+        const auto launch = kind == FocalKind::kSigmoid
+                                ? &sigmoid_focal_loss_forward_cuda_launch<
+                                      typename CudaType<scalar_t>::type>
+                                : &softmax_focal_loss_forward_cuda_launch<
+                                      typename CudaType<scalar_t>::type>;
+        C10_CUDA_CHECK(launch(cuda_ptr<scalar_t>(f.input),
+                              f.target.const_data_ptr<int64_t>(),
+                              cuda_ptr<scalar_t>(f.weight), f.rows, f.classes,
+                              gamma, alpha, f.reduction,
+                              cuda_mutable_ptr<scalar_t>(f.output),
+                              workspace.mutable_data_ptr<int32_t>(), stream));
+      });
+  // The kernel flags out-of-range targets as it reads them; this 4-byte copy
+  // (the host waits for the kernel) turns the flag into an error that names
+  // the argument instead of a NaN loss or a device-side assert.
+  if (workspace[0].item<int32_t>() != 0) {
+    focal_loss_check_targets(kind, f.target, f.classes);
+    TORCH_CHECK(false, focal_loss_op_name(kind),
+                ": internal error: the CUDA kernel flagged a target that the "
+                "host check accepts");
+  }
+  return f.output;
+}
+
+at::Tensor focal_loss_backward_cuda_kernel(
+    FocalKind kind, const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& target, double gamma, double alpha,
+    const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  check_on_cuda(kind, input, target, weight);
+  check_same_device(input, grad_output, focal_loss_op_name(kind), "input",
+                    "grad_output");
+  const c10::cuda::CUDAGuard device_guard(input.device());
+  FocalLossBackward b = focal_loss_prepare_backward(
+      kind, grad_output, input, target, gamma, alpha, weight, reduction);
+  // Elementwise: each gradient is written once by one thread, no atomics, so
+  // the backward is deterministic and needs no alert.
+  if (b.empty()) return b.grad_input;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, b.input.scalar_type(), "focal_loss_backward_cuda", [&] {
+        using cuda_t = typename CudaType<scalar_t>::type;
+        const cuda_t* go = cuda_ptr<scalar_t>(b.grad_output);
+        if (kind == FocalKind::kSigmoid) {
+          C10_CUDA_CHECK(sigmoid_focal_loss_backward_cuda_launch<cuda_t>(
+              go, b.go_stride_n, b.go_stride_c, b.scale,
+              cuda_ptr<scalar_t>(b.input), b.target.const_data_ptr<int64_t>(),
+              cuda_ptr<scalar_t>(b.weight), b.rows, b.classes, gamma, alpha,
+              cuda_mutable_ptr<scalar_t>(b.grad_input), stream));
+        } else {
+          C10_CUDA_CHECK(softmax_focal_loss_backward_cuda_launch<cuda_t>(
+              go, b.go_stride_n, b.scale, cuda_ptr<scalar_t>(b.input),
+              b.target.const_data_ptr<int64_t>(), cuda_ptr<scalar_t>(b.weight),
+              b.rows, b.classes, gamma, alpha,
+              cuda_mutable_ptr<scalar_t>(b.grad_input), stream));
+        }
+      });
+  return b.grad_input;
+}
+
+at::Tensor sigmoid_focal_loss_cuda_op(const at::Tensor& input,
+                                      const at::Tensor& target, double gamma,
+                                      double alpha,
+                                      const std::optional<at::Tensor>& weight,
+                                      c10::string_view reduction) {
+  return focal_loss_forward_cuda_kernel(FocalKind::kSigmoid, input, target,
+                                        gamma, alpha, weight, reduction);
+}
+
+at::Tensor softmax_focal_loss_cuda_op(const at::Tensor& input,
+                                      const at::Tensor& target, double gamma,
+                                      double alpha,
+                                      const std::optional<at::Tensor>& weight,
+                                      c10::string_view reduction) {
+  return focal_loss_forward_cuda_kernel(FocalKind::kSoftmax, input, target,
+                                        gamma, alpha, weight, reduction);
+}
+
+at::Tensor sigmoid_focal_loss_backward_cuda_op(
+    const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& target, double gamma, double alpha,
+    const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  return focal_loss_backward_cuda_kernel(FocalKind::kSigmoid, grad_output,
+                                         input, target, gamma, alpha, weight,
+                                         reduction);
+}
+
+at::Tensor softmax_focal_loss_backward_cuda_op(
+    const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& target, double gamma, double alpha,
+    const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  return focal_loss_backward_cuda_kernel(FocalKind::kSoftmax, grad_output,
+                                         input, target, gamma, alpha, weight,
+                                         reduction);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
+  m.impl("sigmoid_focal_loss", &sigmoid_focal_loss_cuda_op);
+  m.impl("_sigmoid_focal_loss_backward", &sigmoid_focal_loss_backward_cuda_op);
+  m.impl("softmax_focal_loss", &softmax_focal_loss_cuda_op);
+  m.impl("_softmax_focal_loss_backward", &softmax_focal_loss_backward_cuda_op);
+}
+
+}  // namespace visdet_ops

@@ -1,0 +1,551 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+import visdet_ops
+from visdet_ops import SigmoidFocalLoss, SoftmaxFocalLoss, sigmoid_focal_loss, softmax_focal_loss
+from visdet_ops.reference.focal_loss import (
+    py_sigmoid_focal_loss,
+    py_softmax_focal_loss,
+    sigmoid_focal_loss_mmcv_formula,
+    sigmoid_focal_loss_reference,
+    softmax_focal_loss_mmcv_formula,
+    softmax_focal_loss_reference,
+)
+
+from ..conftest import require_cuda, torchvision_or_skip
+
+KINDS = {
+    "sigmoid": (sigmoid_focal_loss, sigmoid_focal_loss_reference),
+    "softmax": (softmax_focal_loss, softmax_focal_loss_reference),
+}
+REDUCTIONS = ("none", "mean", "sum")
+
+# float32: libm-accurate exp/log1p (a few ulps per logit) and float sums of up to a few hundred
+# terms; a wrong formula is off by O(1) relative.
+TOL = {torch.float32: dict(rtol=2e-5, atol=1e-6), torch.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+def random_targets(kind: str, rows: int, classes: int, rng: torch.Generator) -> torch.Tensor:
+    """sigmoid: classes and background (== classes); softmax: classes and ignored rows (-1)."""
+    t = torch.randint(0, classes + 1, (rows,), generator=rng)
+    if kind == "softmax":
+        t = torch.where(t == classes, -1, t)
+    return t
+
+
+def case(kind: str, rng: torch.Generator, rows: int = 37, classes: int = 5, scale: float = 3.0):
+    x = torch.randn(rows, classes, generator=rng, dtype=torch.float64) * scale
+    return x, random_targets(kind, rows, classes, rng)
+
+
+def reference_and_grad(kind, x, target, gamma, alpha, weight, reduction, grad_out):
+    ref = KINDS[kind][1]
+    xr = x.detach().double().cpu().requires_grad_()
+    want = ref(xr, target.cpu(), gamma, alpha, None if weight is None else weight.double().cpu(), reduction)
+    (want_grad,) = torch.autograd.grad(want, xr, grad_out.double().cpu())
+    return want.detach(), want_grad
+
+
+def random_grad_out(kind, reduction, rows, classes, rng, dtype=torch.float64):
+    if reduction != "none":
+        shape = ()
+    elif kind == "sigmoid":
+        shape = (rows, classes)
+    else:
+        shape = (rows,)
+    return torch.randn(shape, generator=rng, dtype=torch.float64).to(dtype)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("with_weight", [False, True], ids=["no_weight", "weight"])
+@pytest.mark.parametrize("gamma, alpha", [(2.0, 0.25), (0.0, 0.5), (0.5, 0.75), (1.5, -0.3)])
+@pytest.mark.parametrize("classes", [1, 5, 17, 80])
+def test_forward_backward_match_reference(device, dtype, rng, kind, reduction, with_weight, gamma, alpha, classes):
+    fn = KINDS[kind][0]
+    x, target = case(kind, rng, rows=41, classes=classes)
+    weight = torch.rand(classes, generator=rng, dtype=torch.float64) + 0.5 if with_weight else None
+    grad_out = random_grad_out(kind, reduction, 41, classes, rng)
+    want, want_grad = reference_and_grad(kind, x, target, gamma, alpha, weight, reduction, grad_out)
+
+    xd = x.to(device, dtype).requires_grad_()
+    wd = None if weight is None else weight.to(device, dtype)
+    got = fn(xd, target.to(device), gamma, alpha, wd, reduction)
+    assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
+    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    (got_grad,) = torch.autograd.grad(got, xd, grad_out.to(device, dtype))
+    assert got_grad.shape == x.shape and got_grad.dtype == dtype
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **TOL[dtype])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("low_dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_half_precision_cuda(rng, kind, reduction, low_dtype):
+    """Computed in float: the error is the rounding of inputs and results to the low dtype,
+    so compare against the float64 reference of the rounded inputs."""
+    require_cuda()
+    fn = KINDS[kind][0]
+    rows, classes = 300, 80
+    x, target = case(kind, rng, rows=rows, classes=classes)
+    x = x.to(low_dtype).double()
+    weight = (torch.rand(classes, generator=rng, dtype=torch.float64) + 0.5).to(low_dtype).double()
+    grad_out = random_grad_out(kind, reduction, rows, classes, rng, dtype=low_dtype).double()
+    want, want_grad = reference_and_grad(kind, x, target, 2.0, 0.25, weight, reduction, grad_out)
+
+    xd = x.to("cuda", low_dtype).requires_grad_()
+    got = fn(xd, target.cuda(), 2.0, 0.25, weight.to("cuda", low_dtype), reduction)
+    assert got.dtype == low_dtype
+    (got_grad,) = torch.autograd.grad(got, xd, grad_out.to("cuda", low_dtype))
+    assert got_grad.dtype == low_dtype
+    # One rounding of the result (2^-11 for f16, 2^-8 for bf16), plus slack; float16's
+    # subnormals (spacing 6e-8) are exact only to that absolute step.
+    rtol = 2e-3 if low_dtype == torch.float16 else 1.6e-2
+    floor = 6e-8 if low_dtype == torch.float16 else 0.0
+    for have, expect in ((got.detach(), want), (got_grad, want_grad)):
+        atol = 1e-2 * rtol * expect.abs().max().item() + floor
+        torch.testing.assert_close(have.cpu().double(), expect, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_matches_mmcv_kernels_where_they_do_not_saturate(device, rng, kind, reduction):
+    """mmcv's kernels, transcribed literally (reference/focal_loss.py), agree with ours for
+    moderate logits in float64, weight semantics included (class rows)."""
+    x = torch.randn(50, 7, generator=rng, dtype=torch.float64) * 4
+    target = torch.randint(0, 7, (50,), generator=rng)
+    if kind == "sigmoid":
+        target[::5] = 7  # background: no class weight read
+    else:
+        target[::5] = -1  # ignored
+    weight = torch.rand(7, generator=rng, dtype=torch.float64) + 0.5
+    mmcv = sigmoid_focal_loss_mmcv_formula if kind == "sigmoid" else softmax_focal_loss_mmcv_formula
+    xr = x.clone().requires_grad_()
+    want = mmcv(xr, target, 2.0, 0.25, weight, reduction)
+    xd = x.to(device).requires_grad_()
+    got = KINDS[kind][0](xd, target.to(device), 2.0, 0.25, weight.to(device), reduction)
+    torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-10, atol=1e-12)
+    (want_grad,) = torch.autograd.grad(want.sum(), xr)
+    (got_grad,) = torch.autograd.grad(got.sum(), xd)
+    torch.testing.assert_close(got_grad.cpu(), want_grad, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_sigmoid_matches_mmdet_py_sigmoid_focal_loss(device, dtype, rng, reduction):
+    x = torch.randn(64, 10, generator=rng, dtype=torch.float64) * 3
+    target = torch.randint(0, 11, (64,), generator=rng)  # 10 = background
+    xr = x.clone().requires_grad_()
+    want = py_sigmoid_focal_loss(xr, target, 2.0, 0.25, reduction)
+    xd = x.to(device, dtype).requires_grad_()
+    got = sigmoid_focal_loss(xd, target.to(device), 2.0, 0.25, None, reduction)
+    torch.testing.assert_close(got.detach().cpu().double(), want.detach(), **TOL[dtype])
+    (want_grad,) = torch.autograd.grad(want.sum(), xr)
+    (got_grad,) = torch.autograd.grad(got.sum(), xd)
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **TOL[dtype])
+
+
+def test_softmax_matches_plain_pytorch(device, dtype, rng):
+    x = torch.randn(64, 10, generator=rng, dtype=torch.float64) * 3
+    target = torch.randint(0, 10, (64,), generator=rng)
+    want = py_softmax_focal_loss(x, target, 2.0, 0.25, "none")
+    got = softmax_focal_loss(x.to(device, dtype), target.to(device), 2.0, 0.25, None, "none")
+    torch.testing.assert_close(got.cpu().double(), want, **TOL[dtype])
+
+
+def test_sigmoid_against_torchvision(device, dtype, rng):
+    """torchvision's sigmoid_focal_loss takes one-hot float targets; 'none' and 'sum' coincide
+    with mmcv's ('mean' there averages over N * C)."""
+    tv = torchvision_or_skip()
+    x = torch.randn(40, 6, generator=rng, dtype=torch.float64).to(device, dtype) * 3
+    target = torch.randint(0, 7, (40,), generator=rng).to(device)
+    one_hot = torch.nn.functional.one_hot(target, 7)[:, :6].to(dtype)
+    for reduction in ("none", "sum"):
+        want = tv.sigmoid_focal_loss(x, one_hot, alpha=0.25, gamma=2.0, reduction=reduction)
+        got = sigmoid_focal_loss(x, target, 2.0, 0.25, None, reduction)
+        torch.testing.assert_close(got, want, rtol=1e-5 if dtype == torch.float32 else 1e-10, atol=1e-6)
+
+
+def test_sigmoid_large_logits_stay_exact(device):
+    """Confidently wrong and confidently right logits up to |x| = 80 in float32. mmcv's float
+    formula saturates there (1 - p == 0, log clamped at FLT_MIN); ours matches float64."""
+    x = torch.tensor([[-80.0, 80.0, 30.0, -30.0, 17.5, -17.5, 0.0]], dtype=torch.float64).repeat(2, 1)
+    target = torch.tensor([0, 7])  # row 0: class 0 positive; row 1: background
+    want, want_grad = reference_and_grad("sigmoid", x, target, 2.0, 0.25, None, "none", torch.ones(2, 7))
+    xd = x.to(device, torch.float32).requires_grad_()
+    got = sigmoid_focal_loss(xd, target.to(device), 2.0, 0.25, None, "none")
+    got.sum().backward()
+    assert torch.isfinite(got).all() and torch.isfinite(xd.grad).all()
+    torch.testing.assert_close(got.detach().cpu().double(), want, rtol=1e-5, atol=1e-30)
+    torch.testing.assert_close(xd.grad.cpu().double(), want_grad, rtol=1e-5, atol=1e-30)
+    # The claim about mmcv: at x = 30 for a negative class its float32 loss is
+    # (1 - alpha) * 87.3, the true value (1 - alpha) * 30.
+    mmcv32 = sigmoid_focal_loss_mmcv_formula(x.float(), target, 2.0, 0.25, None, "none")
+    assert abs(mmcv32[1, 2].item() - 0.75 * 87.3365) < 1e-2
+    assert abs(got[1, 2].item() - 0.75 * 30.0) < 1e-4
+
+
+def _softmax_focal_mp(row: list[float], t: int, gamma: float, alpha: float):
+    """One row's softmax focal loss and its gradient at 60 significant digits (mpmath; the
+    gradient by mpmath's numerical differentiation, independent of our closed form)."""
+    mpmath = pytest.importorskip("mpmath")
+    mp = mpmath.mp
+    mp.dps = 60
+
+    def loss(*xs):
+        top = max(xs)
+        exps = [mpmath.exp(v - top) for v in xs]
+        total = mpmath.fsum(exps)
+        u = mpmath.fsum(e for j, e in enumerate(exps) if j != t) / total
+        return -alpha * (u**gamma if u > 0 else mpmath.mpf(gamma == 0)) * mpmath.log(exps[t] / total)
+
+    xs = [mpmath.mpf(v) for v in row]
+    grad = []
+    for c in range(len(xs)):
+        grad.append(float(mpmath.diff(lambda v, c=c: loss(*(xs[:c] + [v] + xs[c + 1 :])), xs[c])))
+    return float(loss(*xs)), grad
+
+
+def test_softmax_confident_rows_stay_exact(device):
+    """In float32: p_t within 1e-11 of 1 (1 - p_t computed as such would be 0), p_t ~ e^-70
+    (log p_t far below mmcv's log(FLT_MIN) clamp), and an ordinary row; against mpmath at 60
+    digits (float64 autograd through log_softmax itself loses ~1e-4 on the first row)."""
+    x = torch.zeros(3, 12, dtype=torch.float64)
+    x[0, 3] = 25.0  # target 3: p_t = 1 - 1.5e-10
+    x[1, 5] = 70.0  # target 0: p_t ~ e^-70
+    x[2] = torch.linspace(-5, 5, 12, dtype=torch.float64)
+    target = [3, 0, 11]
+    for gamma in (2.0, 0.5, 0.0):
+        xd = x.to(device, torch.float32).requires_grad_()
+        got = softmax_focal_loss(xd, torch.tensor(target, device=device), gamma, 0.25, None, "none")
+        got.sum().backward()
+        assert torch.isfinite(got).all() and torch.isfinite(xd.grad).all()
+        for n in range(3):
+            row = x[n].float().double().tolist()
+            want, want_grad = _softmax_focal_mp(row, target[n], gamma, 0.25)
+            assert got[n].item() == pytest.approx(want, rel=1e-5, abs=1e-37)
+            torch.testing.assert_close(
+                xd.grad[n].cpu().double(), torch.tensor(want_grad, dtype=torch.float64), rtol=1e-4, atol=1e-37
+            )
+    # p_t == 1 - 1.5e-42 (1 - p_t is a float32 subnormal): finite, no NaN from 0 * inf.
+    x = torch.zeros(1, 80, device=device)
+    x[0, 0] = 100.0
+    for gamma in (2.0, 0.5, 0.0):
+        xd = x.clone().requires_grad_()
+        softmax_focal_loss(xd, torch.tensor([0], device=device), gamma, 0.25, None, "sum").backward()
+        assert torch.isfinite(xd.grad).all()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("gamma", [2.0, 0.5])
+def test_gradcheck(device, rng, kind, reduction, gamma):
+    x, target = case(kind, rng, rows=6, classes=4, scale=2.0)
+    weight = (torch.rand(4, generator=rng, dtype=torch.float64) + 0.5).to(device)
+    x = x.to(device).requires_grad_()
+    target = target.to(device)
+    fn = KINDS[kind][0]
+    assert torch.autograd.gradcheck(lambda inp: fn(inp, target, gamma, 0.25, weight, reduction), (x,))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("with_weight", [False, True], ids=["no_weight", "weight"])
+def test_opcheck(device, rng, kind, reduction, with_weight):
+    x, target = case(kind, rng, rows=6, classes=4)
+    weight = (torch.rand(4, generator=rng, dtype=torch.float64) + 0.5).to(device) if with_weight else None
+    op = getattr(torch.ops.visdet_ops, f"{kind}_focal_loss").default
+    args = (x.to(device).requires_grad_(), target.to(device), 2.0, 0.25, weight, reduction)
+    torch.library.opcheck(op, args)
+    backward = getattr(torch.ops.visdet_ops, f"_{kind}_focal_loss_backward").default
+    grad_out = random_grad_out(kind, reduction, 6, 4, rng).to(device)
+    # Inputs without requires_grad: the backward op refuses a second derivative (tested below).
+    torch.library.opcheck(backward, (grad_out, x.detach().to(device), target.to(device), 2.0, 0.25, weight, reduction))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_rows(device, dtype, kind):
+    fn = KINDS[kind][0]
+    x = torch.empty(0, 5, device=device, dtype=dtype, requires_grad=True)
+    target = torch.empty(0, dtype=torch.long, device=device)
+    none = fn(x, target, 2.0, 0.25, None, "none")
+    assert none.shape == ((0, 5) if kind == "sigmoid" else (0,)) and none.dtype == dtype
+    total = fn(x, target, 2.0, 0.25, None, "sum")
+    assert total.shape == () and total.item() == 0.0
+    # mean of nothing: 0 / 0 = NaN, like mmcv (loss.sum() / input.size(0)) and torch.mean.
+    mean = fn(x, target, 2.0, 0.25, None, "mean")
+    assert mean.shape == () and mean.dtype == dtype and torch.isnan(mean)
+    (grad,) = torch.autograd.grad(total, x)
+    assert grad.shape == (0, 5) and grad.dtype == dtype
+
+
+def test_empty_classes(device, dtype):
+    """C == 0: the sigmoid's only valid target is 0 (background); the softmax's only valid
+    targets are ignored rows."""
+    x = torch.empty(3, 0, device=device, dtype=dtype, requires_grad=True)
+    assert sigmoid_focal_loss(x, torch.zeros(3, dtype=torch.long, device=device), reduction="none").shape == (3, 0)
+    assert sigmoid_focal_loss(x, torch.zeros(3, dtype=torch.long, device=device)).item() == 0.0
+    ignored = torch.full((3,), -1, dtype=torch.long, device=device)
+    none = softmax_focal_loss(x, ignored, reduction="none")
+    assert none.shape == (3,) and torch.equal(none.cpu(), torch.zeros(3, dtype=dtype))
+    assert softmax_focal_loss(x, ignored, reduction="mean").item() == 0.0
+    with pytest.raises(RuntimeError, match=r"sigmoid_focal_loss: target values must lie in \[0, num_classes\]"):
+        sigmoid_focal_loss(x, torch.ones(3, dtype=torch.long, device=device))
+    with pytest.raises(RuntimeError, match="softmax_focal_loss: target values must be < num_classes = 0"):
+        softmax_focal_loss(x, torch.zeros(3, dtype=torch.long, device=device))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_non_contiguous(device, dtype, rng, kind):
+    """Transposed input, strided target and weight, and non-contiguous / expanded grad_output
+    (the expanded one is read in place, the result must not change)."""
+    fn = KINDS[kind][0]
+    x, target = case(kind, rng, rows=23, classes=9)
+    weight = torch.rand(9, generator=rng, dtype=torch.float64) + 0.5
+    x_nc = x.t().contiguous().to(device, dtype).t().requires_grad_()
+    t_nc = torch.stack([target, target], 1).to(device)[:, 0]
+    w_nc = torch.stack([weight, weight], 1).to(device, dtype)[:, 1]
+    assert not x_nc.is_contiguous() and not t_nc.is_contiguous() and not w_nc.is_contiguous()
+    grad_out = random_grad_out(kind, "none", 23, 9, rng)
+    want, want_grad = reference_and_grad(kind, x, target, 2.0, 0.25, weight, "none", grad_out)
+    got = fn(x_nc, t_nc, 2.0, 0.25, w_nc, "none")
+    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    go = grad_out.to(device, dtype)
+    go_nc = go.t().contiguous().t() if go.dim() == 2 else torch.stack([go, go], 1)[:, 0]
+    assert not go_nc.is_contiguous()
+    (got_grad,) = torch.autograd.grad(got, x_nc, go_nc)
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **TOL[dtype])
+    # loss.sum(): autograd hands the backward an expanded (stride 0) grad_output.
+    _, want_sum_grad = reference_and_grad(kind, x, target, 2.0, 0.25, weight, "sum", torch.tensor(1.0))
+    (sum_grad,) = torch.autograd.grad(fn(x_nc, t_nc, 2.0, 0.25, w_nc, "none").sum(), x_nc)
+    torch.testing.assert_close(sum_grad.cpu().double(), want_sum_grad, **TOL[dtype])
+
+
+def _bad_input_cases():
+    x = torch.zeros(4, 3)
+    t = torch.tensor([0, 1, 2, 0])
+    cases = []
+    for kind in KINDS:
+        cases += [
+            (kind, dict(input=torch.zeros(4, 3, 1)), f"{kind}_focal_loss: input must have 2 dimensions"),
+            (kind, dict(target=t[:, None]), f"{kind}_focal_loss: target must have 1 dimensions"),
+            (kind, dict(target=t.int()), "target must be an int64 tensor of class indices, got Int"),
+            (kind, dict(target=t.float()), "target must be an int64 tensor of class indices, got Float"),
+            (kind, dict(target=t[:3]), r"target must have shape \[N\] with N = input.size\(0\) = 4, got \[3\]"),
+            (kind, dict(weight=torch.ones(4)), r"weight must have shape \[C\] = \[3\] \(one weight per class\)"),
+            (kind, dict(weight=torch.ones(3, 1)), r"weight must have shape \[C\] = \[3\]"),
+            (kind, dict(weight=torch.ones(3, dtype=torch.float64)), "input and weight must have the same dtype"),
+            (kind, dict(input=x.long()), "input must be a floating point tensor"),
+            (kind, dict(input=x.half()), "on the CPU input must be float32 or float64"),
+            (kind, dict(gamma=-1.0), "gamma must be a non-negative finite number, got -1"),
+            (kind, dict(gamma=float("nan")), "gamma must be a non-negative finite number"),
+            (kind, dict(alpha=float("inf")), "alpha must be a finite number"),
+        ]
+    cases += [
+        (
+            "sigmoid",
+            dict(target=torch.tensor([0, 1, 4, 0])),
+            r"target values must lie in \[0, num_classes\] = \[0, 3\]",
+        ),
+        ("sigmoid", dict(target=torch.tensor([0, -1, 2, 0])), r"got values in \[-1, 2\]"),
+        ("softmax", dict(target=torch.tensor([0, 1, 3, -1])), "target values must be < num_classes = 3"),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("kind, kwargs, match", _bad_input_cases())
+def test_bad_inputs(kind, kwargs, match):
+    args = dict(input=torch.zeros(4, 3), target=torch.tensor([0, 1, 2, 0]), gamma=2.0, alpha=0.25, weight=None)
+    args.update(kwargs)
+    with pytest.raises(RuntimeError, match=match):
+        KINDS[kind][0](**args)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_reduction(kind):
+    fn = KINDS[kind][0]
+    with pytest.raises(ValueError, match=f"{kind}_focal_loss: reduction must be 'none', 'mean' or 'sum', got 'avg'"):
+        fn(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), reduction="avg")
+    op = getattr(torch.ops.visdet_ops, f"{kind}_focal_loss")
+    with pytest.raises(RuntimeError, match=f"{kind}_focal_loss: reduction must be 'none', 'mean' or 'sum'"):
+        op(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), 2.0, 0.25, None, "avg")
+    module = SigmoidFocalLoss if kind == "sigmoid" else SoftmaxFocalLoss
+    with pytest.raises(ValueError, match="reduction"):
+        module(2.0, 0.25, reduction="elementwise_mean")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_backward_inputs(kind):
+    backward = getattr(torch.ops.visdet_ops, f"_{kind}_focal_loss_backward")
+    x, t = torch.zeros(4, 3), torch.tensor([0, 1, 2, 0])
+    with pytest.raises(RuntimeError, match="grad_output of a reduced loss must be a scalar tensor"):
+        backward(torch.ones(4), x, t, 2.0, 0.25, None, "mean")
+    with pytest.raises(RuntimeError, match="grad_output must have"):
+        backward(torch.ones(5, 3), x, t, 2.0, 0.25, None, "none")
+    with pytest.raises(RuntimeError, match="input and grad_output must have the same dtype"):
+        backward(torch.ones((), dtype=torch.float64), x, t, 2.0, 0.25, None, "sum")
+
+
+def test_bad_inputs_cuda():
+    """On CUDA an out-of-range target is flagged by the kernel and raised on the host."""
+    require_cuda()
+    x = torch.zeros(4, 3, device="cuda")
+    for reduction in REDUCTIONS:
+        with pytest.raises(
+            RuntimeError, match=r"sigmoid_focal_loss: target values must lie in .* got values in \[0, 9\]"
+        ):
+            sigmoid_focal_loss(x, torch.tensor([0, 9, 1, 2], device="cuda"), reduction=reduction)
+        with pytest.raises(RuntimeError, match=r"got values in \[-2, 2\]"):
+            sigmoid_focal_loss(x, torch.tensor([0, -2, 1, 2], device="cuda"), reduction=reduction)
+        with pytest.raises(RuntimeError, match="softmax_focal_loss: target values must be < num_classes = 3"):
+            softmax_focal_loss(x, torch.tensor([0, 3, -1, 2], device="cuda"), reduction=reduction)
+    with pytest.raises(RuntimeError, match="input and target must be on the same device"):
+        sigmoid_focal_loss(x, torch.tensor([0, 1, 1, 2]))
+    with pytest.raises(RuntimeError, match="input and weight must be on the same device"):
+        softmax_focal_loss(x, torch.tensor([0, 1, 1, 2], device="cuda"), weight=torch.ones(3))
+    with pytest.raises(RuntimeError, match="input and target must be on the same device"):
+        softmax_focal_loss(x.cpu(), torch.tensor([0, 1, 1, 2], device="cuda"))
+    # The device is still usable afterwards (no device-side assert).
+    assert sigmoid_focal_loss(x, torch.tensor([0, 3, 1, 2], device="cuda")).isfinite().item()
+
+
+def test_cuda_backward_op_marks_invalid_rows_nan():
+    """Called directly (not through autograd, whose forward validated the targets), the CUDA
+    backward does not sync to validate: rows with an invalid target get NaN, never a wild read."""
+    require_cuda()
+    x = torch.randn(3, 4, device="cuda")
+    t = torch.tensor([0, 9, -1], device="cuda")
+    g = torch.ops.visdet_ops._sigmoid_focal_loss_backward(
+        torch.ones(3, 4, device="cuda"), x, t, 2.0, 0.25, None, "none"
+    )
+    assert torch.isfinite(g[0]).all() and torch.isnan(g[1:]).all()
+    g = torch.ops.visdet_ops._softmax_focal_loss_backward(torch.ones(3, device="cuda"), x, t, 2.0, 0.25, None, "none")
+    assert torch.isfinite(g[0]).all() and torch.isnan(g[1]).all() and torch.equal(g[2], torch.zeros(4, device="cuda"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_deterministic(device, rng, kind):
+    """The backward is elementwise (one write per gradient, no atomics) and the CUDA reductions
+    are fixed-order trees: allowed under use_deterministic_algorithms, bitwise repeatable."""
+    fn = KINDS[kind][0]
+    x, target = case(kind, rng, rows=3000, classes=80)
+    x, target = x.to(device, torch.float32), target.to(device)
+    torch.use_deterministic_algorithms(True)
+    try:
+        results = []
+        for _ in range(2):
+            xd = x.clone().requires_grad_()
+            loss = fn(xd, target, 2.0, 0.25, None, "mean")
+            loss.backward()
+            results.append((loss.detach(), xd.grad))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+
+
+def test_large_random_float32_matches_reference(device, rng):
+    for kind, (fn, ref) in KINDS.items():
+        x, target = case(kind, rng, rows=3000, classes=80)
+        want = ref(x, target, 2.0, 0.25, None, "none")
+        got = fn(x.float().to(device), target.to(device), 2.0, 0.25, None, "none").cpu().double()
+        torch.testing.assert_close(got, want, rtol=2e-5, atol=1e-6)
+        mean = fn(x.float().to(device), target.to(device), 2.0, 0.25, None, "mean").cpu().double()
+        torch.testing.assert_close(mean, want.sum() / 3000, rtol=1e-5, atol=0)
+
+
+def test_cuda_64bit_indexing():
+    """More logits than a 32-bit grid-stride loop can index (int64 path), float16 to fit:
+    the whole equals the sum of its chunks (each on the 32-bit path)."""
+    require_cuda()
+    free, _ = torch.cuda.mem_get_info()
+    if free < 16 * 2**30:
+        pytest.skip("needs 16 GiB of free GPU memory")
+    classes, rows = 80, 26_000_000  # 2.08e9 logits > kMaxInt32LoopSize (~2.01e9)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(rows, classes, device="cuda", dtype=torch.float16, generator=gen)
+    target = torch.randint(0, classes + 1, (rows,), device="cuda", generator=gen)
+    # 'mean' (a sum of 2e9 losses overflows float16): the whole vs the mean of 4 equal chunks.
+    whole = sigmoid_focal_loss(x, target, 2.0, 0.25, None, "mean").float().item()
+    chunk = rows // 4
+    parts = [
+        sigmoid_focal_loss(x[i : i + chunk], target[i : i + chunk], 2.0, 0.25, None, "mean").float().item()
+        for i in range(0, rows, chunk)
+    ]
+    assert abs(whole - sum(parts) / 4) <= 2e-3 * abs(whole)
+    x.requires_grad_()
+    grad = torch.autograd.grad(sigmoid_focal_loss(x, target, 2.0, 0.25, None, "sum"), x)[0]
+    tail = slice(rows - 1000, rows)
+    xt = x.detach()[tail].clone().requires_grad_()
+    want = torch.autograd.grad(sigmoid_focal_loss(xt, target[tail], 2.0, 0.25, None, "sum"), xt)[0]
+    assert torch.equal(grad[tail], want)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_module_matches_functional(device, rng, kind):
+    module_cls = SigmoidFocalLoss if kind == "sigmoid" else SoftmaxFocalLoss
+    fn = KINDS[kind][0]
+    x, target = case(kind, rng, rows=10, classes=6)
+    x, target = x.to(device), target.to(device)
+    m = module_cls(2.0, 0.25, reduction="sum")
+    assert repr(m) == f"{module_cls.__name__}(gamma=2.0, alpha=0.25, reduction=sum)"
+    assert list(m.state_dict()) == []
+    torch.testing.assert_close(m(x, target), fn(x, target, 2.0, 0.25, None, "sum"))
+    weight = torch.rand(6, generator=rng, dtype=torch.float64).to(device) + 0.5
+    mw = module_cls(1.5, 0.5, weight, "none")
+    assert list(mw.state_dict()) == ["weight"]
+    torch.testing.assert_close(mw(x, target), fn(x, target, 1.5, 0.5, weight, "none"))
+    other = weight.flip(0)
+    torch.testing.assert_close(mw(x, target, other), fn(x, target, 1.5, 0.5, other, "none"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_weight_with_grad_is_refused(kind):
+    fn = KINDS[kind][0]
+    weight = torch.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="weight does not support gradients"):
+        fn(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), weight=weight)
+    with torch.no_grad():
+        fn(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), weight=weight)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_double_backward_is_refused(kind):
+    fn = KINDS[kind][0]
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(fn(x, torch.tensor([0, 1, 2, 0])), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward .* is not supported"):
+        grad.sum().backward()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_torch_compile_fullgraph(rng, kind):
+    fn = KINDS[kind][0]
+    x, target = case(kind, rng, rows=20, classes=8)
+    head = torch.nn.Linear(8, 8, dtype=torch.float64)
+
+    def f(inp, t):
+        return fn(head(inp), t, 2.0, 0.25, None, "mean") + fn(inp, t, 1.0, 0.5, None, "none").sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    xg = x.clone().requires_grad_()
+    out = compiled(xg, target)
+    out.backward()
+    xr = x.clone().requires_grad_()
+    want = f(xr, target)
+    want.backward()
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(xg.grad, xr.grad)
+
+
+def test_exported_names():
+    for name in ("sigmoid_focal_loss", "softmax_focal_loss", "SigmoidFocalLoss", "SoftmaxFocalLoss"):
+        assert name in visdet_ops.__all__ and hasattr(visdet_ops, name)
+
+
+@pytest.mark.parametrize("name", ["sigmoid_focal_loss", "softmax_focal_loss"])
+def test_smoke_tests_pass(device, name):
+    from visdet_ops.ops import SMOKE_TESTS
+
+    SMOKE_TESTS[name](device)
