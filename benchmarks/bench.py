@@ -251,6 +251,8 @@ def bench_deform_roi_pool(gen, tv, results: list, copy_gbs: float) -> None:
             "reference point, not a peer: visdet_ops.roi_align fwd+bwd on the same input and RoIs, "
             f"no offsets: {row['reference_point']['median_ms']:.3f} ms"
         )
+
+
 def peak_memory_bytes(fn) -> int:
     """Peak allocated bytes during fn() above what was allocated before it."""
     torch.cuda.synchronize()
