@@ -32,5 +32,6 @@ else:
 
     from .ops.nms import nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
+    from .ops.roi_pool import RoIPool, roi_pool  # noqa: E402
 
-    __all__ = ["BUILD_INFO", "RoIAlign", "nms", "roi_align"]
+    __all__ = ["BUILD_INFO", "RoIAlign", "RoIPool", "nms", "roi_align", "roi_pool"]
