@@ -320,3 +320,26 @@ def test_cuda_backward_respects_deterministic_mode():
             out.sum().backward()
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_graph_capture(rng, pool_mode):
+    """No host sync in the forward, so it can be captured in a CUDA graph and replayed."""
+    require_cuda()
+    x, rois = case(rng)
+    x, rois = x.float().cuda(), rois.float().cuda()
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            visdet_ops.roi_align(static_x, rois, 7, 0.5, 0, pool_mode, True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = visdet_ops.roi_align(static_x, rois, 7, 0.5, 0, pool_mode, True)
+    static_x.copy_(2 * x)
+    graph.replay()
+    torch.cuda.synchronize()
+    want = visdet_ops.roi_align(2 * x, rois, 7, 0.5, 0, pool_mode, True)
+    torch.testing.assert_close(static_out, want, rtol=0, atol=0)

@@ -364,3 +364,24 @@ def test_cuda_backward_respects_deterministic_mode():
             out.sum().backward()
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+def test_cuda_graph_capture(rng):
+    """No host sync in the forward, so it can be captured in a CUDA graph and replayed."""
+    require_cuda()
+    x, rois = case(rng)
+    x, rois = x.float().cuda(), rois.float().cuda()
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            visdet_ops.roi_pool(static_x, rois, 7, 0.5)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = visdet_ops.roi_pool(static_x, rois, 7, 0.5)
+    static_x.copy_(-x)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(static_out, visdet_ops.roi_pool(-x, rois, 7, 0.5), rtol=0, atol=0)
