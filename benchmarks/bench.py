@@ -324,6 +324,49 @@ def bench_focal_loss(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
+@bench
+def bench_roi_pool(gen, tv, results: list, copy_gbs: float) -> None:
+    # The roi_align setup: FPN levels of a 2-image batch at 800x1333, strides 4..32, 256 channels.
+    levels = [(4, 200, 336), (8, 100, 168), (16, 50, 84), (32, 25, 42)]
+    for stride, h, w in levels:
+        feats = torch.randn(2, 256, h, w, generator=gen).cuda()
+        k = 1000
+        img_h, img_w = h * stride, w * stride
+        xy = torch.rand(k, 2, generator=gen) * torch.tensor([img_w * 0.8, img_h * 0.8])
+        wh = torch.rand(k, 2, generator=gen) * (stride * 28) + stride
+        rois = torch.cat([torch.randint(0, 2, (k, 1), generator=gen).float(), xy, xy + wh], 1).cuda()
+        scale = 1.0 / stride
+        grad = torch.randn(k, 256, 7, 7, generator=gen).cuda()
+        x = feats.clone().requires_grad_()
+
+        def ours():
+            out = visdet_ops.roi_pool(x, rois, 7, scale)
+            out.backward(grad)
+
+        row = {"op": "roi_pool fwd+bwd", "case": f"stride {stride} ({h}x{w}), 1000 rois x 256 ch, 7x7"}
+        row["ours"] = cuda_time_ms(ours)
+        x.grad = None
+        fwd = cuda_time_ms(lambda: visdet_ops.roi_pool(feats, rois, 7, scale))
+        row["ours_forward_ms"] = fwd["median_ms"]
+        # Compulsory traffic of the forward: read the feature map once, write output and argmax.
+        moved = feats.numel() * 4 + k * 256 * 49 * (4 + 4)
+        row["forward_gbs"] = moved / (fwd["median_ms"] * 1e-3) / 1e9
+        row["forward_fraction_of_copy"] = row["forward_gbs"] / copy_gbs
+        if tv is not None:
+            # Not compared: torchvision rounds the scaled RoI corners to integers, mmcv (and
+            # visdet-ops) does not, so bins differ by a pixel here and there. The work per bin
+            # is the same (tests/ops/test_roi_pool.py compares the two where the rules agree).
+            xt = feats.clone().requires_grad_()
+
+            def peer():
+                out = tv.roi_pool(xt, rois, 7, scale)
+                out.backward(grad)
+
+            row["peer"] = cuda_time_ms(peer)
+            row["peer_name"] = "torchvision.ops.roi_pool"
+        results.append(row)
+
+
 def markdown(results: list, env: dict) -> str:
     lines = [
         f"GPU: {env['gpu']} (driver CUDA {env['cuda_runtime']}); torch {env['torch']}; visdet-ops {env['visdet_ops']}; "

@@ -1,6 +1,6 @@
-"""Fixed per-call cost of roi_align against torchvision: a tiny input (1000 RoIs, 1 channel,
-1x1 output) where kernel time is negligible, so what remains is launch, validation and autograd
-overhead. CUDA events, 20 warm-up calls, median of 200.
+"""Fixed per-call cost of roi_align (and roi_pool) against torchvision: a tiny input (1000 RoIs,
+1 channel, 1x1 output) where kernel time is negligible, so what remains is launch, validation and
+autograd overhead. CUDA events, 20 warm-up calls, median of 200.
 
   python benchmarks/roi_align_overhead.py
 """
@@ -9,6 +9,7 @@ import statistics
 
 import torch
 from torchvision.ops import roi_align as tv_roi_align
+from torchvision.ops import roi_pool as tv_roi_pool
 
 import visdet_ops
 
@@ -38,6 +39,12 @@ def main() -> None:
     ours = median_us(lambda: visdet_ops.roi_align(xg, rois, 1, 1.0, 1).sum().backward())
     peer = median_us(lambda: tv_roi_align(xg, rois, 1, 1.0, 1, True).sum().backward())
     print(f"tiny forward+backward: visdet-ops {ours:.1f} us, torchvision {peer:.1f} us")
+    ours = median_us(lambda: visdet_ops.roi_pool(x, rois, 1, 1.0))
+    peer = median_us(lambda: tv_roi_pool(x, rois, 1, 1.0))
+    print(f"roi_pool tiny forward: visdet-ops {ours:.1f} us, torchvision {peer:.1f} us")
+    ours = median_us(lambda: visdet_ops.roi_pool(xg, rois, 1, 1.0).sum().backward())
+    peer = median_us(lambda: tv_roi_pool(xg, rois, 1, 1.0).sum().backward())
+    print(f"roi_pool tiny forward+backward: visdet-ops {ours:.1f} us, torchvision {peer:.1f} us")
 
 
 if __name__ == "__main__":

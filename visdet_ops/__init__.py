@@ -45,6 +45,7 @@ else:
     )
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
+    from .ops.roi_pool import RoIPool, roi_pool  # noqa: E402
 
     __all__ = [
         "BUILD_INFO",
@@ -52,6 +53,7 @@ else:
         "DeformRoIPoolPack",
         "ModulatedDeformRoIPoolPack",
         "RoIAlign",
+        "RoIPool",
         "SigmoidFocalLoss",
         "SoftmaxFocalLoss",
         "batched_nms",
@@ -60,6 +62,7 @@ else:
         "nms",
         "nms_match",
         "roi_align",
+        "roi_pool",
         "sigmoid_focal_loss",
         "soft_nms",
         "softmax_focal_loss",

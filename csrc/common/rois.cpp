@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "common/rois_kernel.h"
 #include "common/rois_launch.h"
 
@@ -20,6 +23,10 @@ void check_rois_values(const at::Tensor& rois, int64_t batch_size,
   {
     TORCH_CHECK(rois_c.device().is_cpu(), op, ": rois on ", rois_c.device(),
                 " are not supported by this build");
+    TORCH_CHECK(rois_c.scalar_type() == at::kFloat ||
+                    rois_c.scalar_type() == at::kDouble,
+                op, ": rois on the CPU must be float32 or float64, got ",
+                rois_c.scalar_type());
     AT_DISPATCH_FLOATING_TYPES(rois_c.scalar_type(), "rois_flags_cpu", [&] {
       flags = rois_flags_cpu<scalar_t>(rois_c.data_ptr<scalar_t>(),
                                        rois_c.size(0), batch_size);
@@ -33,6 +40,18 @@ void check_rois_values(const at::Tensor& rois, int64_t batch_size,
               batch_size - 1, "] for input of batch size ", batch_size,
               ", got values in [", std::get<0>(minmax).item<double>(), ", ",
               std::get<1>(minmax).item<double>(), "]");
+}
+
+bool sync_roi_checks_enabled() {
+  const char* value = std::getenv("VISDET_OPS_SYNC_ROI_CHECKS");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+void check_rois_values_nosync(const at::Tensor& rois, int64_t batch_size,
+                              const char* op) {
+  if (rois.device().is_cpu() || sync_roi_checks_enabled()) {
+    check_rois_values(rois, batch_size, op);
+  }
 }
 
 }  // namespace visdet_ops

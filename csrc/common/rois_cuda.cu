@@ -34,11 +34,14 @@ cudaError_t rois_flags_cuda_launch(const T* rois, int64_t k,
   return cudaGetLastError();
 }
 
-template cudaError_t rois_flags_cuda_launch<float>(const float*, int64_t,
-                                                   int64_t, int*,
-                                                   cudaStream_t);
-template cudaError_t rois_flags_cuda_launch<double>(const double*, int64_t,
-                                                    int64_t, int*,
-                                                    cudaStream_t);
+#define VISDET_INSTANTIATE(T)                                          \
+  template cudaError_t rois_flags_cuda_launch<T>(const T*, int64_t,    \
+                                                 int64_t, int*,        \
+                                                 cudaStream_t);
+VISDET_INSTANTIATE(float)
+VISDET_INSTANTIATE(double)
+VISDET_INSTANTIATE(__half)
+VISDET_INSTANTIATE(__nv_bfloat16)
+#undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

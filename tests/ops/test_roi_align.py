@@ -155,10 +155,115 @@ def test_bad_inputs(kwargs, match):
 def test_bad_inputs_cuda():
     require_cuda()
     x = torch.zeros(2, 3, 4, 4, device="cuda")
-    with pytest.raises(RuntimeError, match=r"batch index\) must lie in \[0, 1\]"):
-        visdet_ops.roi_align(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)
     with pytest.raises(RuntimeError, match="input and rois must be on the same device"):
         visdet_ops.roi_align(x, torch.zeros(1, 5), 2)
+
+
+def test_cuda_sync_roi_checks_raise(monkeypatch):
+    """VISDET_OPS_SYNC_ROI_CHECKS=1: the synchronising check with its clear error."""
+    require_cuda()
+    monkeypatch.setenv("VISDET_OPS_SYNC_ROI_CHECKS", "1")
+    x = torch.zeros(2, 3, 4, 4, device="cuda")
+    with pytest.raises(RuntimeError, match=r"roi_align: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
+        visdet_ops.roi_align(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)
+    with pytest.raises(RuntimeError, match="roi_align: rois must be finite"):
+        visdet_ops.roi_align(x.bfloat16(), torch.tensor([[0, 0, 0, float("inf"), 1]], device="cuda").bfloat16(), 2)
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_invalid_rois_give_nan_without_a_sync(rng, pool_mode):
+    """On CUDA the host does not wait for a RoI check: an invalid RoI gives NaN and no
+    gradient, the valid ones their normal answer; no synchronising call is made."""
+    require_cuda()
+    x, rois = case(rng, k=4)
+    bad = torch.tensor(
+        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("-inf"), 6]],
+        dtype=torch.float64,
+    )
+    xc = x.cuda().requires_grad_()
+    all_rois = torch.cat([rois, bad]).cuda()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = visdet_ops.roi_align(xc, all_rois, 3, 0.5, 2, pool_mode, True)
+        grad_out = torch.ones_like(out)
+        out.backward(grad_out)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isnan(out[4:]).all()
+    want = roi_align_reference(x.requires_grad_(), rois, (3, 3), 0.5, 2, pool_mode, True)
+    torch.testing.assert_close(out[:4].detach().cpu(), want.detach(), **TOL[torch.float64])
+    (want_grad,) = torch.autograd.grad(want, x, torch.ones_like(want))
+    torch.testing.assert_close(xc.grad.cpu(), want_grad, **TOL[torch.float64])
+
+
+# 16-bit inputs (CUDA only) against the float64 reference on the same (rounded) values:
+# the kernels compute in float32, so what is left is the final rounding to 11 (float16)
+# or 8 (bfloat16) significant bits of values of order 1-10.
+HALF_TOL = {torch.float16: dict(rtol=2e-3, atol=2e-3), torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2)}
+
+
+@pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_half_cuda_matches_reference(rng, dtype16, pool_mode, aligned):
+    require_cuda()
+    x, rois = case(rng)
+    x, rois = x.to(dtype16).double(), rois.to(dtype16).double()
+    want = roi_align_reference(x.requires_grad_(), rois, (7, 7), 0.5, 0, pool_mode, aligned)
+    grad_out = torch.randn(want.shape, generator=rng, dtype=torch.float64).to(dtype16).double()
+    (want_grad,) = torch.autograd.grad(want, x, grad_out)
+
+    xd = x.detach().to("cuda", dtype16).requires_grad_()
+    out, argmax_y, _ = torch.ops.visdet_ops.roi_align(xd, rois.to("cuda", dtype16), 7, 7, 0.5, 0, pool_mode, aligned)
+    assert out.dtype == dtype16 and argmax_y.dtype == torch.float32
+    torch.testing.assert_close(out.detach().cpu().double(), want.detach(), **HALF_TOL[dtype16])
+    (got_grad,) = torch.autograd.grad(out, xd, grad_out.to("cuda", dtype16))
+    assert got_grad.dtype == dtype16
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **HALF_TOL[dtype16])
+
+
+def test_half_on_cpu_is_rejected():
+    x = torch.zeros(1, 1, 4, 4, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="roi_align: input on the CPU must be float32 or float64"):
+        visdet_ops.roi_align(x, torch.zeros(1, 5, dtype=torch.bfloat16), 2)
+
+
+def test_backward_op_skips_invalid_rois(device):
+    """The backward op is callable directly and trusts the forward's RoI check: a RoI with a
+    batch index outside [0, N) or a non-finite value adds nothing (and touches nothing out
+    of bounds)."""
+    grad = torch.ones(3, 1, 2, 2, device=device, dtype=torch.float64)
+    rois = torch.tensor(
+        [[0, 0, 0, 3, 3], [4, 0, 0, 3, 3], [0, 0, float("nan"), 3, 3]], device=device, dtype=torch.float64
+    )
+    empty = torch.empty(0, device=device, dtype=torch.float64)
+    got = torch.ops.visdet_ops._roi_align_backward(grad, rois, empty, empty, 1, 1, 4, 4, 1.0, 2, "avg", True)
+    x = torch.zeros(1, 1, 4, 4, dtype=torch.float64, requires_grad=True)
+    want = roi_align_reference(x, rois[:1].cpu(), (2, 2), 1.0, 2, "avg", True)
+    (want_grad,) = torch.autograd.grad(want, x, torch.ones_like(want))
+    torch.testing.assert_close(got.cpu(), want_grad)
+
+
+def test_double_backward_is_refused(rng):
+    x, rois = case(rng)
+    x.requires_grad_()
+    out = visdet_ops.roi_align(x, rois, 3, 0.5)
+    grad_out = torch.ones_like(out, requires_grad=True)
+    (g,) = torch.autograd.grad(out, x, grad_out, create_graph=True)
+    with pytest.raises(RuntimeError, match="roi_align: double backward is not supported"):
+        g.sum().backward()
+
+
+def test_autograd_is_registered_in_cpp():
+    """No Python autograd formula: the C++ Autograd kernel runs (no per-call Python cost)."""
+    for name in ("roi_align", "_roi_align_backward"):
+        op = getattr(torch.ops.visdet_ops, name).default
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Autograd")
+        assert not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    x = torch.randn(1, 1, 4, 4, requires_grad=True)
+    out = visdet_ops.roi_align(x, torch.tensor([[0, 0, 0, 3, 3.0]]), 2)
+    assert "RoIAlignFunction" in out.grad_fn.name()
 
 
 def test_bad_pool_mode():
@@ -215,3 +320,26 @@ def test_cuda_backward_respects_deterministic_mode():
             out.sum().backward()
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_graph_capture(rng, pool_mode):
+    """No host sync in the forward, so it can be captured in a CUDA graph and replayed."""
+    require_cuda()
+    x, rois = case(rng)
+    x, rois = x.float().cuda(), rois.float().cuda()
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            visdet_ops.roi_align(static_x, rois, 7, 0.5, 0, pool_mode, True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = visdet_ops.roi_align(static_x, rois, 7, 0.5, 0, pool_mode, True)
+    static_x.copy_(2 * x)
+    graph.replay()
+    torch.cuda.synchronize()
+    want = visdet_ops.roi_align(2 * x, rois, 7, 0.5, 0, pool_mode, True)
+    torch.testing.assert_close(static_out, want, rtol=0, atol=0)

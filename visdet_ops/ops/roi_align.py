@@ -1,5 +1,12 @@
 """roi_align / RoIAlign with mmcv.ops semantics (avg and max pool_mode,
-`aligned` half-pixel shift, adaptive sampling_ratio=0)."""
+`aligned` half-pixel shift, adaptive sampling_ratio=0).
+
+float32 and float64 on CPU and CUDA; float16 and bfloat16 on CUDA (computed in
+float32, gradients accumulated in a float32 buffer). On CUDA the RoI values
+are not checked on the host (that would wait for the GPU): a RoI with a
+non-finite coordinate or a batch index outside [0, N) gives NaN output and no
+gradient. VISDET_OPS_SYNC_ROI_CHECKS=1 turns the synchronising check (a clear
+exception) back on; CPU RoIs are always checked."""
 
 from __future__ import annotations
 
@@ -12,6 +19,11 @@ from . import note_device, smoke_test
 _POOL_MODES = ("avg", "max")
 
 
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The kernels' compute dtype: float32 for 16-bit floats (CUDA only)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 @torch.library.register_fake("visdet_ops::roi_align")
 def _roi_align_fake(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned):
     torch._check(input.dim() == 4, lambda: f"roi_align: input must have 4 dimensions, got {list(input.shape)}")
@@ -19,9 +31,10 @@ def _roi_align_fake(input, rois, pooled_height, pooled_width, spatial_scale, sam
         rois.dim() == 2 and rois.size(1) == 5, lambda: f"roi_align: rois must have shape [K, 5], got {list(rois.shape)}"
     )
     out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
-    if pool_mode == "max":
-        return out, torch.empty_like(out), torch.empty_like(out)
-    return out, input.new_empty((0,)), input.new_empty((0,))
+    # Sample positions of max mode are kept in the compute dtype (exact for 16-bit input).
+    argmax_shape = out.shape if pool_mode == "max" else (0,)
+    argmax_dtype = _compute_dtype(input.dtype)
+    return out, input.new_empty(argmax_shape, dtype=argmax_dtype), input.new_empty(argmax_shape, dtype=argmax_dtype)
 
 
 @torch.library.register_fake("visdet_ops::_roi_align_backward")
@@ -42,25 +55,7 @@ def _roi_align_backward_fake(
     return grad_output.new_empty((batch_size, channels, height, width))
 
 
-def _setup_context(ctx, inputs, output):
-    input, rois, _, _, spatial_scale, sampling_ratio, pool_mode, aligned = inputs
-    _, argmax_y, argmax_x = output
-    ctx.mark_non_differentiable(argmax_y, argmax_x)
-    ctx.save_for_backward(rois, argmax_y, argmax_x)
-    ctx.input_shape = input.shape
-    ctx.params = (spatial_scale, sampling_ratio, pool_mode, aligned)
-
-
-def _backward(ctx, grad_output, _grad_argmax_y, _grad_argmax_x):
-    rois, argmax_y, argmax_x = ctx.saved_tensors
-    batch, channels, height, width = ctx.input_shape
-    grad_input = torch.ops.visdet_ops._roi_align_backward(
-        grad_output, rois, argmax_y, argmax_x, batch, channels, height, width, *ctx.params
-    )
-    return grad_input, None, None, None, None, None, None, None
-
-
-torch.library.register_autograd("visdet_ops::roi_align", _backward, setup_context=_setup_context)
+# Autograd is registered in C++ (csrc/ops/roi_align/roi_align_autograd.cpp).
 
 
 def roi_align(

@@ -6,7 +6,7 @@
 #include "bbox_overlaps_kernel.h"
 #include "bbox_overlaps_launch.h"
 #include "common/cuda_helpers.cuh"
-#include "common/cuda_types.cuh"
+#include "common/scalar.h"
 
 namespace visdet_ops {
 namespace {
@@ -16,12 +16,12 @@ constexpr int kMaxGridY = 65535;
 
 template <typename T>
 struct Compute {
-  using type = cuda::acc_t<T>;
+  using type = acc_t<T>;
 };
 
 template <typename T, typename A>
 __device__ __forceinline__ void load_box(const T* p, A* box) {
-  for (int k = 0; k < 4; ++k) box[k] = cuda::to_acc(p[k]);
+  for (int k = 0; k < 4; ++k) box[k] = to_acc(p[k]);
 }
 template <>
 __device__ __forceinline__ void load_box<float, float>(const float* p,
@@ -59,7 +59,7 @@ __global__ void overlaps_kernel(const T* __restrict__ boxes1,
         }
         A a[4];
         load_box(boxes1 + 4 * row, a);
-        out[row * shape.cols + j] = cuda::from_acc<T>(
+        out[row * shape.cols + j] = from_acc<T>(
             bbox_overlaps_detail::overlap(a, b, shape.mode, offset));
       }
     }
@@ -77,7 +77,7 @@ __global__ void aligned_kernel(const T* __restrict__ boxes1,
     A a[4], b[4];
     load_box(boxes1 + 4 * i, a);
     load_box(boxes2 + 4 * i, b);
-    out[i] = cuda::from_acc<T>(bbox_overlaps_detail::overlap(a, b, shape.mode, offset));
+    out[i] = from_acc<T>(bbox_overlaps_detail::overlap(a, b, shape.mode, offset));
   });
 }
 

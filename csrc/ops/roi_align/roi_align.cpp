@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <vector>
+
 #include "common/checks.h"
 #include "common/rois.h"
 #include "roi_align.h"
@@ -52,7 +54,7 @@ RoIAlignShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   TORCH_CHECK(rois.size(0) == 0 || (s.height > 0 && s.width > 0), kOp,
               ": input must have a non-empty spatial size, got shape ",
               input.sizes());
-  check_rois_values(rois, input.size(0), kOp);
+  check_rois_values_nosync(rois, input.size(0), kOp);
   return s;
 }
 
@@ -64,6 +66,7 @@ RoIAlignShape check_backward(
     bool aligned) {
   check_rois(rois);
   check_dim(grad_output, 4, kOp, "grad_output");
+  check_floating(grad_output, kOp, "grad_output");
   check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_common(grad_output.size(2), grad_output.size(3), spatial_scale);
@@ -80,10 +83,20 @@ RoIAlignShape check_backward(
                 kOp, ": argmax_y and argmax_x must have the shape of "
                 "grad_output ", grad_output.sizes(), ", got ",
                 argmax_y.sizes(), " and ", argmax_x.sizes());
-    check_same_dtype(grad_output, argmax_y, kOp, "grad_output", "argmax_y");
-    check_same_dtype(grad_output, argmax_x, kOp, "grad_output", "argmax_x");
+    const at::ScalarType want = roi_compute_dtype(grad_output.scalar_type());
+    TORCH_CHECK(argmax_y.scalar_type() == want && argmax_x.scalar_type() == want,
+                kOp, ": argmax_y and argmax_x must be ", want, " for grad_output of ",
+                grad_output.scalar_type(), ", got ", argmax_y.scalar_type(),
+                " and ", argmax_x.scalar_type());
+    check_same_device(grad_output, argmax_y, kOp, "grad_output", "argmax_y");
+    check_same_device(grad_output, argmax_x, kOp, "grad_output", "argmax_x");
   }
-  check_rois_values(rois, batch_size, kOp);
+  TORCH_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0,
+              kOp, ": the input shape must be non-negative, got [", batch_size,
+              ", ", channels, ", ", height, ", ", width, "]");
+  // No check of the RoI values: the forward made it, and the kernels skip an
+  // invalid RoI, so a direct call with bad rois cannot read or write out of
+  // bounds either.
   return s;
 }
 
@@ -113,8 +126,12 @@ RoIAlignForward roi_align_prepare_forward(const at::Tensor& input,
   f.rois = rois.contiguous();
   f.output = at::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
                        input.options());
-  f.argmax_y = f.is_max() ? at::empty_like(f.output) : at::empty({0}, input.options());
-  f.argmax_x = f.is_max() ? at::empty_like(f.output) : at::empty({0}, input.options());
+  const auto argmax_options =
+      input.options().dtype(roi_compute_dtype(input.scalar_type()));
+  const std::vector<int64_t> argmax_shape =
+      f.is_max() ? f.output.sizes().vec() : std::vector<int64_t>{0};
+  f.argmax_y = at::empty(argmax_shape, argmax_options);
+  f.argmax_x = at::empty(argmax_shape, argmax_options);
   return f;
 }
 
@@ -132,9 +149,14 @@ RoIAlignBackward roi_align_prepare_backward(
   b.rois = rois.contiguous();
   b.argmax_y = argmax_y.contiguous();
   b.argmax_x = argmax_x.contiguous();
-  b.grad_input =
-      at::zeros({batch_size, channels, height, width}, grad_output.options());
+  b.grad_accum = at::zeros(
+      {batch_size, channels, height, width},
+      grad_output.options().dtype(roi_compute_dtype(grad_output.scalar_type())));
   return b;
+}
+
+at::Tensor RoIAlignBackward::grad_input() const {
+  return grad_accum.to(grad_output.scalar_type());
 }
 
 namespace {
@@ -143,6 +165,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
     const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
     c10::string_view pool_mode, bool aligned) {
+  check_cpu_float(input, kOp, "input");
   const RoIAlignForward f =
       roi_align_prepare_forward(input, rois, pooled_height, pooled_width,
                                 spatial_scale, sampling_ratio, pool_mode,
@@ -172,19 +195,26 @@ at::Tensor roi_align_backward_cpu_kernel(
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
     bool aligned) {
+  check_cpu_float(grad_output, kOp, "grad_output");
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
       width, spatial_scale, sampling_ratio, pool_mode, aligned);
-  if (b.shape.output_numel() == 0) return b.grad_input;
+  if (b.shape.output_numel() == 0) return b.grad_accum;
   AT_DISPATCH_FLOATING_TYPES(grad_output.scalar_type(), "roi_align_backward_cpu", [&] {
-    roi_align_backward_cpu<scalar_t>(
-        b.grad_output.data_ptr<scalar_t>(), b.rois.data_ptr<scalar_t>(),
-        b.is_max() ? b.argmax_y.data_ptr<scalar_t>() : nullptr,
-        b.is_max() ? b.argmax_x.data_ptr<scalar_t>() : nullptr, b.shape,
-        static_cast<scalar_t>(spatial_scale),
-        b.grad_input.data_ptr<scalar_t>());
+    const scalar_t* go = b.grad_output.data_ptr<scalar_t>();
+    const scalar_t* r = b.rois.data_ptr<scalar_t>();
+    const scalar_t* ay = b.is_max() ? b.argmax_y.data_ptr<scalar_t>() : nullptr;
+    const scalar_t* ax = b.is_max() ? b.argmax_x.data_ptr<scalar_t>() : nullptr;
+    scalar_t* gi = b.grad_accum.data_ptr<scalar_t>();
+    // Parallel over channels: each channel's gradient is written by its own
+    // output elements only, so this is race-free and sums in a fixed order.
+    at::parallel_for(0, b.shape.channels, 1, [&](int64_t begin, int64_t end) {
+      roi_align_backward_cpu<scalar_t>(go, r, ay, ax, b.shape,
+                                       static_cast<scalar_t>(spatial_scale),
+                                       begin, end, gi);
+    });
   });
-  return b.grad_input;
+  return b.grad_accum;
 }
 
 }  // namespace

@@ -12,7 +12,9 @@ namespace visdet_ops {
 // What a device's forward needs, checked and allocated once for every device:
 // the launch shape, contiguous inputs and the uninitialised outputs
 // ([K, C, PH, PW] values and, in max mode, the chosen sample's (y, x) per
-// value; empty [0] tensors in avg mode).
+// value in the compute dtype (float32 for 16-bit input); empty [0] tensors in
+// avg mode). RoI values are checked here only where that needs no device
+// sync (check_rois_values_nosync).
 struct RoIAlignForward {
   RoIAlignShape shape;
   at::Tensor input, rois;
@@ -32,12 +34,16 @@ RoIAlignForward roi_align_prepare_forward(const at::Tensor& input,
                                           c10::string_view pool_mode,
                                           bool aligned);
 
-// The same for the backward: contiguous inputs and a zeroed grad_input.
+// The same for the backward: contiguous inputs and a zeroed gradient buffer
+// in the compute dtype (grad_accum; the caller converts it to grad_output's
+// dtype). RoI values are not checked: the forward did, and the kernels skip
+// an invalid RoI anyway.
 struct RoIAlignBackward {
   RoIAlignShape shape;
   at::Tensor grad_output, rois, argmax_y, argmax_x;
-  at::Tensor grad_input;
+  at::Tensor grad_accum;
   bool is_max() const;
+  at::Tensor grad_input() const;
 };
 
 RoIAlignBackward roi_align_prepare_backward(

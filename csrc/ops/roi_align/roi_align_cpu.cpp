@@ -10,9 +10,9 @@ void roi_align_forward_cpu(const T* input, const T* rois,
                            T* argmax_x) {
   for (int64_t index = begin; index < end; ++index) {
     roi_align_detail::roi_align_forward_element<T, int64_t>(
-        index, input, rois, s.channels, s.height, s.width, s.pooled_h,
-        s.pooled_w, spatial_scale, s.sampling_ratio, s.pool_mode, s.aligned,
-        output, argmax_y, argmax_x);
+        index, input, rois, s.batch_size, s.channels, s.height, s.width,
+        s.pooled_h, s.pooled_w, spatial_scale, s.sampling_ratio, s.pool_mode,
+        s.aligned, output, argmax_y, argmax_x);
   }
 }
 
@@ -20,16 +20,21 @@ template <typename T>
 void roi_align_backward_cpu(const T* grad_output, const T* rois,
                             const T* argmax_y, const T* argmax_x,
                             const RoIAlignShape& s, T spatial_scale,
-                            T* grad_input) {
-  const int64_t n = s.output_numel();
+                            int64_t c_begin, int64_t c_end, T* grad_input) {
   auto add = [grad_input](int64_t offset, T value) {
     grad_input[offset] += value;
   };
-  for (int64_t index = 0; index < n; ++index) {
-    roi_align_detail::roi_align_backward_element<T, int64_t>(
-        index, grad_output, rois, argmax_y, argmax_x, s.channels, s.height,
-        s.width, s.pooled_h, s.pooled_w, spatial_scale, s.sampling_ratio,
-        s.pool_mode, s.aligned, add);
+  const int64_t plane = s.pooled_h * s.pooled_w;
+  for (int64_t k = 0; k < s.num_rois; ++k) {
+    for (int64_t c = c_begin; c < c_end; ++c) {
+      const int64_t first = (k * s.channels + c) * plane;
+      for (int64_t index = first; index < first + plane; ++index) {
+        roi_align_detail::roi_align_backward_element<T, int64_t>(
+            index, grad_output, rois, argmax_y, argmax_x, s.batch_size,
+            s.channels, s.height, s.width, s.pooled_h, s.pooled_w,
+            spatial_scale, s.sampling_ratio, s.pool_mode, s.aligned, add);
+      }
+    }
   }
 }
 
@@ -39,7 +44,7 @@ void roi_align_backward_cpu(const T* grad_output, const T* rois,
                                          int64_t, T*, T*, T*);                \
   template void roi_align_backward_cpu<T>(const T*, const T*, const T*,       \
                                           const T*, const RoIAlignShape&, T,  \
-                                          T*);
+                                          int64_t, int64_t, T*);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)
 #undef VISDET_INSTANTIATE

@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "common/cuda_types.h"
 #include "roi_align.h"
 
 namespace visdet_ops {
@@ -22,13 +23,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cuda_kernel(
                                 aligned);
   if (f.shape.output_numel() == 0) return f.outputs();
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_align_forward_cuda", [&] {
-    C10_CUDA_CHECK(roi_align_forward_cuda_launch<scalar_t>(
-        f.input.data_ptr<scalar_t>(), f.rois.data_ptr<scalar_t>(), f.shape,
-        static_cast<scalar_t>(spatial_scale), f.output.data_ptr<scalar_t>(),
-        f.is_max() ? f.argmax_y.data_ptr<scalar_t>() : nullptr,
-        f.is_max() ? f.argmax_x.data_ptr<scalar_t>() : nullptr, stream));
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "roi_align_forward_cuda",
+      [&] {
+        using T = cuda_t<scalar_t>;
+        using A = acc_t<T>;
+        C10_CUDA_CHECK(roi_align_forward_cuda_launch<T>(
+            cuda_data<scalar_t>(f.input), cuda_data<scalar_t>(f.rois),
+            f.shape, spatial_scale, cuda_mutable_data<scalar_t>(f.output),
+            f.is_max() ? f.argmax_y.mutable_data_ptr<A>() : nullptr,
+            f.is_max() ? f.argmax_x.mutable_data_ptr<A>() : nullptr, stream));
+      });
   return f.outputs();
 }
 
@@ -44,17 +49,20 @@ at::Tensor roi_align_backward_cuda_kernel(
       width, spatial_scale, sampling_ratio, pool_mode, aligned);
   // atomicAdd makes the summation order, and so the last bits, vary.
   at::globalContext().alertNotDeterministic("visdet_ops::roi_align backward (CUDA)");
-  if (b.shape.output_numel() == 0) return b.grad_input;
+  if (b.shape.output_numel() == 0) return b.grad_input();
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(grad_output.scalar_type(), "roi_align_backward_cuda", [&] {
-    C10_CUDA_CHECK(roi_align_backward_cuda_launch<scalar_t>(
-        b.grad_output.data_ptr<scalar_t>(), b.rois.data_ptr<scalar_t>(),
-        b.is_max() ? b.argmax_y.data_ptr<scalar_t>() : nullptr,
-        b.is_max() ? b.argmax_x.data_ptr<scalar_t>() : nullptr, b.shape,
-        static_cast<scalar_t>(spatial_scale),
-        b.grad_input.data_ptr<scalar_t>(), stream));
-  });
-  return b.grad_input;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, grad_output.scalar_type(),
+      "roi_align_backward_cuda", [&] {
+        using T = cuda_t<scalar_t>;
+        using A = acc_t<T>;
+        C10_CUDA_CHECK(roi_align_backward_cuda_launch<T>(
+            cuda_data<scalar_t>(b.grad_output), cuda_data<scalar_t>(b.rois),
+            b.is_max() ? b.argmax_y.const_data_ptr<A>() : nullptr,
+            b.is_max() ? b.argmax_x.const_data_ptr<A>() : nullptr, b.shape,
+            spatial_scale, b.grad_accum.mutable_data_ptr<A>(), stream));
+      });
+  return b.grad_input();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/macros.h"
+#include "common/scalar.h"
 
 #if defined(VISDET_OPS_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -28,28 +29,36 @@ void roi_align_forward_cpu(const T* input, const T* rois,
                            int64_t begin, int64_t end, T* output, T* argmax_y,
                            T* argmax_x);
 
-// grad_input must be zeroed by the caller; serial (no atomics on the CPU).
+// Channels [c_begin, c_end) of grad_input, which the caller has zeroed: an
+// output element of channel c adds only to channel c of its RoI's image, so
+// disjoint channel ranges may run in parallel (and each sums in a fixed order).
 template <typename T>
 void roi_align_backward_cpu(const T* grad_output, const T* rois,
                             const T* argmax_y, const T* argmax_x,
                             const RoIAlignShape& s, T spatial_scale,
-                            T* grad_input);
+                            int64_t c_begin, int64_t c_end, T* grad_input);
 
 #if defined(VISDET_OPS_WITH_CUDA)
+// T: float, double, __half, __nv_bfloat16. argmax_y/argmax_x (max mode only,
+// else null) are in acc_t<T>: float for the 16-bit types.
 template <typename T>
 cudaError_t roi_align_forward_cuda_launch(const T* input, const T* rois,
                                           const RoIAlignShape& s,
-                                          T spatial_scale, T* output,
-                                          T* argmax_y, T* argmax_x,
+                                          double spatial_scale, T* output,
+                                          acc_t<T>* argmax_y,
+                                          acc_t<T>* argmax_x,
                                           cudaStream_t stream);
 
-// grad_input must be zeroed by the caller; accumulates with atomicAdd.
+// grad_input (acc_t<T>: a float32 buffer for the 16-bit types, converted by
+// the caller) must be zeroed by the caller; accumulates with atomicAdd.
 template <typename T>
 cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
-                                           const T* rois, const T* argmax_y,
-                                           const T* argmax_x,
+                                           const T* rois,
+                                           const acc_t<T>* argmax_y,
+                                           const acc_t<T>* argmax_x,
                                            const RoIAlignShape& s,
-                                           T spatial_scale, T* grad_input,
+                                           double spatial_scale,
+                                           acc_t<T>* grad_input,
                                            cudaStream_t stream);
 #endif
 

@@ -1,0 +1,198 @@
+// roi_pool: schema, argument checks shared by all devices, CPU registration.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/checks.h"
+#include "common/rois.h"
+#include "roi_pool.h"
+#include "roi_pool_kernel.h"
+
+namespace visdet_ops {
+namespace {
+
+constexpr const char* kOp = "roi_pool";
+
+void check_rois(const at::Tensor& rois) {
+  check_dim(rois, 2, kOp, "rois");
+  check_size(rois, 1, 5, kOp, "rois", "[K, 5] (batch_index, x1, y1, x2, y2)");
+}
+
+void check_output_size(int64_t pooled_height, int64_t pooled_width) {
+  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
+              ": output_size must be positive, got (", pooled_height, ", ",
+              pooled_width, ")");
+}
+
+// argmax is an int32 offset into one input plane.
+void check_plane_fits_int32(int64_t height, int64_t width) {
+  TORCH_CHECK(height * width <= std::numeric_limits<int32_t>::max(), kOp,
+              ": input planes of more than 2^31 - 1 elements are not "
+              "supported (argmax is int32), got ", height, " x ", width);
+}
+
+RoIPoolShape check_forward(const at::Tensor& input, const at::Tensor& rois,
+                           int64_t pooled_height, int64_t pooled_width,
+                           double spatial_scale) {
+  check_dim(input, 4, kOp, "input");
+  check_rois(rois);
+  check_floating(input, kOp, "input");
+  check_same_dtype(input, rois, kOp, "input", "rois");
+  check_same_device(input, rois, kOp, "input", "rois");
+  check_output_size(pooled_height, pooled_width);
+  TORCH_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
+              ": spatial_scale must be a positive finite number, got ",
+              spatial_scale);
+  RoIPoolShape s{input.size(0), rois.size(0),  input.size(1), input.size(2),
+                 input.size(3), pooled_height, pooled_width};
+  TORCH_CHECK(rois.size(0) == 0 || (s.height > 0 && s.width > 0), kOp,
+              ": input must have a non-empty spatial size, got shape ",
+              input.sizes());
+  check_plane_fits_int32(s.height, s.width);
+  check_rois_values_nosync(rois, input.size(0), kOp);
+  return s;
+}
+
+RoIPoolShape check_backward(const at::Tensor& grad_output,
+                            const at::Tensor& rois, const at::Tensor& argmax,
+                            int64_t batch_size, int64_t channels,
+                            int64_t height, int64_t width) {
+  check_rois(rois);
+  check_dim(grad_output, 4, kOp, "grad_output");
+  check_floating(grad_output, kOp, "grad_output");
+  check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
+  check_same_device(grad_output, rois, kOp, "grad_output", "rois");
+  check_same_device(grad_output, argmax, kOp, "grad_output", "argmax");
+  check_output_size(grad_output.size(2), grad_output.size(3));
+  TORCH_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0,
+              kOp, ": the input shape must be non-negative, got [", batch_size,
+              ", ", channels, ", ", height, ", ", width, "]");
+  check_plane_fits_int32(height, width);
+  RoIPoolShape s{batch_size, rois.size(0),        channels,
+                 height,     width,               grad_output.size(2),
+                 grad_output.size(3)};
+  TORCH_CHECK(grad_output.size(0) == s.num_rois &&
+                  grad_output.size(1) == channels,
+              kOp, ": grad_output must have shape [", s.num_rois, ", ",
+              channels, ", PH, PW], got ", grad_output.sizes());
+  TORCH_CHECK(argmax.sizes() == grad_output.sizes(), kOp,
+              ": argmax must have the shape of grad_output ",
+              grad_output.sizes(), ", got ", argmax.sizes());
+  TORCH_CHECK(argmax.scalar_type() == at::kInt, kOp,
+              ": argmax must be int32, got ", argmax.scalar_type());
+  // No check of the RoI values: the forward made it, and the kernels skip an
+  // invalid RoI (and an argmax outside the plane), so a direct call with bad
+  // values cannot read or write out of bounds either.
+  return s;
+}
+
+}  // namespace
+
+RoIPoolForward roi_pool_prepare_forward(const at::Tensor& input,
+                                        const at::Tensor& rois,
+                                        int64_t pooled_height,
+                                        int64_t pooled_width,
+                                        double spatial_scale) {
+  RoIPoolForward f;
+  f.shape = check_forward(input, rois, pooled_height, pooled_width,
+                          spatial_scale);
+  const RoIPoolShape& s = f.shape;
+  f.input = input.contiguous();
+  f.rois = rois.contiguous();
+  f.output = at::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
+                       input.options());
+  f.argmax = at::empty_like(f.output, input.options().dtype(at::kInt));
+  return f;
+}
+
+RoIPoolBackward roi_pool_prepare_backward(const at::Tensor& grad_output,
+                                          const at::Tensor& rois,
+                                          const at::Tensor& argmax,
+                                          int64_t batch_size, int64_t channels,
+                                          int64_t height, int64_t width) {
+  RoIPoolBackward b;
+  b.shape = check_backward(grad_output, rois, argmax, batch_size, channels,
+                           height, width);
+  b.grad_output = grad_output.contiguous();
+  b.rois = rois.contiguous();
+  b.argmax = argmax.contiguous();
+  b.grad_accum = at::zeros(
+      {batch_size, channels, height, width},
+      grad_output.options().dtype(roi_compute_dtype(grad_output.scalar_type())));
+  return b;
+}
+
+at::Tensor RoIPoolBackward::grad_input() const {
+  return grad_accum.to(grad_output.scalar_type());
+}
+
+namespace {
+
+std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu_kernel(
+    const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
+    int64_t pooled_width, double spatial_scale) {
+  check_cpu_float(input, kOp, "input");
+  const RoIPoolForward f = roi_pool_prepare_forward(
+      input, rois, pooled_height, pooled_width, spatial_scale);
+  const RoIPoolShape& s = f.shape;
+  const int64_t n = s.output_numel();
+  if (n == 0) return f.outputs();
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_pool_forward_cpu", [&] {
+    const scalar_t* in = f.input.data_ptr<scalar_t>();
+    const scalar_t* r = f.rois.data_ptr<scalar_t>();
+    scalar_t* out = f.output.data_ptr<scalar_t>();
+    int32_t* am = f.argmax.data_ptr<int32_t>();
+    const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
+    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+      roi_pool_forward_cpu<scalar_t>(in, r, s,
+                                     static_cast<scalar_t>(spatial_scale),
+                                     begin, end, out, am);
+    });
+  });
+  return f.outputs();
+}
+
+at::Tensor roi_pool_backward_cpu_kernel(const at::Tensor& grad_output,
+                                        const at::Tensor& rois,
+                                        const at::Tensor& argmax,
+                                        int64_t batch_size, int64_t channels,
+                                        int64_t height, int64_t width) {
+  check_cpu_float(grad_output, kOp, "grad_output");
+  const RoIPoolBackward b = roi_pool_prepare_backward(
+      grad_output, rois, argmax, batch_size, channels, height, width);
+  if (b.shape.output_numel() == 0) return b.grad_accum;
+  AT_DISPATCH_FLOATING_TYPES(grad_output.scalar_type(), "roi_pool_backward_cpu", [&] {
+    const scalar_t* go = b.grad_output.data_ptr<scalar_t>();
+    const scalar_t* r = b.rois.data_ptr<scalar_t>();
+    const int32_t* am = b.argmax.data_ptr<int32_t>();
+    scalar_t* gi = b.grad_accum.data_ptr<scalar_t>();
+    // Parallel over channels: each channel's gradient is written by its own
+    // output elements only, so this is race-free and sums in a fixed order.
+    at::parallel_for(0, b.shape.channels, 1, [&](int64_t begin, int64_t end) {
+      roi_pool_backward_cpu<scalar_t>(go, r, am, b.shape, begin, end, gi);
+    });
+  });
+  return b.grad_accum;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
+  m.def(
+      "roi_pool(Tensor input, Tensor rois, SymInt pooled_height, "
+      "SymInt pooled_width, float spatial_scale) -> (Tensor, Tensor)");
+  m.def(
+      "_roi_pool_backward(Tensor grad_output, Tensor rois, Tensor argmax, "
+      "SymInt batch_size, SymInt channels, SymInt height, SymInt width) "
+      "-> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {
+  m.impl("roi_pool", &roi_pool_forward_cpu_kernel);
+  m.impl("_roi_pool_backward", &roi_pool_backward_cpu_kernel);
+}
+
+}  // namespace visdet_ops

@@ -1,0 +1,387 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+import visdet_ops
+from visdet_ops import RoIPool
+from visdet_ops.reference.roi_pool import roi_pool_reference
+
+from ..conftest import require_cuda, torchvision_or_skip
+
+HALF_DTYPES = [torch.float16, torch.bfloat16]
+
+
+def distinct_input(batch: int, channels: int, height: int, width: int, rng: torch.Generator) -> torch.Tensor:
+    """float64 values, all different within a plane (so a bin's maximum is unique and the
+    gradient goes to one known pixel) and exact in every float dtype down to bfloat16:
+    integers in [-128, 128) over 16, which needs planes of at most 256 elements."""
+    plane = height * width
+    assert plane <= 256
+    perm = torch.rand(batch * channels, plane, generator=rng).argsort(1)
+    return ((perm - 128).double() / 16).reshape(batch, channels, height, width)
+
+
+def dyadic_grad(shape, rng: torch.Generator) -> torch.Tensor:
+    """Gradients in multiples of 1/16: their sums are exact in float32 in any order."""
+    return torch.randint(-64, 64, shape, generator=rng).double() / 16
+
+
+def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
+    """RoIs in image coordinates: some partly or wholly outside the map, some smaller than
+    a pixel, some empty (x2 + 1 <= x1)."""
+    img_h, img_w = height / scale, width / scale
+    x1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * 1.2 - img_w * 0.1
+    y1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * 1.2 - img_h * 0.1
+    w = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * 0.7 - 2.5
+    h = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * 0.7 - 2.5
+    b = torch.randint(0, batch, (k,), generator=rng).double()
+    return torch.stack([b, x1, y1, x1 + w, y1 + h], 1)
+
+
+def case(rng, batch=2, channels=3, height=13, width=17, k=16, scale=0.5):
+    return distinct_input(batch, channels, height, width, rng), random_rois(k, batch, height, width, scale, rng)
+
+
+def run_and_compare(x, rois, output_size, scale, device, dtype, rng):
+    """Forward and backward on device/dtype against the reference: both exact, since the
+    output is an input element and the gradient a sum of multiples of 1/16 (rounded once
+    to a 16-bit dtype, as the reference's sum is)."""
+    rois_k = rois.to(device, dtype)
+    want = roi_pool_reference(x.requires_grad_(), rois_k.cpu(), output_size, scale)
+    grad_out = dyadic_grad(want.shape, rng)
+    (want_grad,) = torch.autograd.grad(want, x, grad_out)
+
+    xd = x.detach().to(device, dtype).requires_grad_()
+    got = visdet_ops.roi_pool(xd, rois_k, output_size, scale)
+    assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
+    torch.testing.assert_close(got.detach().cpu(), want.detach().to(dtype), rtol=0, atol=0)
+    (got_grad,) = torch.autograd.grad(got, xd, grad_out.to(device, dtype))
+    assert got_grad.dtype == dtype
+    torch.testing.assert_close(got_grad.cpu(), want_grad.to(dtype), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("output_size", [(7, 7), (3, 5), (1, 1)])
+@pytest.mark.parametrize("scale", [0.5, 1.0, 0.3])
+def test_forward_backward_match_reference(device, dtype, rng, output_size, scale):
+    x, rois = case(rng, scale=scale)
+    run_and_compare(x, rois, output_size, scale, device, dtype, rng)
+
+
+@pytest.mark.parametrize("dtype16", HALF_DTYPES, ids=["f16", "bf16"])
+@pytest.mark.parametrize("output_size", [(7, 7), (2, 3)])
+def test_half_cuda_matches_reference(rng, dtype16, output_size):
+    require_cuda()
+    x, rois = case(rng, scale=0.5)
+    run_and_compare(x, rois, output_size, 0.5, torch.device("cuda"), dtype16, rng)
+
+
+def test_half_on_cpu_is_rejected():
+    x = torch.zeros(1, 1, 4, 4, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="roi_pool: input on the CPU must be float32 or float64"):
+        visdet_ops.roi_pool(x, torch.zeros(1, 5, dtype=torch.float16), 2)
+
+
+def test_hand_computed():
+    """mmcv's rule on a case small enough to do by hand: no rounding of the corners, the
+    far corner inclusive, bins floor/ceil. RoI (x 0.5..2.4, y 1..1) at scale 1 spans
+    x in [0.5, 3.4), y in [1, 2): two bins across: [floor(0.5), ceil(1.95)) = [0, 2) and
+    [floor(1.95), ceil(3.4)) = [1, 4); one bin down: row 1."""
+    x = torch.arange(20, dtype=torch.float64).reshape(1, 1, 4, 5)
+    x[0, 0, 1] = torch.tensor([3.0, 9.0, 1.0, 2.0, 50.0])
+    rois = torch.tensor([[0, 0.5, 1.0, 2.4, 1.0]], dtype=torch.float64)
+    out = visdet_ops.roi_pool(x, rois, (1, 2))
+    torch.testing.assert_close(out, torch.tensor([[[[9.0, 9.0]]]], dtype=torch.float64))
+    _, argmax = torch.ops.visdet_ops.roi_pool(x, rois, 1, 2, 1.0)
+    assert argmax.dtype == torch.int32 and argmax.flatten().tolist() == [6, 6]  # row 1, column 1
+
+
+def test_against_torchvision(device, dtype, rng):
+    """torchvision rounds the scaled corners to integers first; for integer RoIs at
+    spatial_scale 1 with x2 >= x1 the two rules pick the same pixels, for these output
+    sizes: with 7 bins the float edge (7 * (w / 7)) differs from w for some widths
+    (e.g. 29), and torchvision's ceil then takes one more column."""
+    tv = torchvision_or_skip()
+    batch, height, width, k = 2, 14, 18, 60
+    x = distinct_input(batch, 4, height, width, rng).to(device, dtype)
+    x1 = torch.randint(-5, width + 2, (k,), generator=rng)
+    y1 = torch.randint(-5, height + 2, (k,), generator=rng)
+    w = torch.randint(0, 25, (k,), generator=rng)
+    h = torch.randint(0, 25, (k,), generator=rng)
+    b = torch.randint(0, batch, (k,), generator=rng)
+    rois = torch.stack([b, x1, y1, x1 + w, y1 + h], 1).to(device, dtype)
+    for output_size in ((4, 8), (3, 5), (2, 2)):
+        xg = x.clone().requires_grad_()
+        xt = x.clone().requires_grad_()
+        got = visdet_ops.roi_pool(xg, rois, output_size, 1.0)
+        want = tv.roi_pool(xt, rois, output_size, 1.0)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        grad = dyadic_grad(got.shape, rng).to(device, dtype)
+        got.backward(grad)
+        want.backward(grad)
+        torch.testing.assert_close(xg.grad, xt.grad, rtol=0, atol=0)
+
+
+def test_gradcheck(device, rng):
+    x, rois = case(rng, batch=2, channels=2, height=6, width=7, k=5, scale=1.0)
+    x = x.to(device).requires_grad_()
+    rois = rois.to(device)
+    assert torch.autograd.gradcheck(lambda inp: visdet_ops.roi_pool(inp, rois, (3, 2), 1.0), (x,), eps=1e-6, atol=1e-5)
+
+
+def test_opcheck(device, rng):
+    x, rois = case(rng, channels=2, height=6, width=7, k=4, scale=1.0)
+    args = (x.to(device).requires_grad_(), rois.to(device), 3, 2, 1.0)
+    torch.library.opcheck(torch.ops.visdet_ops.roi_pool.default, args)
+
+
+def test_opcheck_backward_op(device, rng):
+    x, rois = case(rng, channels=2, height=6, width=7, k=4, scale=1.0)
+    out, argmax = torch.ops.visdet_ops.roi_pool(x.to(device), rois.to(device), 3, 2, 1.0)
+    args = (torch.randn(out.shape, generator=rng, dtype=torch.float64).to(device), rois.to(device), argmax, 2, 2, 6, 7)
+    torch.library.opcheck(torch.ops.visdet_ops._roi_pool_backward.default, args)
+
+
+def test_empty_rois(device, dtype):
+    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
+    out = visdet_ops.roi_pool(x, torch.empty(0, 5, device=device, dtype=dtype), 7)
+    assert out.shape == (0, 4, 7, 7) and out.dtype == dtype
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))
+
+
+def test_empty_batch_and_channels(device):
+    out = visdet_ops.roi_pool(
+        torch.randn(2, 0, 5, 5, device=device), torch.tensor([[0, 0, 0, 3, 3.0]], device=device), 2
+    )
+    assert out.shape == (1, 0, 2, 2)
+
+
+def test_non_contiguous(device, dtype, rng):
+    x, rois = case(rng, channels=4)
+    rois_k = rois.to(dtype)
+    want = roi_pool_reference(x, rois_k, (4, 4), 0.5)
+    x_cl = x.to(device, dtype).contiguous(memory_format=torch.channels_last)
+    rois_nc = torch.cat([rois_k, rois_k], 1).to(device)[:, ::2]
+    rois_nc[:] = rois_k.to(device)
+    assert not x_cl.is_contiguous() and not rois_nc.is_contiguous()
+    got = visdet_ops.roi_pool(x_cl, rois_nc, 4, 0.5)
+    torch.testing.assert_close(got.cpu(), want.to(dtype), rtol=0, atol=0)
+
+
+def test_degenerate_rois(device):
+    """Empty (x2 + 1 <= x1), one-pixel, fully outside and huge RoIs: finite values, the
+    reference's answer, and no gradient where the output is an empty bin's 0."""
+    x = torch.randn(1, 2, 8, 8, device=device, dtype=torch.float64, requires_grad=True)
+    rois = torch.tensor(
+        [
+            [0, 3, 3, 3, 3],
+            [0, 6, 6, 2, 2],
+            [0, 5, 5, 4, 4],
+            [0, 100, 100, 120, 130],
+            [0, -50, -50, -40, -45],
+            [0, -1e30, -1e30, 1e30, 1e30],
+        ],
+        device=device,
+        dtype=torch.float64,
+    )
+    got = visdet_ops.roi_pool(x, rois, 2)
+    want = roi_pool_reference(x.detach().cpu(), rois.cpu(), (2, 2), 1.0)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.detach().cpu(), want)
+    assert torch.equal(got[1:5].detach().cpu(), torch.zeros(4, 2, 2, 2, dtype=torch.float64))
+    got[1:5].sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))
+
+
+def test_backward_op_ignores_out_of_range_argmax(device):
+    """The backward op is callable directly: an argmax outside the plane, or a RoI with a
+    batch index outside [0, N), adds nothing (and reads or writes nothing out of bounds)."""
+    grad = torch.ones(3, 1, 1, 1, device=device)
+    rois = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 1, 1], [7, 0, 0, 1, 1.0]], device=device)
+    argmax = torch.tensor([5, 16, 3], dtype=torch.int32, device=device).reshape(3, 1, 1, 1)
+    got = torch.ops.visdet_ops._roi_pool_backward(grad, rois, argmax, 1, 1, 4, 4)
+    want = torch.zeros(1, 1, 4, 4)
+    want.view(-1)[5] = 1
+    torch.testing.assert_close(got.cpu(), want)
+
+
+def test_double_backward_is_refused(rng):
+    x, rois = case(rng)
+    x.requires_grad_()
+    out = visdet_ops.roi_pool(x, rois, 3, 0.5)
+    grad_out = torch.ones_like(out, requires_grad=True)
+    (g,) = torch.autograd.grad(out, x, grad_out, create_graph=True)
+    with pytest.raises(RuntimeError, match="roi_pool: double backward is not supported"):
+        g.sum().backward()
+
+
+def test_autograd_is_registered_in_cpp():
+    """No Python autograd formula: the C++ Autograd kernel runs (no per-call Python cost)."""
+    for name in ("roi_pool", "_roi_pool_backward"):
+        op = getattr(torch.ops.visdet_ops, name).default
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Autograd")
+    x = torch.randn(1, 1, 4, 4, requires_grad=True)
+    out = visdet_ops.roi_pool(x, torch.tensor([[0, 0, 0, 3, 3.0]]), 2)
+    assert "RoIPoolFunction" in out.grad_fn.name()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(rois=torch.zeros(3, 4)), r"roi_pool: rois must have shape \[K, 5\]"),
+        (dict(input=torch.zeros(2, 3, 4)), "roi_pool: input must have 4 dimensions"),
+        (dict(rois=torch.tensor([[2.0, 0, 0, 1, 1]])), r"roi_pool: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"),
+        (dict(rois=torch.tensor([[-1.0, 0, 0, 1, 1]])), r"batch index\) must lie in"),
+        (dict(rois=torch.tensor([[0.0, 0, float("nan"), 1, 1]])), "roi_pool: rois must be finite"),
+        (dict(rois=torch.tensor([[0.0, 0, 0, float("inf"), 1]])), "roi_pool: rois must be finite"),
+        (dict(rois=torch.zeros(1, 5, dtype=torch.float64)), "roi_pool: input and rois must have the same dtype"),
+        (dict(output_size=0), r"roi_pool: output_size must be positive, got \(0, 0\)"),
+        (dict(output_size=(2, -1)), r"output_size must be positive, got \(2, -1\)"),
+        (dict(spatial_scale=0.0), "roi_pool: spatial_scale must be a positive finite number, got 0"),
+        (dict(spatial_scale=float("inf")), "spatial_scale must be a positive finite number, got inf"),
+        (dict(input=torch.zeros(2, 3, 0, 4)), "roi_pool: input must have a non-empty spatial size"),
+        (
+            dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, 5, dtype=torch.int64)),
+            "roi_pool: input must be a floating point tensor",
+        ),
+    ],
+)
+def test_bad_inputs(kwargs, match):
+    args = dict(input=torch.zeros(2, 3, 4, 4), rois=torch.zeros(1, 5), output_size=2, spatial_scale=1.0)
+    args.update(kwargs)
+    with pytest.raises(RuntimeError, match=match):
+        visdet_ops.roi_pool(**args)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(argmax=torch.zeros(1, 3, 2, 2, dtype=torch.int64)), "roi_pool: argmax must be int32, got Long"),
+        (
+            dict(argmax=torch.zeros(1, 3, 2, 1, dtype=torch.int32)),
+            "roi_pool: argmax must have the shape of grad_output",
+        ),
+        (dict(grad_output=torch.zeros(2, 3, 2, 2)), r"roi_pool: grad_output must have shape \[1, 3, PH, PW\]"),
+        (dict(channels=-1), "roi_pool: the input shape must be non-negative"),
+    ],
+)
+def test_bad_backward_inputs(change, match):
+    args = dict(
+        grad_output=torch.zeros(1, 3, 2, 2),
+        rois=torch.zeros(1, 5),
+        argmax=torch.zeros(1, 3, 2, 2, dtype=torch.int32),
+        batch_size=2,
+        channels=3,
+        height=4,
+        width=4,
+    )
+    args.update(change)
+    with pytest.raises(RuntimeError, match=match):
+        torch.ops.visdet_ops._roi_pool_backward(*args.values())
+
+
+def test_cuda_bad_device_pairs():
+    require_cuda()
+    x = torch.zeros(2, 3, 4, 4, device="cuda")
+    with pytest.raises(RuntimeError, match="roi_pool: input and rois must be on the same device"):
+        visdet_ops.roi_pool(x, torch.zeros(1, 5), 2)
+
+
+def test_cuda_invalid_rois_give_nan_without_a_sync(rng):
+    """On CUDA the host does not wait for a RoI check: an invalid RoI gives NaN and no
+    gradient, the valid ones their normal answer; no synchronising call is made."""
+    require_cuda()
+    x, rois = case(rng, k=4)
+    bad = torch.tensor(
+        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("inf"), 6]],
+        dtype=torch.float64,
+    )
+    all_rois = torch.cat([rois, bad]).cuda()
+    xc = x.cuda().requires_grad_()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = visdet_ops.roi_pool(xc, all_rois, 3, 0.5)
+        out.backward(torch.ones_like(out))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isnan(out[4:]).all()
+    want = roi_pool_reference(x.requires_grad_(), rois, (3, 3), 0.5)
+    torch.testing.assert_close(out[:4].detach().cpu(), want.detach(), rtol=0, atol=0)
+    (want_grad,) = torch.autograd.grad(want, x, torch.ones_like(want))
+    torch.testing.assert_close(xc.grad.cpu(), want_grad, rtol=0, atol=0)
+
+
+def test_cuda_sync_roi_checks_raise(monkeypatch):
+    require_cuda()
+    monkeypatch.setenv("VISDET_OPS_SYNC_ROI_CHECKS", "1")
+    x = torch.zeros(2, 3, 4, 4, device="cuda")
+    with pytest.raises(RuntimeError, match=r"roi_pool: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
+        visdet_ops.roi_pool(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)
+    with pytest.raises(RuntimeError, match="roi_pool: rois must be finite"):
+        visdet_ops.roi_pool(x.half(), torch.tensor([[0, 0, float("nan"), 1, 1]], device="cuda").half(), 2)
+
+
+def test_module():
+    m = RoIPool((7, 7), spatial_scale=0.25)
+    assert list(m.state_dict()) == []
+    assert repr(m) == "RoIPool(output_size=(7, 7), spatial_scale=0.25)"
+    assert repr(RoIPool(3)) == "RoIPool(output_size=(3, 3), spatial_scale=1.0)"
+
+
+def test_module_matches_functional(device, rng):
+    x, rois = case(rng)
+    got = RoIPool((2, 4), 0.5)(x.to(device), rois.to(device))
+    torch.testing.assert_close(got.cpu(), visdet_ops.roi_pool(x, rois, (2, 4), 0.5), rtol=0, atol=0)
+
+
+def test_torch_compile_fullgraph(rng):
+    x, rois = case(rng)
+    m = RoIPool(5, 0.5)
+
+    def f(inp, r):
+        return (m(inp, r) * 2).relu().sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    xg = x.clone().requires_grad_()
+    out = compiled(xg, rois)
+    out.backward()
+    xr = x.clone().requires_grad_()
+    f(xr, rois).backward()
+    torch.testing.assert_close(out, f(x, rois))
+    torch.testing.assert_close(xg.grad, xr.grad)
+
+
+def test_cuda_backward_respects_deterministic_mode():
+    require_cuda()
+    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
+    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
+    out = visdet_ops.roi_pool(x, rois, 2)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="roi_pool backward .CUDA. does not have a deterministic implementation"):
+            out.sum().backward()
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_cuda_graph_capture(rng):
+    """No host sync in the forward, so it can be captured in a CUDA graph and replayed."""
+    require_cuda()
+    x, rois = case(rng)
+    x, rois = x.float().cuda(), rois.float().cuda()
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            visdet_ops.roi_pool(static_x, rois, 7, 0.5)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = visdet_ops.roi_pool(static_x, rois, 7, 0.5)
+    static_x.copy_(-x)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(static_out, visdet_ops.roi_pool(-x, rois, 7, 0.5), rtol=0, atol=0)

@@ -1,0 +1,88 @@
+"""roi_pool / RoIPool with mmcv.ops semantics: max over the input pixels of each
+bin, RoI corners scaled but not rounded, far corner inclusive (x2 + 1, y2 + 1),
+bin edges floor/ceil, empty bin -> 0.
+
+float32 and float64 on CPU and CUDA; float16 and bfloat16 on CUDA (bin edges
+in float32, gradients accumulated in a float32 buffer). On CUDA the RoI values
+are not checked on the host (that would wait for the GPU): a RoI with a
+non-finite coordinate or a batch index outside [0, N) gives NaN output and no
+gradient. VISDET_OPS_SYNC_ROI_CHECKS=1 turns the synchronising check (a clear
+exception) back on; CPU RoIs are always checked."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.modules.utils import _pair
+
+from . import note_device, smoke_test
+
+
+@torch.library.register_fake("visdet_ops::roi_pool")
+def _roi_pool_fake(input, rois, pooled_height, pooled_width, spatial_scale):
+    torch._check(input.dim() == 4, lambda: f"roi_pool: input must have 4 dimensions, got {list(input.shape)}")
+    torch._check(
+        rois.dim() == 2 and rois.size(1) == 5, lambda: f"roi_pool: rois must have shape [K, 5], got {list(rois.shape)}"
+    )
+    out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
+    return out, input.new_empty(out.shape, dtype=torch.int32)
+
+
+@torch.library.register_fake("visdet_ops::_roi_pool_backward")
+def _roi_pool_backward_fake(grad_output, rois, argmax, batch_size, channels, height, width):
+    return grad_output.new_empty((batch_size, channels, height, width))
+
+
+# Autograd is registered in C++ (csrc/ops/roi_pool/roi_pool_autograd.cpp).
+
+
+def roi_pool(
+    input: torch.Tensor,
+    rois: torch.Tensor,
+    output_size,
+    spatial_scale: float = 1.0,
+) -> torch.Tensor:
+    """RoIPool (mmcv semantics).
+
+    Args:
+        input: [N, C, H, W] feature map.
+        rois: [K, 5] (batch_index, x1, y1, x2, y2) in input-image coordinates;
+            x2, y2 are inclusive (the RoI spans (x2 + 1 - x1) * spatial_scale).
+        output_size: int or (h, w).
+        spatial_scale: feature-map size / image size.
+
+    Returns:
+        [K, C, h, w]: the largest input value in each bin (0 for an empty bin).
+    """
+    out_h, out_w = _pair(output_size)
+    note_device(input)
+    output, _ = torch.ops.visdet_ops.roi_pool(input, rois, int(out_h), int(out_w), float(spatial_scale))
+    return output
+
+
+class RoIPool(nn.Module):
+    """mmcv.ops.RoIPool: same constructor arguments, no parameters."""
+
+    def __init__(self, output_size, spatial_scale: float = 1.0):
+        super().__init__()
+        self.output_size = _pair(output_size)
+        self.spatial_scale = float(spatial_scale)
+
+    def forward(self, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
+        return roi_pool(input, rois, self.output_size, self.spatial_scale)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale})"
+
+
+@smoke_test("roi_pool")
+def _smoke(device: torch.device) -> None:
+    from ..reference.roi_pool import roi_pool_reference
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 3, 8, 9, generator=gen, dtype=torch.float64)
+    rois = torch.tensor([[0, 1.0, 1.5, 6.0, 7.0], [1, 0.0, 0.0, 8.0, 4.5]], dtype=torch.float64)
+    got = roi_pool(x.to(device), rois.to(device), 3, 1.0).cpu()
+    want = roi_pool_reference(x, rois, (3, 3), 1.0)
+    if not torch.equal(got, want):
+        raise AssertionError(f"roi_pool smoke: max error {(got - want).abs().max().item():.3g}")
