@@ -65,11 +65,12 @@ __global__ void nms_mask_kernel(const T* __restrict__ boxes,
 }
 
 // Greedy walk over the mask in box order, one 64-box block at a time, in one
-// thread block. Per 64-box block: its rows' diagonal words are staged in
-// shared memory, thread 0 resolves the block serially from them (which rows
-// are kept), then all threads OR the kept rows into the later "removed"
-// words, each thread owning its own words. Three barriers per 64 boxes, not
-// per kept box. Being sequential, thread 0 also compacts the kept indices.
+// thread block. Per 64-box block: its rows' diagonal words (and their input
+// indices) are staged in shared memory, thread 0 resolves the block serially
+// from them (which rows are kept), then all threads OR the kept rows into the
+// later "removed" words, spread over (kept row, word) pairs so that the loads
+// run in parallel. Three barriers per 64 boxes, not per kept box. Being
+// sequential, thread 0 also compacts the kept indices.
 // order == nullptr writes sorted positions instead of input indices.
 __global__ void nms_walk_kernel(const uint64_t* __restrict__ mask,
                                 const int64_t* __restrict__ order, int64_t n,
@@ -78,7 +79,9 @@ __global__ void nms_walk_kernel(const uint64_t* __restrict__ mask,
                                 int64_t* __restrict__ num_kept) {
   extern __shared__ uint64_t shared_removed[];
   __shared__ uint64_t diagonal[kBoxesPerBlock];
-  __shared__ uint64_t block_keep;
+  __shared__ int64_t block_order[kBoxesPerBlock];
+  __shared__ int kept_rows[kBoxesPerBlock];
+  __shared__ int num_kept_rows;
   uint64_t* removed = global_removed != nullptr ? global_removed : shared_removed;
   for (int64_t w = threadIdx.x; w < col_blocks; w += blockDim.x) removed[w] = 0;
   int64_t count = 0;  // meaningful in thread 0 only
@@ -88,32 +91,36 @@ __global__ void nms_walk_kernel(const uint64_t* __restrict__ mask,
     const int rows = static_cast<int>(min_of<int64_t>(n - base, kBoxesPerBlock));
     if (threadIdx.x < rows) {
       diagonal[threadIdx.x] = mask[(base + threadIdx.x) * col_blocks + block];
+      block_order[threadIdx.x] =
+          order != nullptr ? order[base + threadIdx.x] : base + threadIdx.x;
     }
-    __syncthreads();  // diagonal staged; removed[block] final
+    __syncthreads();  // staged; removed[block] final
     if (threadIdx.x == 0) {
       uint64_t gone = removed[block];
-      uint64_t keep_bits = 0;
+      int k = 0;
       for (int bit = 0; bit < rows; ++bit) {
         if (gone & (1ULL << bit)) continue;
-        keep_bits |= 1ULL << bit;
-        kept[count++] = order != nullptr ? order[base + bit] : base + bit;
+        kept_rows[k++] = bit;
+        kept[count++] = block_order[bit];
         gone |= diagonal[bit];
       }
-      block_keep = keep_bits;
+      num_kept_rows = k;
     }
-    __syncthreads();  // block_keep published
-    const uint64_t keep_bits = block_keep;
-    for (int64_t w = block + 1 + threadIdx.x; w < col_blocks; w += blockDim.x) {
-      uint64_t acc = removed[w];
-      uint64_t bits = keep_bits;
-      while (bits != 0) {
-        const int bit = __ffsll(static_cast<long long>(bits)) - 1;
-        bits &= bits - 1;
-        acc |= mask[(base + bit) * col_blocks + w];
+    __syncthreads();  // kept_rows published
+    // int: words <= 65535 (grid limit checked by the launcher), so
+    // pairs <= 64 * 65535.
+    const int64_t first = block + 1;
+    const int words = static_cast<int>(col_blocks - first);
+    const int pairs = words * num_kept_rows;
+    for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+      const int64_t w = first + p % words;
+      const uint64_t bits = mask[(base + kept_rows[p / words]) * col_blocks + w];
+      if (bits != 0) {
+        atomicOr(reinterpret_cast<unsigned long long*>(removed + w),
+                 static_cast<unsigned long long>(bits));
       }
-      removed[w] = acc;
     }
-    __syncthreads();  // removed[block + 1] final; diagonal and block_keep free
+    __syncthreads();  // removed[block + 1] final; staging buffers free
   }
   if (threadIdx.x == 0) *num_kept = count;
 }
@@ -162,9 +169,10 @@ cudaError_t mask_and_walk(const T* boxes_sorted, const int64_t* classes_sorted,
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
 
-  // At least 64 threads: they stage the 64 diagonal words.
+  // At least 64 threads (they stage the 64 diagonal words); up to 16 per mask
+  // word for the (kept row, word) pairs.
   const int threads = static_cast<int>(min_of<int64_t>(
-      max_of<int64_t>((col_blocks + 31) / 32 * 32, kBoxesPerBlock), 1024));
+      max_of<int64_t>((col_blocks * 16 + 31) / 32 * 32, kBoxesPerBlock), 1024));
   const size_t shared_bytes =
       global_removed != nullptr ? 0 : col_blocks * sizeof(uint64_t);
   nms_walk_kernel<<<1, threads, shared_bytes, stream>>>(
