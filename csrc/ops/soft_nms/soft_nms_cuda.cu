@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "common/cuda_helpers.cuh"
+#include "common/scalar.h"
 #include "soft_nms_kernel.h"
 #include "soft_nms_launch.h"
 
@@ -25,13 +26,32 @@ __device__ __forceinline__ void argmax_merge(T& best, int& best_pos, T score,
   }
 }
 
+// Butterfly: every lane ends with the warp's best ("better" is a total order,
+// so the merge order does not matter).
 template <typename T>
 __device__ __forceinline__ void warp_argmax(T& best, int& best_pos) {
   for (int delta = kWarp / 2; delta > 0; delta /= 2) {
-    const T other = __shfl_down_sync(0xffffffffu, best, delta);
-    const int other_pos = __shfl_down_sync(0xffffffffu, best_pos, delta);
+    const T other = __shfl_xor_sync(0xffffffffu, best, delta);
+    const int other_pos = __shfl_xor_sync(0xffffffffu, best_pos, delta);
     argmax_merge(best, best_pos, other, other_pos);
   }
+}
+
+// One box (16-byte aligned rows) in one or two vector loads.
+__device__ __forceinline__ void load_box(const float* p, float* b) {
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  b[0] = v.x;
+  b[1] = v.y;
+  b[2] = v.z;
+  b[3] = v.w;
+}
+__device__ __forceinline__ void load_box(const double* p, double* b) {
+  const double2 lo = reinterpret_cast<const double2*>(p)[0];
+  const double2 hi = reinterpret_cast<const double2*>(p)[1];
+  b[0] = lo.x;
+  b[1] = lo.y;
+  b[2] = hi.x;
+  b[3] = hi.y;
 }
 
 template <typename T>
@@ -44,10 +64,10 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
                                 int64_t* __restrict__ counts) {
   using namespace soft_nms_detail;
   extern __shared__ unsigned char shared_raw[];
-  __shared__ T warp_best[kMaxThreads / kWarp];
-  __shared__ int warp_pos[kMaxThreads / kWarp];
-  __shared__ T round_best;
-  __shared__ int round_pos;
+  // Per-warp candidates, double-buffered by round parity: one barrier per
+  // round (a slot is rewritten two rounds later, after the next barrier).
+  __shared__ T warp_best[2][kMaxThreads / kWarp];
+  __shared__ int warp_pos[2][kMaxThreads / kWarp];
 
   const int64_t segment = blockIdx.x;
   const int64_t start = offsets[segment];
@@ -58,7 +78,7 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
                      : const_cast<T*>(boxes + 4 * start);
   T* score = in_shared ? box + 4 * static_cast<int64_t>(len)
                        : global_scores + start;
-  const T dead = T(0) / T(0);  // NaN marks a box out of the running
+  const T dead = quiet_nan<T>();  // NaN marks a box out of the running
   for (int j = threadIdx.x; j < len; j += blockDim.x) {
     const T s = scores[start + j];
     score[j] = alive(s) ? s : dead;
@@ -76,6 +96,7 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
   const int num_warps = (blockDim.x + kWarp - 1) / kWarp;
   int64_t count = 0;
   int pick = -1;
+  int parity = 0;
   T pick_box[4] = {T(0), T(0), T(0), T(0)};
   while (true) {
     T best = T(0);
@@ -88,7 +109,9 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
         continue;
       }
       if (pick >= 0) {
-        const T ovr = iou(pick_box, box + 4 * j, params.offset);
+        T b[4];
+        load_box(box + 4 * j, b);
+        const T ovr = iou(pick_box, b, params.offset);
         s *= weight(ovr, params.method, params.iou_threshold, params.sigma);
         if (!(s >= params.min_score)) s = dead;
         score[j] = s;
@@ -98,28 +121,23 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
     }
     warp_argmax(best, best_pos);
     if (lane == 0) {
-      warp_best[warp] = best;
-      warp_pos[warp] = best_pos;
+      warp_best[parity][warp] = best;
+      warp_pos[parity][warp] = best_pos;
     }
     __syncthreads();
-    if (warp == 0) {
-      best = lane < num_warps ? warp_best[lane] : T(0);
-      best_pos = lane < num_warps ? warp_pos[lane] : -1;
-      warp_argmax(best, best_pos);
-      if (lane == 0) {
-        round_best = best;
-        round_pos = best_pos;
-      }
-    }
-    __syncthreads();
-    pick = round_pos;
+    // Every warp reduces the candidates itself: no second barrier.
+    best = lane < num_warps ? warp_best[parity][lane] : T(0);
+    best_pos = lane < num_warps ? warp_pos[parity][lane] : -1;
+    warp_argmax(best, best_pos);
+    parity ^= 1;
+    pick = best_pos;
     if (pick < 0) break;
     if (threadIdx.x == 0) {
       picked[start + count] = start + pick;
-      picked_scores[start + count] = round_best;
+      picked_scores[start + count] = best;
     }
     ++count;
-    for (int k = 0; k < 4; ++k) pick_box[k] = box[4 * pick + k];
+    load_box(box + 4 * pick, pick_box);
   }
   if (threadIdx.x == 0) counts[segment] = count;
 }
