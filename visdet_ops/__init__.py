@@ -31,14 +31,28 @@ else:
     __version__ = BUILD_INFO["VERSION"]
 
     from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
+    from .ops.deform_conv import (  # noqa: E402
+        DeformConv2d,
+        DeformConv2dPack,
+        ModulatedDeformConv2d,
+        ModulatedDeformConv2dPack,
+        deform_conv2d,
+        modulated_deform_conv2d,
+    )
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
     __all__ = [
         "BUILD_INFO",
+        "DeformConv2d",
+        "DeformConv2dPack",
+        "ModulatedDeformConv2d",
+        "ModulatedDeformConv2dPack",
         "RoIAlign",
         "batched_nms",
         "bbox_overlaps",
+        "deform_conv2d",
+        "modulated_deform_conv2d",
         "nms",
         "nms_match",
         "roi_align",
