@@ -367,6 +367,57 @@ def bench_roi_pool(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
+@bench
+def bench_deform_conv(gen, tv, results: list, copy_gbs: float) -> None:
+    # DCNv2 forward + backward (all five gradients) at the 3x3 convs where mmdet places
+    # DCN (ResNet-50 stages 2-4, dcn stage_with_dcn), batch 8, float32, deform_groups 1:
+    # (channels, H = W) = (128, 64), (256, 32), (512, 16). Peer: torchvision's
+    # deform_conv2d with mask and bias, same inputs, same backward.
+    for channels, size in ((128, 64), (256, 32), (512, 16)):
+        n = 8
+        x = torch.randn(n, channels, size, size, generator=gen).cuda()
+        weight = (torch.randn(channels, channels, 3, 3, generator=gen) / (channels * 9) ** 0.5).cuda()
+        bias = torch.randn(channels, generator=gen).cuda()
+        offset = (torch.randn(n, 18, size, size, generator=gen) * 2).cuda()
+        mask = torch.rand(n, 9, size, size, generator=gen).cuda()
+        grad = torch.randn(n, channels, size, size, generator=gen).cuda()
+        leaves = [t.clone().requires_grad_() for t in (x, offset, mask, weight, bias)]
+
+        def ours(leaves=leaves, grad=grad):
+            xi, oi, mi, wi, bi = leaves
+            out = visdet_ops.modulated_deform_conv2d(xi, oi, mi, wi, bi, 1, 1, 1, 1, 1)
+            out.backward(grad)
+
+        row = {"op": "modulated_deform_conv2d fwd+bwd", "case": f"batch {n}, {channels} ch, {size}x{size}, 3x3, f32"}
+        row["ours"] = cuda_time_ms(ours, warmup=3, repeat=20)
+        fwd = cuda_time_ms(
+            lambda x=x, offset=offset, mask=mask, weight=weight, bias=bias: visdet_ops.modulated_deform_conv2d(
+                x, offset, mask, weight, bias, 1, 1, 1, 1, 1
+            ),
+            warmup=3,
+            repeat=20,
+        )
+        row["ours_forward_ms"] = fwd["median_ms"]
+        if tv is not None:
+            got = visdet_ops.modulated_deform_conv2d(x, offset, mask, weight, bias, 1, 1, 1, 1, 1)
+            want = tv.deform_conv2d(x, offset, weight, bias, padding=(1, 1), mask=mask)
+            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+            tv_leaves = [t.clone().requires_grad_() for t in (x, offset, mask, weight, bias)]
+
+            def peer(tv_leaves=tv_leaves, grad=grad):
+                xi, oi, mi, wi, bi = tv_leaves
+                out = tv.deform_conv2d(xi, oi, wi, bi, padding=(1, 1), mask=mi)
+                out.backward(grad)
+
+            row["peer"] = cuda_time_ms(peer, warmup=3, repeat=20)
+            row["peer_name"] = "torchvision.ops.deform_conv2d (mask)"
+            peer_fwd = cuda_time_ms(
+                lambda: tv.deform_conv2d(x, offset, weight, bias, padding=(1, 1), mask=mask), warmup=3, repeat=20
+            )
+            row["peer_forward_ms"] = peer_fwd["median_ms"]
+        results.append(row)
+
+
 def markdown(results: list, env: dict) -> str:
     lines = [
         f"GPU: {env['gpu']} (driver CUDA {env['cuda_runtime']}); torch {env['torch']}; visdet-ops {env['visdet_ops']}; "
@@ -396,6 +447,8 @@ def markdown(results: list, env: dict) -> str:
             )
         if "fused_gbs" in r:
             note.append(f"{r['fused_gbs']:.0f} GB/s compulsory ({100 * r['fused_fraction_of_copy']:.0f}% of copy)")
+        if "peer_forward_ms" in r:
+            note.append(f"forward alone {r['ours_forward_ms']:.3f} ms vs {r['peer_forward_ms']:.3f} ms")
         lines.append(
             f"| {r['op']} | {r['case']} | {ours:.3f} | {r.get('peer_name', '-')} | "
             f"{peer if peer is None else f'{peer:.3f}'} | {ratio} | {'; '.join(note)} |"

@@ -31,6 +31,14 @@ else:
     __version__ = BUILD_INFO["VERSION"]
 
     from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
+    from .ops.deform_conv import (  # noqa: E402
+        DeformConv2d,
+        DeformConv2dPack,
+        ModulatedDeformConv2d,
+        ModulatedDeformConv2dPack,
+        deform_conv2d,
+        modulated_deform_conv2d,
+    )
     from .ops.deform_roi_pool import (  # noqa: E402
         DeformRoIPool,
         DeformRoIPoolPack,
@@ -52,6 +60,10 @@ else:
         "DeformRoIPool",
         "DeformRoIPoolPack",
         "ModulatedDeformRoIPoolPack",
+        "DeformConv2d",
+        "DeformConv2dPack",
+        "ModulatedDeformConv2d",
+        "ModulatedDeformConv2dPack",
         "RoIAlign",
         "RoIPool",
         "SigmoidFocalLoss",
@@ -59,6 +71,8 @@ else:
         "batched_nms",
         "bbox_overlaps",
         "deform_roi_pool",
+        "deform_conv2d",
+        "modulated_deform_conv2d",
         "nms",
         "nms_match",
         "roi_align",

@@ -1,0 +1,606 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+import visdet_ops
+from visdet_ops import (
+    DeformConv2d,
+    DeformConv2dPack,
+    ModulatedDeformConv2d,
+    ModulatedDeformConv2dPack,
+    deform_conv2d,
+    modulated_deform_conv2d,
+)
+from visdet_ops.reference.deform_conv import deform_conv2d_reference
+
+from ..conftest import require_cuda, torchvision_or_skip
+
+# ---------------------------------------------------------------- inputs
+
+
+def out_size(size, pad, dil, k, stride):
+    return (size + 2 * pad - (dil * (k - 1) + 1)) // stride + 1
+
+
+def make_case(
+    rng,
+    n=2,
+    c=4,
+    h=7,
+    w=8,
+    cout=6,
+    k=(3, 3),
+    stride=(1, 1),
+    pad=(1, 1),
+    dil=(1, 1),
+    groups=1,
+    dg=1,
+    with_mask=True,
+    with_bias=True,
+    offset_range=3,
+    storage_dtype=torch.float64,
+):
+    """Random float64 inputs. Offsets are an integer in [-offset_range, offset_range]
+    plus a fraction in [0.1, 0.9]: sample positions (integer grid + offset) are never
+    within 0.1 px of an integer, where the op is not smooth (pixel edges, the -1/H/W
+    validity edges), so float32, gradcheck's finite differences and the reference agree
+    without masking anything, while many samples still land outside the map."""
+    oh, ow = out_size(h, pad[0], dil[0], k[0], stride[0]), out_size(w, pad[1], dil[1], k[1], stride[1])
+    kk = k[0] * k[1]
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=rng, dtype=torch.float64).to(storage_dtype).double()
+
+    x = rnd(n, c, h, w)
+    weight = rnd(cout, c // groups, *k)
+    integer = torch.randint(-offset_range, offset_range + 1, (n, 2 * dg * kk, oh, ow), generator=rng)
+    frac = 0.1 + 0.8 * torch.rand(n, 2 * dg * kk, oh, ow, generator=rng, dtype=torch.float64)
+    offset = (integer + frac).to(storage_dtype).double()
+    mask = torch.rand(n, dg * kk, oh, ow, generator=rng, dtype=torch.float64).to(storage_dtype).double()
+    bias = rnd(cout)
+    return dict(
+        x=x,
+        offset=offset,
+        mask=mask if with_mask else None,
+        weight=weight,
+        bias=bias if with_bias else None,
+        stride=stride,
+        pad=pad,
+        dil=dil,
+        groups=groups,
+        dg=dg,
+    )
+
+
+def reference(case, grad_out=None):
+    """Output and (when grad_out is given) grads of x, offset, mask, weight, bias."""
+    leaves = {
+        name: None if case[name] is None else case[name].detach().clone().requires_grad_()
+        for name in ("x", "offset", "mask", "weight", "bias")
+    }
+    out = deform_conv2d_reference(
+        leaves["x"],
+        leaves["offset"],
+        leaves["mask"],
+        leaves["weight"],
+        leaves["bias"],
+        case["stride"],
+        case["pad"],
+        case["dil"],
+        case["groups"],
+        case["dg"],
+    )
+    if grad_out is None:
+        return out.detach(), None
+    names = [k for k, v in leaves.items() if v is not None]
+    grads = torch.autograd.grad(out, [leaves[k] for k in names], grad_out)
+    return out.detach(), dict(zip(names, grads, strict=True))
+
+
+def ours(case, device, dtype, im2col_step=None, requires_grad=True):
+    t = {
+        name: None
+        if case[name] is None
+        else case[name].to(device, dtype).detach().clone().requires_grad_(requires_grad)
+        for name in ("x", "offset", "mask", "weight", "bias")
+    }
+    args = (case["stride"], case["pad"], case["dil"], case["groups"], case["dg"])
+    if t["mask"] is None and t["bias"] is None:
+        step = 32 if im2col_step is None else im2col_step
+        out = deform_conv2d(t["x"], t["offset"], t["weight"], *args, False, step)
+    elif im2col_step is None:
+        out = modulated_deform_conv2d(t["x"], t["offset"], t["mask"], t["weight"], t["bias"], *args)
+    else:
+        (sh, sw), (ph, pw), (dh, dw) = case["stride"], case["pad"], case["dil"]
+        out = torch.ops.visdet_ops.deform_conv2d(
+            t["x"], t["offset"], t["mask"], t["weight"], t["bias"], sh, sw, ph, pw, dh, dw, case["groups"],
+            case["dg"], im2col_step,
+        )  # fmt: skip
+    return out, t
+
+
+# float32: a sample position rounds to ~1e-6 px; on randn data values move by ~1e-5
+# and sums over C * KK terms by ~1e-4. A logic error moves them by O(1).
+TOL = {torch.float32: dict(rtol=2e-4, atol=2e-4), torch.float64: dict(rtol=1e-10, atol=1e-10)}
+GRAD_TOL = {torch.float32: dict(rtol=1e-3, atol=1e-3), torch.float64: dict(rtol=1e-10, atol=1e-10)}
+
+
+def check_against_reference(case, device, dtype, rng, im2col_step=None):
+    want_shape_out, _ = reference(case)
+    grad_out = torch.randn(want_shape_out.shape, generator=rng, dtype=torch.float64)
+    want, want_grads = reference(case, grad_out)
+    got, leaves = ours(case, device, dtype, im2col_step)
+    assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
+    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    names = list(want_grads)
+    got_grads = torch.autograd.grad(got, [leaves[k] for k in names], grad_out.to(device, dtype))
+    for name, g in zip(names, got_grads, strict=True):
+        assert g.shape == want_grads[name].shape, name
+        torch.testing.assert_close(g.cpu().double(), want_grads[name], **GRAD_TOL[dtype], msg=name)
+    # The offset gradient must not be vacuous.
+    assert want_grads["offset"].abs().max() > 1e-2
+    return want
+
+
+# ---------------------------------------------------------------- correctness
+
+CONFIGS = {
+    "3x3": dict(),
+    "v1": dict(with_mask=False, with_bias=False),
+    "stride2": dict(stride=(2, 2), h=9, w=10),
+    "dilation2_pad2": dict(dil=(2, 2), pad=(2, 2)),
+    "rect_kernel": dict(k=(3, 2), pad=(1, 0), stride=(1, 2), w=9),
+    "groups2": dict(groups=2),
+    "deform_groups2": dict(dg=2),
+    "groups2_dg4": dict(groups=2, dg=4, c=8),
+    "1x1_no_pad": dict(k=(1, 1), pad=(0, 0)),
+    "mask_no_bias": dict(with_bias=False),
+    "v1_groups_dg": dict(with_mask=False, with_bias=False, groups=2, dg=2),
+}
+
+
+@pytest.mark.parametrize("config", list(CONFIGS), ids=list(CONFIGS))
+def test_matches_reference(device, dtype, rng, config):
+    check_against_reference(make_case(rng, **CONFIGS[config]), device, dtype, rng)
+
+
+def test_large_offsets_outside_the_map(device, rng):
+    """Offsets of up to 12 px on a 7x8 map: most samples leave the map (value 0), on
+    every side; outputs and all gradients still match."""
+    case = make_case(rng, offset_range=12)
+    want = check_against_reference(case, device, torch.float64, rng)
+    assert torch.isfinite(want).all()
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 32, 0])
+def test_im2col_step_does_not_change_the_result(device, rng, step):
+    """Chunks of 1, 2, 3 (does not divide 5), 5, 32 (> N) and automatic."""
+    for with_mask in (True, False):
+        case = make_case(rng, n=5, with_mask=with_mask, with_bias=with_mask)
+        check_against_reference(case, device, torch.float64, rng, im2col_step=step)
+
+
+def test_zero_offsets_equal_conv2d(device, dtype, rng):
+    """With zero offsets (and a mask of ones) DCN is an ordinary convolution."""
+    case = make_case(rng, stride=(2, 1), dil=(1, 2), pad=(1, 2), groups=2, h=9, w=9)
+    x, weight, bias = (case[k].to(device, dtype) for k in ("x", "weight", "bias"))
+    offset = torch.zeros_like(case["offset"]).to(device, dtype)
+    mask = torch.ones_like(case["mask"]).to(device, dtype)
+    want = torch.nn.functional.conv2d(x, weight, bias, (2, 1), (1, 2), (1, 2), 2)
+    got = modulated_deform_conv2d(x, offset, mask, weight, bias, (2, 1), (1, 2), (1, 2), 2, 1)
+    torch.testing.assert_close(got, want, **TOL[dtype])
+    got = deform_conv2d(x, offset, weight, (2, 1), (1, 2), (1, 2), 2, 1)
+    torch.testing.assert_close(got, want - bias.view(1, -1, 1, 1), **TOL[dtype])
+
+
+def test_integer_offsets_shift_the_input(rng):
+    """An offset of (+1, -2) at every kernel point of a 1x1 conv reads input[y + 1, x - 2]."""
+    x = torch.randn(1, 3, 6, 7, generator=rng, dtype=torch.float64)
+    weight = torch.eye(3, dtype=torch.float64).view(3, 3, 1, 1)
+    offset = torch.empty(1, 2, 6, 7, dtype=torch.float64)
+    offset[:, 0], offset[:, 1] = 1.0, -2.0
+    got = deform_conv2d(x, offset, weight)
+    want = torch.zeros_like(x)
+    want[:, :, :5, 2:] = x[:, :, 1:, :5]
+    torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("with_mask", [True, False])
+def test_gradcheck(device, rng, with_mask):
+    case = make_case(rng, n=2, c=4, h=5, w=4, cout=2, groups=2, dg=2, with_mask=with_mask, with_bias=with_mask)
+    names = [k for k in ("x", "offset", "mask", "weight", "bias") if case[k] is not None]
+    inputs = tuple(case[k].to(device).requires_grad_() for k in names)
+    args = (case["stride"], case["pad"], case["dil"], case["groups"], case["dg"])
+
+    def fn(*tensors):
+        t = dict(zip(names, tensors, strict=True))
+        if with_mask:
+            return modulated_deform_conv2d(t["x"], t["offset"], t["mask"], t["weight"], t["bias"], *args)
+        return deform_conv2d(t["x"], t["offset"], t["weight"], *args, False, 1)
+
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-6)
+
+
+def _op_args(case, device, step=0):
+    (sh, sw), (ph, pw), (dh, dw) = case["stride"], case["pad"], case["dil"]
+    t = [None if case[k] is None else case[k].to(device) for k in ("x", "offset", "mask", "weight", "bias")]
+    return (*t, sh, sw, ph, pw, dh, dw, case["groups"], case["dg"], step)
+
+
+@pytest.mark.parametrize("with_mask", [True, False])
+def test_opcheck(device, rng, with_mask):
+    case = make_case(rng, n=3, c=4, h=5, w=6, cout=4, dg=2, with_mask=with_mask, with_bias=with_mask)
+    args = list(_op_args(case, device, step=2))
+    for i in range(5):
+        if args[i] is not None:
+            args[i] = args[i].requires_grad_()
+    torch.library.opcheck(torch.ops.visdet_ops.deform_conv2d.default, tuple(args))
+
+
+def test_opcheck_backward_op(device, rng):
+    for with_mask in (True, False):
+        case = make_case(rng, n=2, c=4, h=5, w=6, cout=4, with_mask=with_mask, with_bias=with_mask)
+        args = _op_args(case, device)
+        grad = torch.randn(2, 4, 5, 6, generator=rng, dtype=torch.float64).to(device)
+        torch.library.opcheck(torch.ops.visdet_ops._deform_conv2d_backward.default, (grad, *args))
+
+
+def test_fake_and_meta():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(2, 8, 20, 30)
+        w = torch.empty(16, 4, 3, 3)
+        off = torch.empty(2, 36, 10, 15)
+        mask = torch.empty(2, 18, 10, 15)
+        out = modulated_deform_conv2d(x, off, mask, w, torch.empty(16), 2, 1, 1, 2, 2)
+        assert out.shape == (2, 16, 10, 15)
+        grads = torch.ops.visdet_ops._deform_conv2d_backward(out, x, off, mask, w, None, 2, 2, 1, 1, 1, 1, 2, 2, 0)
+        assert [tuple(g.shape) for g in grads] == [
+            (2, 8, 20, 30),
+            (2, 36, 10, 15),
+            (2, 18, 10, 15),
+            (16, 4, 3, 3),
+            (0,),
+        ]
+    meta = deform_conv2d(
+        torch.empty(2, 8, 20, 30, device="meta"), torch.empty(2, 18, 20, 30, device="meta"),
+        torch.empty(16, 8, 3, 3, device="meta"), 1, 1,
+    )  # fmt: skip
+    assert meta.shape == (2, 16, 20, 30) and meta.device.type == "meta"
+
+
+def test_empty_batch(device, dtype):
+    x = torch.randn(0, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
+    off = torch.randn(0, 18, 5, 5, device=device, dtype=dtype, requires_grad=True)
+    mask = torch.rand(0, 9, 5, 5, device=device, dtype=dtype, requires_grad=True)
+    w = torch.randn(3, 4, 3, 3, device=device, dtype=dtype, requires_grad=True)
+    b = torch.randn(3, device=device, dtype=dtype, requires_grad=True)
+    out = modulated_deform_conv2d(x, off, mask, w, b, 1, 1)
+    assert out.shape == (0, 3, 5, 5)
+    out.sum().backward()
+    assert x.grad.shape == x.shape and off.grad.shape == off.shape and mask.grad.shape == mask.shape
+    assert torch.equal(w.grad, torch.zeros_like(w)) and torch.equal(b.grad, torch.zeros_like(b))
+
+
+def test_zero_input_channels_give_the_bias(device):
+    x = torch.randn(2, 0, 5, 5, device=device, dtype=torch.float64)
+    w = torch.randn(3, 0, 3, 3, device=device, dtype=torch.float64)
+    b = torch.randn(3, device=device, dtype=torch.float64)
+    off = torch.randn(2, 18, 5, 5, device=device, dtype=torch.float64, requires_grad=True)
+    out = modulated_deform_conv2d(x, off, torch.rand(2, 9, 5, 5, device=device, dtype=torch.float64), w, b, 1, 1)
+    torch.testing.assert_close(out, b.view(1, 3, 1, 1).expand(2, 3, 5, 5))
+    out.sum().backward()
+    assert torch.equal(off.grad, torch.zeros_like(off))
+
+
+def test_non_contiguous(device, dtype, rng):
+    case = make_case(rng, n=2, c=4, h=7, w=8, cout=6, dg=2)
+    grad_out = torch.randn(2, 6, 7, 8, generator=rng, dtype=torch.float64)
+    want, want_grads = reference(case, grad_out)
+
+    def nc(t):  # same values, transposed strides
+        return t.to(device, dtype).transpose(-1, -2).contiguous().transpose(-1, -2).requires_grad_()
+
+    x = case["x"].to(device, dtype).contiguous(memory_format=torch.channels_last).requires_grad_()
+    off, mask = nc(case["offset"]), nc(case["mask"])
+    w = case["weight"].to(device, dtype).contiguous(memory_format=torch.channels_last).requires_grad_()
+    b = torch.stack([case["bias"], case["bias"]], 1).to(device, dtype)[:, 0].requires_grad_()
+    g = nc(grad_out).detach()
+    for t in (x, off, mask, w, b, g):
+        assert not t.is_contiguous()
+    got = modulated_deform_conv2d(x, off, mask, w, b, 1, 1, 1, 1, 2)
+    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    grads = torch.autograd.grad(got, (x, off, mask, w, b), g)
+    for name, gr in zip(("x", "offset", "mask", "weight", "bias"), grads, strict=True):
+        torch.testing.assert_close(gr.cpu().double(), want_grads[name], **GRAD_TOL[dtype], msg=name)
+
+
+def test_nan_and_inf_offsets_give_zero_samples(device):
+    """A NaN or infinite offset puts its sample outside the map: value 0, no crash."""
+    x = torch.randn(1, 2, 5, 5, device=device, dtype=torch.float64)
+    w = torch.randn(2, 2, 1, 1, device=device, dtype=torch.float64)
+    off = torch.zeros(1, 2, 5, 5, device=device, dtype=torch.float64)
+    off[0, 0, 1, 1], off[0, 1, 2, 2], off[0, 0, 3, 3] = float("nan"), float("inf"), -1e30
+    out = deform_conv2d(x, off, w)
+    want = torch.nn.functional.conv2d(x, w)
+    for yx in ((1, 1), (2, 2), (3, 3)):
+        assert torch.equal(out[0, :, yx[0], yx[1]], torch.zeros(2, device=device, dtype=torch.float64))
+        want[0, :, yx[0], yx[1]] = 0
+    torch.testing.assert_close(out, want)
+
+
+# ---------------------------------------------------------------- bad inputs
+
+
+def _good(device="cpu"):
+    return dict(
+        input=torch.randn(2, 4, 6, 6, device=device),
+        offset=torch.randn(2, 18, 6, 6, device=device),
+        mask=torch.rand(2, 9, 6, 6, device=device),
+        weight=torch.randn(3, 4, 3, 3, device=device),
+        bias=torch.randn(3, device=device),
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (dict(input=torch.randn(4, 6, 6)), "input must have 4 dimensions"),
+        (dict(input=torch.randint(0, 3, (2, 4, 6, 6))), "input must be a floating point tensor"),
+        (dict(weight=torch.randn(3, 3, 3, 3)), "input has 4 channels but weight"),
+        (dict(offset=torch.randn(2, 16, 6, 6)), "offset must have shape"),
+        (dict(offset=torch.randn(2, 18, 5, 6)), "offset must have shape"),
+        (dict(offset=torch.randn(2, 18, 6, 6, dtype=torch.float64)), "input and offset must have the same dtype"),
+        (dict(mask=torch.rand(2, 18, 6, 6)), "mask must have shape"),
+        (dict(mask=torch.rand(2, 9, 6, 6, dtype=torch.float64)), "input and mask must have the same dtype"),
+        (dict(bias=torch.randn(4)), "bias must have shape"),
+        (dict(bias=torch.randn(3, 1)), "bias must have 1 dimensions"),
+        (dict(weight=torch.randn(3, 4, 0, 3)), "weight must have a non-empty kernel"),
+    ],
+)
+def test_bad_inputs_name_the_argument(change, message):
+    a = _good()
+    a.update(change)
+    with pytest.raises(RuntimeError, match=message):
+        modulated_deform_conv2d(a["input"], a["offset"], a["mask"], a["weight"], a["bias"], 1, 1)
+
+
+def test_bad_params_name_the_argument():
+    a = _good()
+
+    def call(stride=1, padding=1, dilation=1, groups=1, dg=1, **over):
+        b = {**a, **over}
+        return modulated_deform_conv2d(
+            b["input"], b["offset"], b["mask"], b["weight"], b["bias"], stride, padding, dilation, groups, dg
+        )
+
+    with pytest.raises(RuntimeError, match="deform_conv2d: stride must be positive"):
+        call(stride=0)
+    with pytest.raises(RuntimeError, match="deform_conv2d: padding must be non-negative"):
+        call(padding=-1)
+    with pytest.raises(RuntimeError, match="deform_conv2d: dilation must be positive"):
+        call(dilation=0)
+    with pytest.raises(RuntimeError, match="deform_conv2d: groups must be positive"):
+        call(groups=0)
+    with pytest.raises(RuntimeError, match=r"weight.size\(0\) \(3\) must be divisible by groups \(2\)"):
+        call(groups=2, weight=torch.randn(3, 2, 3, 3))
+    with pytest.raises(RuntimeError, match=r"input channels \(4\) must be divisible by deform_groups \(3\)"):
+        call(dg=3, offset=torch.randn(2, 54, 6, 6), mask=torch.rand(2, 27, 6, 6))
+    with pytest.raises(RuntimeError, match="is too small for a 3x3 kernel"):
+        call(padding=0, input=torch.randn(2, 4, 2, 6), offset=torch.randn(2, 18, 1, 4))
+    with pytest.raises(ValueError, match="deform_conv2d: bias must be False"):
+        deform_conv2d(a["input"], a["offset"], a["weight"], 1, 1, bias=True)
+
+
+def test_cpu_rejects_16_bit():
+    a = {k: v.half() for k, v in _good().items()}
+    with pytest.raises(RuntimeError, match="on the CPU input must be float32 or float64"):
+        modulated_deform_conv2d(a["input"], a["offset"], a["mask"], a["weight"], a["bias"], 1, 1)
+
+
+def test_mixed_devices_rejected():
+    require_cuda()
+    a = _good()
+    with pytest.raises(RuntimeError, match="input and offset must be on the same device"):
+        modulated_deform_conv2d(a["input"].cuda(), a["offset"], a["mask"].cuda(), a["weight"].cuda(), None, 1, 1)
+
+
+def test_double_backward_fails_loudly(rng):
+    case = make_case(rng, n=1, c=2, h=4, w=4, cout=2)
+    x = case["x"].requires_grad_()
+    out = modulated_deform_conv2d(x, case["offset"], case["mask"], case["weight"], case["bias"], 1, 1)
+    (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        g.sum().backward()
+
+
+# ---------------------------------------------------------------- modules
+
+# Parameter names and shapes of mmcv's modules, from mmcv/ops/deform_conv.py and
+# mmcv/ops/modulated_deform_conv.py (open-mmlab/mmcv, DeformConv2d: `weight`
+# [out, in // groups, kh, kw], no bias; DeformConv2dPack adds `conv_offset`,
+# nn.Conv2d(in, deform_groups * 2 * kh * kw, bias=True); ModulatedDeformConv2d:
+# `weight`, `bias` [out]; ModulatedDeformConv2dPack: `conv_offset` with
+# deform_groups * 3 * kh * kw channels). mmdet's ResNet DCN checkpoints hold e.g.
+# "layer2.0.conv2.weight", "layer2.0.conv2.conv_offset.weight/bias".
+MMCV_KEYS = {
+    "DeformConv2d": {"weight": (64, 32, 3, 3)},
+    "DeformConv2dPack": {
+        "weight": (64, 32, 3, 3),
+        "conv_offset.weight": (2 * 2 * 9, 64, 3, 3),
+        "conv_offset.bias": (2 * 2 * 9,),
+    },
+    "ModulatedDeformConv2d": {"weight": (64, 32, 3, 3), "bias": (64,)},
+    "ModulatedDeformConv2dPack": {
+        "weight": (64, 32, 3, 3),
+        "bias": (64,),
+        "conv_offset.weight": (3 * 2 * 9, 64, 3, 3),
+        "conv_offset.bias": (3 * 2 * 9,),
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(MMCV_KEYS))
+def test_state_dict_keys_match_mmcv(name):
+    cls = getattr(visdet_ops, name)
+    m = cls(64, 64, 3, stride=1, padding=1, groups=2, deform_groups=2)
+    got = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    assert got == MMCV_KEYS[name]
+    # A checkpoint written by mmcv (same keys and shapes) loads strictly.
+    ckpt = {k: torch.randn(s) for k, s in MMCV_KEYS[name].items()}
+    fresh = cls(64, 64, 3, stride=1, padding=1, groups=2, deform_groups=2)
+    fresh.load_state_dict(ckpt, strict=True)
+    for k, v in fresh.state_dict().items():
+        assert torch.equal(v, ckpt[k])
+
+
+def test_module_defaults_and_init():
+    m = DeformConv2d(8, 16, 3)
+    assert m.weight.shape == (16, 8, 3, 3) and not hasattr(m, "bias") or getattr(m, "bias", None) is None
+    bound = 1 / (8 * 9) ** 0.5
+    assert m.weight.abs().max() <= bound and m.weight.abs().max() > bound / 2
+    assert m.im2col_step == 32 and m.stride == (1, 1) and m.deform_groups == 1
+    mm = ModulatedDeformConv2d(8, 16, 3)
+    assert mm.bias is not None and torch.equal(mm.bias, torch.zeros(16))
+    assert ModulatedDeformConv2d(8, 16, 3, bias=False).bias is None
+    with pytest.raises(ValueError, match="bias"):
+        DeformConv2d(8, 16, 3, bias=True)
+    with pytest.raises(ValueError, match="not divisible by groups"):
+        DeformConv2d(8, 16, 3, groups=3)
+    with pytest.warns(DeprecationWarning, match="deformable_groups"):
+        assert DeformConv2d(8, 16, 3, deformable_groups=2).deform_groups == 2
+    for cls in (DeformConv2dPack, ModulatedDeformConv2dPack):
+        p = cls(8, 16, 3, padding=1)
+        assert torch.equal(p.conv_offset.weight, torch.zeros_like(p.conv_offset.weight))
+        assert torch.equal(p.conv_offset.bias, torch.zeros_like(p.conv_offset.bias))
+
+
+def test_packs_start_as_a_convolution(device, rng):
+    """Zero-initialised conv_offset: DCN is conv2d; DCNv2's mask is sigmoid(0) = 0.5."""
+    x = torch.randn(2, 8, 9, 10, generator=rng, dtype=torch.float64).to(device)
+    dcn = DeformConv2dPack(8, 6, 3, stride=2, padding=1).double().to(device)
+    torch.testing.assert_close(dcn(x), torch.nn.functional.conv2d(x, dcn.weight, None, 2, 1))
+    dcn2 = ModulatedDeformConv2dPack(8, 6, 3, padding=1, deform_groups=2).double().to(device)
+    with torch.no_grad():
+        dcn2.bias.normal_()
+    want = 0.5 * torch.nn.functional.conv2d(x, dcn2.weight, None, 1, 1) + dcn2.bias.view(1, -1, 1, 1)
+    torch.testing.assert_close(dcn2(x), want)
+
+
+def test_pack_forward_matches_reference(device, rng):
+    """A trained-looking conv_offset: offsets and masks split as mmcv (o1, o2, mask)."""
+    m = ModulatedDeformConv2dPack(4, 6, 3, padding=1, deform_groups=2).double()
+    with torch.no_grad():
+        m.conv_offset.weight.normal_(0, 0.3, generator=rng)
+        m.conv_offset.bias.normal_(0, 0.5, generator=rng)
+        m.bias.normal_(generator=rng)
+    x = torch.randn(2, 4, 6, 7, generator=rng, dtype=torch.float64)
+    out = m.conv_offset(x)
+    o1, o2, mask = torch.chunk(out, 3, dim=1)
+    want = deform_conv2d_reference(
+        x, torch.cat((o1, o2), 1), torch.sigmoid(mask), m.weight, m.bias, (1, 1), (1, 1), (1, 1), 1, 2
+    ).detach()
+    torch.testing.assert_close(m.to(device)(x.to(device)).detach().cpu(), want)
+
+
+def test_small_input_is_padded_like_mmcv(device, rng):
+    """mmcv's DeformConv2d zero-pads an input smaller than the kernel (and the offset)
+    at the bottom/right and crops the output back: a 2x5 map through a 3x3 kernel
+    with padding 1 gives the 2x5 output of an ordinary padded convolution."""
+    m = DeformConv2d(2, 3, 3, padding=1).double().to(device)
+    x = torch.randn(1, 2, 2, 5, generator=rng, dtype=torch.float64).to(device)
+    off = torch.zeros(1, 18, 2, 5, dtype=torch.float64, device=device)
+    out = m(x, off)
+    torch.testing.assert_close(out, torch.nn.functional.conv2d(x, m.weight, None, 1, 1))
+
+
+def test_torch_compile_fullgraph(rng):
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dcn = ModulatedDeformConv2dPack(4, 4, 3, padding=1)
+            self.dcn1 = DeformConv2dPack(4, 4, 3, padding=1)
+
+        def forward(self, x):
+            return self.dcn1(torch.relu(self.dcn(x)))
+
+    torch.manual_seed(0)
+    net = Net().double()
+    with torch.no_grad():
+        for conv in (net.dcn.conv_offset, net.dcn1.conv_offset):
+            conv.weight.normal_(0, 0.2)
+    x = torch.randn(2, 4, 6, 6, generator=rng, dtype=torch.float64, requires_grad=True)
+    compiled = torch.compile(net, fullgraph=True, backend="aot_eager")
+    got = compiled(x)
+    want = net(x)
+    torch.testing.assert_close(got, want)
+    (gx,) = torch.autograd.grad(got.sum(), x)
+    (wx,) = torch.autograd.grad(want.sum(), x)
+    torch.testing.assert_close(gx, wx)
+
+
+# ---------------------------------------------------------------- CUDA only
+
+
+def test_cuda_backward_alerts_when_deterministic(rng):
+    require_cuda()
+    case = make_case(rng, n=1, c=2, h=4, w=4, cout=2)
+    x = case["x"].cuda().requires_grad_()
+    out = modulated_deform_conv2d(
+        x, case["offset"].cuda(), case["mask"].cuda(), case["weight"].cuda(), case["bias"].cuda(), 1, 1
+    )
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="deform_conv2d backward"):
+            out.sum().backward()
+        # the forward is deterministic
+        modulated_deform_conv2d(
+            x.detach(), case["offset"].cuda(), case["mask"].cuda(), case["weight"].cuda(), None, 1, 1
+        )
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_cuda_16_bit(rng, half):
+    """16-bit storage, float computation: compared with the float64 reference on the
+    same (rounded) inputs, loosely (16-bit columns and GEMM inputs)."""
+    require_cuda()
+    case = make_case(rng, n=3, c=8, cout=8, dg=2, groups=2, storage_dtype=half)
+    grad_out = torch.randn(3, 8, 7, 8, generator=rng, dtype=torch.float64).to(half).double()
+    want, want_grads = reference(case, grad_out)
+    got, leaves = ours(case, torch.device("cuda"), half)
+    assert got.dtype == half
+    scale = want.abs().max().item()
+    tol = 2e-2 if half == torch.float16 else 8e-2
+    assert (got.detach().cpu().double() - want).abs().max() < tol * scale
+    names = list(want_grads)
+    grads = torch.autograd.grad(got, [leaves[k] for k in names], grad_out.cuda().to(half))
+    for name, g in zip(names, grads, strict=True):
+        assert g.dtype == half, name
+        s = want_grads[name].abs().max().item()
+        assert (g.cpu().double() - want_grads[name]).abs().max() < tol * s, name
+
+
+def test_cuda_many_channels_use_channel_slices(rng):
+    """Few samples and many channels: the CUDA backward splits each deform group into
+    channel slices and sums them; gradients still match the reference."""
+    require_cuda()
+    case = make_case(rng, n=1, c=256, h=4, w=5, cout=4, dg=2)
+    check_against_reference(case, torch.device("cuda"), torch.float64, rng)
+
+
+def test_matches_torchvision(device, rng):
+    tv = torchvision_or_skip()
+    for with_mask in (True, False):
+        case = make_case(rng, n=3, c=8, cout=6, groups=2, dg=4, stride=(2, 1), pad=(1, 2), dil=(1, 2), h=9, w=9)
+        x, off, w, b = (case[k].to(device) for k in ("x", "offset", "weight", "bias"))
+        mask = case["mask"].to(device) if with_mask else None
+        want = tv.deform_conv2d(x, off, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), mask=mask)
+        if with_mask:
+            got = modulated_deform_conv2d(x, off, mask, w, b, (2, 1), (1, 2), (1, 2), 2, 4)
+        else:
+            got = deform_conv2d(x, off, w, (2, 1), (1, 2), (1, 2), 2, 4) + b.view(1, -1, 1, 1)
+        torch.testing.assert_close(got, want)

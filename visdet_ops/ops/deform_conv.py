@@ -1,0 +1,415 @@
+"""deform_conv2d / DeformConv2d / DeformConv2dPack (DCNv1) and
+modulated_deform_conv2d / ModulatedDeformConv2d / ModulatedDeformConv2dPack
+(DCNv2) with mmcv.ops semantics, constructor arguments and state-dict keys.
+
+One op, visdet_ops::deform_conv2d, serves both (v1 is v2 without a mask).
+Offsets are [N, 2 * deform_groups * KH * KW, OH, OW], a (y, x) pair per kernel
+point per deform group (mmcv's and torchvision's layout); masks are
+[N, deform_groups * KH * KW, OH, OW].
+
+Batching: images go through im2col and the GEMMs in chunks of `im2col_step`
+(v1, default 32 as mmcv) or, for v2 (mmcv has no such argument), of as many
+images as a 512 MiB column buffer holds. Unlike mmcv, the step need not divide
+the batch: the last chunk is smaller. The chunk size changes only speed and
+memory, never the result beyond float rounding.
+
+Autograd is registered in C++ (csrc/ops/deform_conv/deform_conv_autograd.cpp);
+this module adds the fake impls, the Python API and the modules.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.modules.utils import _pair, _single
+
+from . import note_device, smoke_test
+
+
+def _out_size(size, pad, dilation, kernel, stride):
+    return (size + 2 * pad - (dilation * (kernel - 1) + 1)) // stride + 1
+
+
+@torch.library.register_fake("visdet_ops::deform_conv2d")
+def _deform_conv2d_fake(
+    input, offset, mask, weight, bias, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, dg, step
+):
+    torch._check(input.dim() == 4, lambda: f"deform_conv2d: input must have 4 dimensions, got {list(input.shape)}")
+    torch._check(weight.dim() == 4, lambda: f"deform_conv2d: weight must have 4 dimensions, got {list(weight.shape)}")
+    out_h = _out_size(input.size(2), pad_h, dilation_h, weight.size(2), stride_h)
+    out_w = _out_size(input.size(3), pad_w, dilation_w, weight.size(3), stride_w)
+    kk = weight.size(2) * weight.size(3)
+    torch._check(
+        offset.dim() == 4 and offset.size(1) == 2 * dg * kk,
+        lambda: f"deform_conv2d: offset must have shape [N, {2 * dg * kk}, out_h, out_w], got {list(offset.shape)}",
+    )
+    return input.new_empty((input.size(0), weight.size(0), out_h, out_w))
+
+
+@torch.library.register_fake("visdet_ops::_deform_conv2d_backward")
+def _deform_conv2d_backward_fake(grad_output, input, offset, mask, weight, bias, *ints):
+    return (
+        torch.empty_like(input, memory_format=torch.contiguous_format),
+        torch.empty_like(offset, memory_format=torch.contiguous_format),
+        input.new_empty((0,)) if mask is None else torch.empty_like(mask, memory_format=torch.contiguous_format),
+        torch.empty_like(weight, memory_format=torch.contiguous_format),
+        input.new_empty((0,)) if bias is None else torch.empty_like(bias, memory_format=torch.contiguous_format),
+    )
+
+
+def _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, im2col_step):
+    sh, sw = _pair(stride)
+    ph, pw = _pair(padding)
+    dh, dw = _pair(dilation)
+    note_device(input)
+    return torch.ops.visdet_ops.deform_conv2d(
+        input,
+        offset,
+        mask,
+        weight,
+        bias,
+        int(sh),
+        int(sw),
+        int(ph),
+        int(pw),
+        int(dh),
+        int(dw),
+        int(groups),
+        int(deform_groups),
+        int(im2col_step),
+    )
+
+
+def deform_conv2d(
+    input: torch.Tensor,
+    offset: torch.Tensor,
+    weight: torch.Tensor,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+    deform_groups: int = 1,
+    bias: bool = False,
+    im2col_step: int = 32,
+) -> torch.Tensor:
+    """Deformable convolution v1 (mmcv.ops.deform_conv2d).
+
+    Args:
+        input: [N, C, H, W] (float32/float64; on CUDA also float16/bfloat16).
+        offset: [N, 2 * deform_groups * KH * KW, OH, OW], (y, x) per kernel point.
+        weight: [C_out, C / groups, KH, KW].
+        stride, padding, dilation: int or (h, w).
+        groups: convolution groups; deform_groups: offset groups (C must divide).
+        bias: must be False, as in mmcv (use modulated_deform_conv2d for a bias).
+        im2col_step: images per im2col/GEMM chunk (need not divide N; <= 0: automatic).
+
+    Returns:
+        [N, C_out, OH, OW].
+    """
+    if bias not in (False, None):
+        raise ValueError(
+            "deform_conv2d: bias must be False (mmcv's DCNv1 has no bias); use modulated_deform_conv2d for one"
+        )
+    return _call(input, offset, None, weight, None, stride, padding, dilation, groups, deform_groups, im2col_step)
+
+
+def modulated_deform_conv2d(
+    input: torch.Tensor,
+    offset: torch.Tensor,
+    mask: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+    deform_groups: int = 1,
+) -> torch.Tensor:
+    """Modulated deformable convolution, DCNv2 (mmcv.ops.modulated_deform_conv2d).
+
+    As deform_conv2d, and each sample is multiplied by
+    mask[N, deform_groups * KH * KW, OH, OW]; bias: [C_out] or None.
+    """
+    return _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, 0)
+
+
+def _deprecated_deformable_groups(cls_name: str, deform_groups: int, deformable_groups: int | None) -> int:
+    if deformable_groups is None:
+        return deform_groups
+    warnings.warn(
+        f'"deformable_groups" is deprecated in {cls_name}, please use "deform_groups" instead',
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return deformable_groups
+
+
+class DeformConv2d(nn.Module):
+    """mmcv.ops.DeformConv2d: same constructor arguments and parameters (`weight`, no bias).
+
+    forward(x, offset); an input smaller than the kernel is zero-padded at the
+    bottom/right and the output cropped back, as mmcv does."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        deform_groups: int = 1,
+        bias: bool = False,
+        im2col_step: int = 32,
+        *,
+        deformable_groups: int | None = None,
+    ):
+        super().__init__()
+        deform_groups = _deprecated_deformable_groups(type(self).__name__, deform_groups, deformable_groups)
+        if bias:
+            raise ValueError(f"{type(self).__name__}: bias={bias} is not supported (mmcv's DCNv1 has no bias)")
+        if in_channels % groups != 0:
+            raise ValueError(f"{type(self).__name__}: in_channels {in_channels} is not divisible by groups {groups}")
+        if out_channels % groups != 0:
+            raise ValueError(f"{type(self).__name__}: out_channels {out_channels} is not divisible by groups {groups}")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair(kernel_size)
+        self.stride = _pair(stride)
+        self.padding = _pair(padding)
+        self.dilation = _pair(dilation)
+        self.groups = groups
+        self.deform_groups = deform_groups
+        self.im2col_step = im2col_step
+        # compatibility with nn.Conv2d, as mmcv
+        self.transposed = False
+        self.output_padding = _single(0)
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        n = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
+        stdv = 1.0 / math.sqrt(n)
+        with torch.no_grad():
+            self.weight.uniform_(-stdv, stdv)
+
+    def forward(self, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        kh, kw = self.kernel_size
+        pad_h, pad_w = max(kh - x.size(2), 0), max(kw - x.size(3), 0)
+        if pad_h or pad_w:
+            x = F.pad(x, (0, pad_w, 0, pad_h), "constant", 0)
+            offset = F.pad(offset, (0, pad_w, 0, pad_h), "constant", 0)
+        out = deform_conv2d(
+            x,
+            offset,
+            self.weight,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.deform_groups,
+            False,
+            self.im2col_step,
+        )
+        if pad_h or pad_w:
+            out = out[:, :, : out.size(2) - pad_h, : out.size(3) - pad_w].contiguous()
+        return out
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_channels={self.in_channels}, out_channels={self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, groups={self.groups}, "
+            f"deform_groups={self.deform_groups}, im2col_step={self.im2col_step}"
+        )
+
+
+class DeformConv2dPack(DeformConv2d):
+    """mmcv.ops.DeformConv2dPack ("DCN"): DeformConv2d whose offsets come from
+    `conv_offset`, an nn.Conv2d (2 * deform_groups * KH * KW channels, bias,
+    zero-initialised: it starts as a plain convolution). forward(x)."""
+
+    # mmcv's state-dict version. mmcv also renames pre-version-2 keys
+    # ("<name>_offset.*") in _load_from_state_dict; current torch hands a child
+    # only the keys under its own prefix, so that rename cannot see them and is
+    # not reproduced here (rename such keys before loading).
+    _version = 2
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.conv_offset = nn.Conv2d(
+            self.in_channels,
+            self.deform_groups * 2 * self.kernel_size[0] * self.kernel_size[1],
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            bias=True,
+        )
+        self.init_offset()
+
+    def init_offset(self) -> None:
+        with torch.no_grad():
+            self.conv_offset.weight.zero_()
+            self.conv_offset.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        offset = self.conv_offset(x)
+        return deform_conv2d(
+            x,
+            offset,
+            self.weight,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.deform_groups,
+            False,
+            self.im2col_step,
+        )
+
+
+class ModulatedDeformConv2d(nn.Module):
+    """mmcv.ops.ModulatedDeformConv2d: same constructor arguments and parameters
+    (`weight`, `bias` unless bias=False). forward(x, offset, mask)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        deform_groups: int = 1,
+        bias: bool = True,
+        *,
+        deformable_groups: int | None = None,
+    ):
+        super().__init__()
+        deform_groups = _deprecated_deformable_groups(type(self).__name__, deform_groups, deformable_groups)
+        if in_channels % groups != 0:
+            raise ValueError(f"{type(self).__name__}: in_channels {in_channels} is not divisible by groups {groups}")
+        if out_channels % groups != 0:
+            raise ValueError(f"{type(self).__name__}: out_channels {out_channels} is not divisible by groups {groups}")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair(kernel_size)
+        self.stride = _pair(stride)
+        self.padding = _pair(padding)
+        self.dilation = _pair(dilation)
+        self.groups = groups
+        self.deform_groups = deform_groups
+        self.transposed = False
+        self.output_padding = _single(0)
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter("bias", None)
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        n = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
+        stdv = 1.0 / math.sqrt(n)
+        with torch.no_grad():
+            self.weight.uniform_(-stdv, stdv)
+            if self.bias is not None:
+                self.bias.zero_()
+
+    def forward(self, x: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return modulated_deform_conv2d(
+            x,
+            offset,
+            mask,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.deform_groups,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_channels={self.in_channels}, out_channels={self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, groups={self.groups}, "
+            f"deform_groups={self.deform_groups}, bias={self.bias is not None}"
+        )
+
+
+class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
+    """mmcv.ops.ModulatedDeformConv2dPack ("DCNv2"): offsets and masks from
+    `conv_offset` (3 * deform_groups * KH * KW channels, zero-initialised),
+    split as mmcv: o1, o2, mask = chunk(out, 3, dim=1); offset = cat(o1, o2);
+    mask = sigmoid(mask). forward(x)."""
+
+    # mmcv's state-dict version. mmcv also renames pre-version-2 keys
+    # ("<name>_offset.*") in _load_from_state_dict; current torch hands a child
+    # only the keys under its own prefix, so that rename cannot see them and is
+    # not reproduced here (rename such keys before loading).
+    _version = 2
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.conv_offset = nn.Conv2d(
+            self.in_channels,
+            self.deform_groups * 3 * self.kernel_size[0] * self.kernel_size[1],
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            bias=True,
+        )
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        super().init_weights()
+        if hasattr(self, "conv_offset"):
+            with torch.no_grad():
+                self.conv_offset.weight.zero_()
+                self.conv_offset.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.conv_offset(x)
+        o1, o2, mask = torch.chunk(out, 3, dim=1)
+        offset = torch.cat((o1, o2), dim=1)
+        mask = torch.sigmoid(mask)
+        return modulated_deform_conv2d(
+            x,
+            offset,
+            mask,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.deform_groups,
+        )
+
+
+@smoke_test("deform_conv2d")
+def _smoke(device: torch.device) -> None:
+    from ..reference.deform_conv import deform_conv2d_reference
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 7, 8, generator=gen, dtype=torch.float64)
+    weight = torch.randn(6, 2, 3, 3, generator=gen, dtype=torch.float64)
+    bias = torch.randn(6, generator=gen, dtype=torch.float64)
+    # fractional parts away from 0 so no sample sits on a pixel edge
+    offset = torch.randint(-2, 3, (2, 36, 7, 8), generator=gen) + 0.1 + 0.8 * torch.rand(2, 36, 7, 8, generator=gen)
+    offset = offset.double()
+    mask = torch.rand(2, 18, 7, 8, generator=gen, dtype=torch.float64)
+    got = modulated_deform_conv2d(
+        x.to(device), offset.to(device), mask.to(device), weight.to(device), bias.to(device), 1, 1, 1, 2, 2
+    ).cpu()
+    want = deform_conv2d_reference(x, offset, mask, weight, bias, (1, 1), (1, 1), (1, 1), 2, 2)
+    if not torch.allclose(got, want, rtol=1e-9, atol=1e-10):
+        raise AssertionError(f"deform_conv2d smoke: max error {(got - want).abs().max().item():.3g}")
