@@ -31,14 +31,24 @@ else:
     __version__ = BUILD_INFO["VERSION"]
 
     from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
+    from .ops.multi_scale_deform_attn import (  # noqa: E402
+        MultiScaleDeformableAttention,
+        MultiScaleDeformableAttnFunction,
+        multi_scale_deformable_attn,
+        multi_scale_deformable_attn_pytorch,
+    )
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
     __all__ = [
         "BUILD_INFO",
+        "MultiScaleDeformableAttention",
+        "MultiScaleDeformableAttnFunction",
         "RoIAlign",
         "batched_nms",
         "bbox_overlaps",
+        "multi_scale_deformable_attn",
+        "multi_scale_deformable_attn_pytorch",
         "nms",
         "nms_match",
         "roi_align",
