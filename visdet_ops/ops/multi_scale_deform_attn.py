@@ -17,7 +17,9 @@ _OP = "multi_scale_deformable_attn"
 
 
 @torch.library.register_fake("visdet_ops::multi_scale_deformable_attn")
-def _msda_fake(value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step):
+def _msda_fake(
+    value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step
+):
     torch._check(value.dim() == 4, lambda: f"{_OP}: value must have 4 dimensions, got shape {list(value.shape)}")
     torch._check(
         sampling_locations.dim() == 6,
@@ -33,7 +35,13 @@ def _msda_fake(value, value_spatial_shapes, value_level_start_index, sampling_lo
 
 @torch.library.register_fake("visdet_ops::_multi_scale_deformable_attn_backward")
 def _msda_backward_fake(
-    grad_output, value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step
+    grad_output,
+    value,
+    value_spatial_shapes,
+    value_level_start_index,
+    sampling_locations,
+    attention_weights,
+    im2col_step,
 ):
     return (
         value.new_empty(value.shape),
@@ -94,9 +102,7 @@ class MultiScaleDeformableAttnFunction:
     """mmcv's autograd Function name, for code that calls `.apply` directly."""
 
     @staticmethod
-    def apply(
-        value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step
-    ):
+    def apply(value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step):
         return multi_scale_deformable_attn(
             value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step
         )
@@ -141,9 +147,7 @@ class MultiScaleDeformableAttention(nn.Module):
     ):
         super().__init__()
         if embed_dims % num_heads != 0:
-            raise ValueError(
-                f"embed_dims must be divisible by num_heads, but got {embed_dims} and {num_heads}"
-            )
+            raise ValueError(f"embed_dims must be divisible by num_heads, but got {embed_dims} and {num_heads}")
         dim_per_head = embed_dims // num_heads
         if dim_per_head & (dim_per_head - 1) != 0 or dim_per_head == 0:
             warnings.warn(
@@ -283,6 +287,4 @@ def _smoke(device: torch.device) -> None:
     ).cpu()
     want = multi_scale_deformable_attn_reference(value, shapes, loc, attn)
     if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
-        raise AssertionError(
-            f"multi_scale_deformable_attn smoke: max error {(got - want).abs().max().item():.3g}"
-        )
+        raise AssertionError(f"multi_scale_deformable_attn smoke: max error {(got - want).abs().max().item():.3g}")
