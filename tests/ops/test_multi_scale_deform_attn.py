@@ -307,6 +307,8 @@ def test_bad_inputs_cuda():
     # level tables on the CPU are fine with a CUDA value
     out = multi_scale_deformable_attn(**{**args, "value_spatial_shapes": bad_case()["value_spatial_shapes"]})
     assert out.is_cuda
+    out = multi_scale_deformable_attn(**{**args, "value_level_start_index": bad_case()["value_level_start_index"]})
+    assert out.is_cuda
 
 
 def test_deterministic_alert_cuda(rng):

@@ -87,10 +87,14 @@ void check_levels(const at::Tensor& spatial_shapes,
                 num_keys, " keys");
     return;
   }
+  // One copy when both tables live on the same device.
   const at::Tensor host =
-      at::cat({spatial_shapes.reshape({-1}).to(at::kLong),
-               level_start_index.to(at::kLong)})
-          .to(at::kCPU);
+      spatial_shapes.device() == level_start_index.device()
+          ? at::cat({spatial_shapes.reshape({-1}).to(at::kLong),
+                     level_start_index.to(at::kLong)})
+                .to(at::kCPU)
+          : at::cat({spatial_shapes.reshape({-1}).to(at::kCPU, at::kLong),
+                     level_start_index.to(at::kCPU, at::kLong)});
   const int64_t* shapes = host.data_ptr<int64_t>();
   const int64_t* start = shapes + 2 * L;
   int64_t total = 0;
