@@ -418,6 +418,51 @@ def bench_deform_conv(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
+@bench
+def bench_multi_scale_deformable_attn(gen, tv, results: list, copy_gbs: float) -> None:
+    # Deformable DETR on an 800x1200 batch of 4: 4 levels (strides 8..64), 8 heads,
+    # head_dim 32, 4 points; the encoder (queries = keys) and decoders of 300 and 900 queries.
+    # Peer: mmcv's multi_scale_deformable_attn_pytorch (F.grid_sample), ported verbatim
+    # in visdet_ops.reference (one .tolist() of the level shapes instead of mmcv's per-level reads).
+    from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
+
+    shapes = torch.tensor([[100, 150], [50, 75], [25, 38], [13, 19]])
+    sizes = shapes.prod(1)
+    start = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]]).cuda()
+    keys = int(sizes.sum())
+    bs, heads, dim, levels, points = 4, 8, 32, 4, 4
+    shapes_cuda = shapes.cuda()
+    for name, queries in (("encoder", keys), ("decoder", 300), ("decoder", 900)):
+        value = torch.randn(bs, keys, heads, dim, generator=gen).cuda().requires_grad_()
+        loc = torch.rand(bs, queries, heads, levels, points, 2, generator=gen).cuda().requires_grad_()
+        attn = torch.rand(bs, queries, heads, levels, points, generator=gen).cuda().softmax(-1).requires_grad_()
+        grad = torch.randn(bs, queries, heads * dim, generator=gen).cuda()
+        got = visdet_ops.multi_scale_deformable_attn(value, shapes_cuda, start, loc, attn)
+        want = multi_scale_deformable_attn_reference(value, shapes_cuda, loc, attn)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+        def ours():
+            out = torch.ops.visdet_ops.multi_scale_deformable_attn(value, shapes_cuda, start, loc, attn, 64)
+            torch.autograd.grad(out, (value, loc, attn), grad)
+
+        def peer():
+            out = multi_scale_deformable_attn_reference(value, shapes_cuda, loc, attn)
+            torch.autograd.grad(out, (value, loc, attn), grad)
+
+        row = {
+            "op": "multi_scale_deformable_attn fwd+bwd",
+            "case": f"{name}: bs {bs}, {queries} queries, {keys} keys, 8 heads x 32, 4 levels x 4 points, float32",
+        }
+        row["ours"] = cuda_time_ms(ours)
+        with torch.no_grad():
+            row["ours_forward_ms"] = cuda_time_ms(
+                lambda: torch.ops.visdet_ops.multi_scale_deformable_attn(value, shapes_cuda, start, loc, attn, 64)
+            )["median_ms"]
+        row["peer"] = cuda_time_ms(peer)
+        row["peer_name"] = "mmcv multi_scale_deformable_attn_pytorch (grid_sample)"
+        results.append(row)
+
+
 def markdown(results: list, env: dict) -> str:
     lines = [
         f"GPU: {env['gpu']} (driver CUDA {env['cuda_runtime']}); torch {env['torch']}; visdet-ops {env['visdet_ops']}; "

@@ -19,6 +19,7 @@ from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
 from visdet_ops.reference.deform_conv import deform_conv2d_reference
 from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
 from visdet_ops.reference.focal_loss import sigmoid_focal_loss_reference, softmax_focal_loss_reference
+from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 from visdet_ops.reference.nms import nms_match_reference, nms_reference, soft_nms_reference
 from visdet_ops.reference.roi_align import roi_align_reference
 from visdet_ops.reference.roi_pool import roi_pool_reference
@@ -283,6 +284,35 @@ def deform_conv_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
                 scale = max(r.abs().max().item(), 1.0)
                 if (g.detach().cpu().double() - r.detach()).abs().max().item() > tol * scale:
                     return f"deform_conv2d (mask: {with_mask}, {channels} ch): wrong {name}"
+    return None
+
+
+@case
+def multi_scale_deformable_attn_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    # head_dim 32: vector loads + warp-shuffle reduction; 3: scalar loads + atomic
+    # reduction; 256 (float32: 64 threads per query and head): atomic reduction.
+    spatial = torch.tensor([[6, 7], [3, 4], [2, 2]])
+    start = torch.tensor([0, 42, 54])
+    tol = 1e-4 if dtype in (torch.float32, torch.float64) else 1e-1
+    for dim, heads in ((32, 2), (3, 3), (256, 1)):
+        value = torch.randn(2, 58, heads, dim, generator=gen, dtype=torch.float64).to(dtype).double()
+        loc = (torch.rand(2, 37, heads, 3, 4, 2, generator=gen, dtype=torch.float64) * 1.4 - 0.2).to(dtype).double()
+        attn = torch.rand(2, 37, heads, 3, 4, generator=gen, dtype=torch.float64).to(dtype).double()
+        inputs = [t.cuda().to(dtype).requires_grad_() for t in (value, loc, attn)]
+        out = visdet_ops.multi_scale_deformable_attn(inputs[0], spatial.cuda(), start.cuda(), inputs[1], inputs[2])
+        out.sum().backward()
+        torch.cuda.synchronize()
+        ref_inputs = [t.detach().clone().requires_grad_() for t in (value, loc, attn)]
+        want = multi_scale_deformable_attn_reference(ref_inputs[0], spatial, ref_inputs[1], ref_inputs[2])
+        want.sum().backward()
+        if not torch.allclose(out.detach().cpu().double(), want.detach(), rtol=tol, atol=tol):
+            return f"multi_scale_deformable_attn head_dim {dim}: wrong output"
+        for name, got, ref in zip(
+            ("value", "sampling_locations", "attention_weights"), inputs, ref_inputs, strict=True
+        ):
+            scale = max(ref.grad.abs().max().item(), 1.0)
+            if (got.grad.cpu().double() - ref.grad).abs().max().item() > 4 * tol * scale:
+                return f"multi_scale_deformable_attn head_dim {dim}: wrong grad of {name}"
     return None
 
 

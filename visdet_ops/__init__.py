@@ -51,28 +51,38 @@ else:
         sigmoid_focal_loss,
         softmax_focal_loss,
     )
+    from .ops.multi_scale_deform_attn import (  # noqa: E402
+        MultiScaleDeformableAttention,
+        MultiScaleDeformableAttnFunction,
+        multi_scale_deformable_attn,
+        multi_scale_deformable_attn_pytorch,
+    )
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
     from .ops.roi_pool import RoIPool, roi_pool  # noqa: E402
 
     __all__ = [
         "BUILD_INFO",
-        "DeformRoIPool",
-        "DeformRoIPoolPack",
-        "ModulatedDeformRoIPoolPack",
         "DeformConv2d",
         "DeformConv2dPack",
+        "DeformRoIPool",
+        "DeformRoIPoolPack",
         "ModulatedDeformConv2d",
         "ModulatedDeformConv2dPack",
+        "ModulatedDeformRoIPoolPack",
+        "MultiScaleDeformableAttention",
+        "MultiScaleDeformableAttnFunction",
         "RoIAlign",
         "RoIPool",
         "SigmoidFocalLoss",
         "SoftmaxFocalLoss",
         "batched_nms",
         "bbox_overlaps",
-        "deform_roi_pool",
         "deform_conv2d",
+        "deform_roi_pool",
         "modulated_deform_conv2d",
+        "multi_scale_deformable_attn",
+        "multi_scale_deformable_attn_pytorch",
         "nms",
         "nms_match",
         "roi_align",

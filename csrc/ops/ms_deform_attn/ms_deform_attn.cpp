@@ -1,0 +1,267 @@
+// multi_scale_deformable_attn: schema, argument checks shared by all devices,
+// CPU registration. Autograd: ms_deform_attn_autograd.cpp.
+#include "ms_deform_attn.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+
+#include "common/checks.h"
+
+namespace visdet_ops {
+namespace {
+
+constexpr const char* kOp = "multi_scale_deformable_attn";
+
+void check_shapes(const at::Tensor& value, const at::Tensor& spatial_shapes,
+                  const at::Tensor& level_start_index,
+                  const at::Tensor& sampling_locations,
+                  const at::Tensor& attention_weights, int64_t im2col_step) {
+  check_dim(value, 4, kOp, "value");
+  check_dim(spatial_shapes, 2, kOp, "value_spatial_shapes");
+  check_size(spatial_shapes, 1, 2, kOp, "value_spatial_shapes",
+             "[num_levels, 2] (H, W)");
+  check_dim(level_start_index, 1, kOp, "value_level_start_index");
+  check_dim(sampling_locations, 6, kOp, "sampling_locations");
+  check_dim(attention_weights, 5, kOp, "attention_weights");
+  check_floating(value, kOp, "value");
+  check_same_dtype(value, sampling_locations, kOp, "value",
+                   "sampling_locations");
+  check_same_dtype(value, attention_weights, kOp, "value",
+                   "attention_weights");
+  check_same_device(value, sampling_locations, kOp, "value",
+                    "sampling_locations");
+  check_same_device(value, attention_weights, kOp, "value",
+                    "attention_weights");
+  for (const auto& [t, name] :
+       {std::pair<const at::Tensor&, const char*>{spatial_shapes,
+                                                  "value_spatial_shapes"},
+        {level_start_index, "value_level_start_index"}}) {
+    TORCH_CHECK(!at::isFloatingType(t.scalar_type()) &&
+                    !at::isComplexType(t.scalar_type()) &&
+                    t.scalar_type() != at::kBool,
+                kOp, ": ", name, " must be an integer tensor, got ",
+                t.scalar_type());
+    TORCH_CHECK(t.device() == value.device() || t.device().is_cpu(), kOp,
+                ": ", name, " must be on the device of value (", value.device(),
+                ") or on the CPU, got ", t.device());
+  }
+  const int64_t B = value.size(0), M = value.size(2);
+  const int64_t L = spatial_shapes.size(0);
+  TORCH_CHECK(level_start_index.size(0) == L, kOp,
+              ": value_level_start_index must have shape [num_levels] = [", L,
+              "], got ", level_start_index.sizes());
+  const auto& ls = sampling_locations.sizes();
+  TORCH_CHECK(ls[0] == B && ls[2] == M && ls[3] == L && ls[5] == 2, kOp,
+              ": sampling_locations must have shape [bs, num_queries, "
+              "num_heads, num_levels, num_points, 2] = [",
+              B, ", Q, ", M, ", ", L, ", P, 2], got ", ls);
+  const auto& as = attention_weights.sizes();
+  TORCH_CHECK(as[0] == B && as[1] == ls[1] && as[2] == M && as[3] == L &&
+                  as[4] == ls[4],
+              kOp,
+              ": attention_weights must have shape [bs, num_queries, "
+              "num_heads, num_levels, num_points] = ",
+              ls.slice(0, 5), ", got ", as);
+  TORCH_CHECK(im2col_step > 0, kOp, ": im2col_step must be positive, got ",
+              im2col_step);
+  // mmcv's rule: the batch is processed in chunks of min(im2col_step, bs).
+  if (B > 0) {
+    const int64_t step = std::min(B, im2col_step);
+    TORCH_CHECK(B % step == 0, kOp, ": the batch size (", B,
+                ") must be divisible by min(im2col_step, batch size) = ", step,
+                " (mmcv's rule)");
+  }
+}
+
+// Every level must lie inside the keys, and the levels must cover them:
+// sum(H * W) == num_keys. One host read of the level tables.
+void check_levels(const at::Tensor& spatial_shapes,
+                  const at::Tensor& level_start_index, int64_t num_keys) {
+  const int64_t L = spatial_shapes.size(0);
+  if (L == 0) {
+    TORCH_CHECK(num_keys == 0, kOp,
+                ": value_spatial_shapes has no levels but value has ",
+                num_keys, " keys");
+    return;
+  }
+  // One copy when both tables live on the same device.
+  const at::Tensor host =
+      spatial_shapes.device() == level_start_index.device()
+          ? at::cat({spatial_shapes.reshape({-1}).to(at::kLong),
+                     level_start_index.to(at::kLong)})
+                .to(at::kCPU)
+          : at::cat({spatial_shapes.reshape({-1}).to(at::kCPU, at::kLong),
+                     level_start_index.to(at::kCPU, at::kLong)});
+  const int64_t* shapes = host.data_ptr<int64_t>();
+  const int64_t* start = shapes + 2 * L;
+  int64_t total = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t h = shapes[2 * l], w = shapes[2 * l + 1];
+    TORCH_CHECK(h >= 0 && w >= 0, kOp,
+                ": value_spatial_shapes must be non-negative, got (", h, ", ",
+                w, ") at level ", l);
+    TORCH_CHECK(h == 0 || w <= num_keys / h, kOp,
+                ": level ", l, " of value_spatial_shapes (", h, ", ", w,
+                ") has more positions than value has keys (", num_keys, ")");
+    const int64_t size = h * w;
+    TORCH_CHECK(start[l] >= 0 && start[l] <= num_keys - size, kOp,
+                ": value_level_start_index[", l, "] = ", start[l],
+                " puts level ", l, " (", h, "x", w,
+                ") outside the keys of value [0, ", num_keys, ")");
+    total += size;
+    TORCH_CHECK(total <= num_keys, kOp,
+                ": value_spatial_shapes cover more positions than value has "
+                "keys (", num_keys, ")");
+  }
+  TORCH_CHECK(total == num_keys, kOp,
+              ": value_spatial_shapes must cover every key of value: "
+              "sum(H * W) = ", total, " but value has ", num_keys,
+              " keys (dim 1)");
+}
+
+at::Tensor level_table(const at::Tensor& t, const at::Device& device) {
+  return t.to(device, at::kLong).contiguous();
+}
+
+}  // namespace
+
+MSDAInputs msda_prepare(const at::Tensor& value,
+                        const at::Tensor& spatial_shapes,
+                        const at::Tensor& level_start_index,
+                        const at::Tensor& sampling_locations,
+                        const at::Tensor& attention_weights,
+                        int64_t im2col_step) {
+  check_shapes(value, spatial_shapes, level_start_index, sampling_locations,
+               attention_weights, im2col_step);
+  check_levels(spatial_shapes, level_start_index, value.size(1));
+  MSDAInputs in;
+  in.shape = MSDAShape{value.size(0),
+                       value.size(1),
+                       value.size(2),
+                       value.size(3),
+                       sampling_locations.size(1),
+                       spatial_shapes.size(0),
+                       sampling_locations.size(4)};
+  in.value = value.contiguous();
+  in.spatial_shapes = level_table(spatial_shapes, value.device());
+  in.level_start_index = level_table(level_start_index, value.device());
+  in.sampling_locations = sampling_locations.contiguous();
+  in.attention_weights = attention_weights.contiguous();
+  return in;
+}
+
+MSDAInputs msda_prepare_backward(const at::Tensor& grad_output,
+                                 const at::Tensor& value,
+                                 const at::Tensor& spatial_shapes,
+                                 const at::Tensor& level_start_index,
+                                 const at::Tensor& sampling_locations,
+                                 const at::Tensor& attention_weights,
+                                 int64_t im2col_step,
+                                 at::Tensor* grad_output_contiguous) {
+  MSDAInputs in = msda_prepare(value, spatial_shapes, level_start_index,
+                               sampling_locations, attention_weights,
+                               im2col_step);
+  const MSDAShape& s = in.shape;
+  check_same_dtype(grad_output, value, kOp, "grad_output", "value");
+  check_same_device(grad_output, value, kOp, "grad_output", "value");
+  TORCH_CHECK(grad_output.dim() == 3 && grad_output.size(0) == s.batch &&
+                  grad_output.size(1) == s.num_queries &&
+                  grad_output.size(2) == s.num_heads * s.head_dim,
+              kOp, ": grad_output must have shape [", s.batch, ", ",
+              s.num_queries, ", ", s.num_heads * s.head_dim, "], got ",
+              grad_output.sizes());
+  *grad_output_contiguous = grad_output.contiguous();
+  return in;
+}
+
+namespace {
+
+at::Tensor msda_forward_cpu_kernel(const at::Tensor& value,
+                                   const at::Tensor& spatial_shapes,
+                                   const at::Tensor& level_start_index,
+                                   const at::Tensor& sampling_locations,
+                                   const at::Tensor& attention_weights,
+                                   int64_t im2col_step) {
+  const MSDAInputs in =
+      msda_prepare(value, spatial_shapes, level_start_index,
+                   sampling_locations, attention_weights, im2col_step);
+  const MSDAShape& s = in.shape;
+  // Every row is written by the kernel (zeros where no sample counts).
+  at::Tensor output = at::empty(
+      {s.batch, s.num_queries, s.num_heads * s.head_dim}, value.options());
+  if (output.numel() == 0) return output;
+  AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "msda_forward_cpu", [&] {
+    const scalar_t* v = in.value.data_ptr<scalar_t>();
+    const int64_t* shapes = in.spatial_shapes.data_ptr<int64_t>();
+    const int64_t* start = in.level_start_index.data_ptr<int64_t>();
+    const scalar_t* loc = in.sampling_locations.data_ptr<scalar_t>();
+    const scalar_t* attn = in.attention_weights.data_ptr<scalar_t>();
+    scalar_t* out = output.data_ptr<scalar_t>();
+    const int64_t work = std::max<int64_t>(
+        1, s.num_levels * s.num_points * s.head_dim);
+    const int64_t grain = std::max<int64_t>(1, 32768 / work);
+    at::parallel_for(0, s.rows(), grain, [&](int64_t begin, int64_t end) {
+      msda_forward_cpu<scalar_t>(v, shapes, start, loc, attn, s, begin, end,
+                                 out);
+    });
+  });
+  return output;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> msda_backward_cpu_kernel(
+    const at::Tensor& grad_output, const at::Tensor& value,
+    const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
+    const at::Tensor& sampling_locations, const at::Tensor& attention_weights,
+    int64_t im2col_step) {
+  at::Tensor go;
+  const MSDAInputs in = msda_prepare_backward(
+      grad_output, value, spatial_shapes, level_start_index,
+      sampling_locations, attention_weights, im2col_step, &go);
+  const MSDAShape& s = in.shape;
+  at::Tensor grad_value = at::zeros_like(in.value);
+  at::Tensor grad_loc = at::zeros_like(in.sampling_locations);
+  at::Tensor grad_attn = at::zeros_like(in.attention_weights);
+  if (go.numel() == 0) return {grad_value, grad_loc, grad_attn};
+  AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "msda_backward_cpu", [&] {
+    const scalar_t* g = go.data_ptr<scalar_t>();
+    const scalar_t* v = in.value.data_ptr<scalar_t>();
+    const int64_t* shapes = in.spatial_shapes.data_ptr<int64_t>();
+    const int64_t* start = in.level_start_index.data_ptr<int64_t>();
+    const scalar_t* loc = in.sampling_locations.data_ptr<scalar_t>();
+    const scalar_t* attn = in.attention_weights.data_ptr<scalar_t>();
+    scalar_t* gv = grad_value.data_ptr<scalar_t>();
+    scalar_t* gl = grad_loc.data_ptr<scalar_t>();
+    scalar_t* ga = grad_attn.data_ptr<scalar_t>();
+    at::parallel_for(0, s.batch * s.num_heads, 1,
+                     [&](int64_t begin, int64_t end) {
+                       msda_backward_cpu<scalar_t>(g, v, shapes, start, loc,
+                                                   attn, s, begin, end, gv, gl,
+                                                   ga);
+                     });
+  });
+  return {grad_value, grad_loc, grad_attn};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
+  m.def(
+      "multi_scale_deformable_attn(Tensor value, Tensor value_spatial_shapes, "
+      "Tensor value_level_start_index, Tensor sampling_locations, "
+      "Tensor attention_weights, int im2col_step) -> Tensor");
+  m.def(
+      "_multi_scale_deformable_attn_backward(Tensor grad_output, "
+      "Tensor value, Tensor value_spatial_shapes, "
+      "Tensor value_level_start_index, Tensor sampling_locations, "
+      "Tensor attention_weights, int im2col_step) -> (Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {
+  m.impl("multi_scale_deformable_attn", &msda_forward_cpu_kernel);
+  m.impl("_multi_scale_deformable_attn_backward", &msda_backward_cpu_kernel);
+}
+
+}  // namespace visdet_ops

@@ -1,0 +1,512 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import visdet_ops
+from visdet_ops import MultiScaleDeformableAttention, multi_scale_deformable_attn
+from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
+
+from ..conftest import require_cuda
+
+OP = torch.ops.visdet_ops.multi_scale_deformable_attn.default
+BACKWARD_OP = torch.ops.visdet_ops._multi_scale_deformable_attn_backward.default
+
+
+def levels(shapes: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    spatial = torch.tensor(shapes, dtype=torch.int64)
+    sizes = spatial.prod(1)
+    start = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
+    return spatial, start
+
+
+def case(rng, bs=2, shapes=((6, 7), (3, 4), (2, 2)), heads=3, dim=4, queries=9, points=3, spread=0.2):
+    """float64 inputs; sampling locations reach `spread` outside [0, 1] (zero padding, partial corners)."""
+    spatial, start = levels(list(shapes))
+    keys = int(spatial.prod(1).sum())
+    value = torch.randn(bs, keys, heads, dim, generator=rng, dtype=torch.float64)
+    loc = torch.rand(bs, queries, heads, len(shapes), points, 2, generator=rng, dtype=torch.float64)
+    loc = loc * (1 + 2 * spread) - spread
+    attn = torch.rand(bs, queries, heads, len(shapes), points, generator=rng, dtype=torch.float64)
+    return value, spatial, start, loc, attn
+
+
+def reference_with_grads(value, spatial, loc, attn, grad_out):
+    inputs = [t.detach().clone().requires_grad_() for t in (value, loc, attn)]
+    out = multi_scale_deformable_attn_reference(inputs[0], spatial, inputs[1], inputs[2])
+    grads = torch.autograd.grad(out, inputs, grad_out)
+    return out.detach(), grads
+
+
+def ours_with_grads(value, spatial, start, loc, attn, grad_out, device, dtype, im2col_step=64):
+    inputs = [t.detach().to(device, dtype).requires_grad_() for t in (value, loc, attn)]
+    out = multi_scale_deformable_attn(
+        inputs[0], spatial.to(device), start.to(device), inputs[1], inputs[2], im2col_step
+    )
+    grads = torch.autograd.grad(out, inputs, grad_out.to(device, dtype))
+    return out.detach(), grads
+
+
+# float32: a location rounds to ~1e-7 relative, which moves a bilinear value by
+# ~1e-6 on randn data times the map size; a logic error moves it by O(0.1).
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-10, atol=1e-10)}
+
+CONFIGS = {
+    "mixed": dict(),
+    # head_dim 32: the vectorised CUDA path (and one warp-shuffle group per 8 threads)
+    "dim32": dict(dim=32, heads=2, queries=5),
+    # odd head_dim: scalar path, atomic reduction of the location/weight grads on CUDA
+    "dim3": dict(dim=3, heads=2),
+    # head_dim 256 float32 on CUDA: 64 threads per (query, head), the atomic reduction
+    "dim256": dict(dim=256, heads=1, queries=4, points=2),
+    "one_level": dict(shapes=((5, 1),), points=4),
+    "far_outside": dict(spread=1.0),
+}
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_forward_backward_match_reference(device, dtype, rng, config):
+    value, spatial, start, loc, attn = case(rng, **CONFIGS[config])
+    want = multi_scale_deformable_attn_reference(value, spatial, loc, attn)
+    grad_out = torch.randn(want.shape, generator=rng, dtype=torch.float64)
+    want, want_grads = reference_with_grads(value, spatial, loc, attn, grad_out)
+    got, got_grads = ours_with_grads(value, spatial, start, loc, attn, grad_out, device, dtype)
+    assert got.dtype == dtype and got.device.type == device.type
+    assert got.shape == (value.shape[0], loc.shape[1], value.shape[2] * value.shape[3])
+    torch.testing.assert_close(got.cpu().double(), want, **TOL[dtype])
+    tol = TOL[dtype]
+    if dtype == torch.float32:
+        # location grads scale with the map size (d/dx of x * W).
+        tol = dict(rtol=1e-3, atol=1e-3)
+    for name, g, w in zip(("value", "sampling_locations", "attention_weights"), got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g.cpu().double(), w, **tol, msg=lambda m, n=name: f"grad of {n}: {m}")
+
+
+@pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("dim", [32, 6])
+def test_half_cuda(rng, dtype16, dim):
+    require_cuda()
+    value, spatial, start, loc, attn = case(rng, dim=dim, heads=2, queries=16)
+    # Compare with the reference on the inputs rounded to the 16-bit type.
+    value, loc, attn = (t.to(dtype16).double() for t in (value, loc, attn))
+    grad_out = torch.randn(value.shape[0], loc.shape[1], value.shape[2] * dim, generator=rng, dtype=torch.float64)
+    want, want_grads = reference_with_grads(value, spatial, loc, attn, grad_out.to(dtype16).double())
+    got, got_grads = ours_with_grads(value, spatial, start, loc, attn, grad_out, torch.device("cuda"), dtype16)
+    assert got.dtype == dtype16
+    # float32 accumulation; the error is the output's rounding plus the
+    # locations' 16-bit rounding amplified by the map size.
+    tol = 2e-2 if dtype16 == torch.float16 else 1e-1
+    torch.testing.assert_close(got.cpu().double(), want, rtol=tol, atol=tol)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        assert g.dtype == dtype16
+        scale = max(w.abs().max().item(), 1.0)
+        assert (g.cpu().double() - w).abs().max().item() <= 4 * tol * scale
+
+
+def test_mixed_precision_inputs_are_cast_to_value_dtype(device, rng):
+    """mmcv casts sampling_locations/attention_weights to value's dtype (AMP)."""
+    value, spatial, start, loc, attn = case(rng)
+    loc32 = loc.float().requires_grad_()
+    got = multi_scale_deformable_attn(value.to(device), spatial.to(device), start.to(device), loc32.to(device), attn)
+    assert got.dtype == torch.float64
+    want = multi_scale_deformable_attn_reference(value, spatial, loc32.double(), attn)
+    torch.testing.assert_close(got.cpu(), want.detach())
+    got.sum().backward()
+    assert loc32.grad is not None and loc32.grad.dtype == torch.float32
+
+
+def test_gradcheck(device, rng):
+    value, spatial, start, loc, attn = case(rng, bs=2, shapes=((3, 4), (2, 2)), heads=2, dim=3, queries=3, points=2)
+    # random samples sit on a pixel-grid line (where the bilinear has a kink) with probability 0
+    inputs = [t.to(device).requires_grad_() for t in (value, loc, attn)]
+    spatial, start = spatial.to(device), start.to(device)
+
+    def fn(v, sl, aw):
+        return multi_scale_deformable_attn(v, spatial, start, sl, aw)
+
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5)
+
+
+def test_opcheck(device, rng):
+    value, spatial, start, loc, attn = case(rng, bs=2, heads=2, dim=4, queries=3, points=2)
+    args = (
+        value.to(device).requires_grad_(),
+        spatial.to(device),
+        start.to(device),
+        loc.to(device).requires_grad_(),
+        attn.to(device).requires_grad_(),
+        64,
+    )
+    torch.library.opcheck(OP, args)
+    grad_out = torch.randn(2, 3, 8, generator=rng, dtype=torch.float64).to(device)
+    torch.library.opcheck(BACKWARD_OP, (grad_out, *[a.detach() if isinstance(a, torch.Tensor) else a for a in args]))
+
+
+def test_double_backward_raises(rng):
+    value, spatial, start, loc, attn = case(rng)
+    v = value.requires_grad_()
+    out = multi_scale_deformable_attn(v, spatial, start, loc, attn)
+    (g,) = torch.autograd.grad(out.sum(), v, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        g.sum().backward()
+
+
+@pytest.mark.parametrize("what", ["bs", "queries", "heads", "dim", "points"])
+def test_empty(device, what):
+    sizes = dict(bs=2, queries=5, heads=2, dim=4, points=3)
+    sizes[what] = 0
+    spatial, start = levels([(3, 4), (2, 2)])
+    value = torch.randn(sizes["bs"], 16, sizes["heads"], sizes["dim"], device=device, requires_grad=True)
+    loc = torch.rand(sizes["bs"], sizes["queries"], sizes["heads"], 2, sizes["points"], 2, device=device)
+    attn = torch.rand(sizes["bs"], sizes["queries"], sizes["heads"], 2, sizes["points"], device=device)
+    loc.requires_grad_()
+    attn.requires_grad_()
+    out = multi_scale_deformable_attn(value, spatial.to(device), start.to(device), loc, attn)
+    assert out.shape == (sizes["bs"], sizes["queries"], sizes["heads"] * sizes["dim"])
+    if what == "points":
+        assert torch.equal(out, torch.zeros_like(out))
+    out.sum().backward()
+    for t in (value, loc, attn):
+        assert t.grad.shape == t.shape
+        assert torch.equal(t.grad, torch.zeros_like(t))
+
+
+def test_non_contiguous(device, dtype, rng):
+    value, spatial, start, loc, attn = case(rng, dim=4)
+    want = multi_scale_deformable_attn_reference(value, spatial, loc, attn)
+    v_nc = value.transpose(2, 3).contiguous().transpose(2, 3).to(device, dtype)
+    loc_nc = torch.cat([loc, loc], -1).to(device, dtype)[..., ::2]
+    loc_nc[:] = loc.to(device, dtype)
+    attn_nc = attn.transpose(0, 1).contiguous().transpose(0, 1).to(device, dtype)
+    spatial_nc = torch.cat([spatial, spatial], 1)[:, ::2].to(device)
+    spatial_nc[:] = spatial
+    start_nc = torch.stack([start, start], 1)[:, 0].to(device)
+    for t in (v_nc, loc_nc, attn_nc, spatial_nc, start_nc):
+        assert not t.is_contiguous()
+    got = multi_scale_deformable_attn(v_nc, spatial_nc, start_nc, loc_nc, attn_nc)
+    torch.testing.assert_close(got.cpu().double(), want, **TOL[dtype])
+
+
+def test_level_tables_int32_and_lists(rng):
+    value, spatial, start, loc, attn = case(rng)
+    want = multi_scale_deformable_attn(value, spatial, start, loc, attn)
+    torch.testing.assert_close(multi_scale_deformable_attn(value, spatial.int(), start.int(), loc, attn), want)
+    torch.testing.assert_close(multi_scale_deformable_attn(value, spatial.tolist(), start.tolist(), loc, attn), want)
+
+
+def test_boundary_semantics(device):
+    """(x, y) -> (x W - 0.5, y H - 0.5) with zero padding: 0 and 1 are the
+    outer edges (half a pixel beyond the outer centres); a sample is dropped at
+    -1 and at H (W) in pixel coordinates."""
+    value = torch.arange(1.0, 7.0, dtype=torch.float64).reshape(1, 6, 1, 1)  # one 2x3 level
+    spatial, start = levels([(2, 3)])
+    pts = [(0.5 / 3, 0.25), (0.0, 0.25), (1.0, 0.75), (-1 / 6, 0.25), (0.5, 1.0), (1.2, 0.5), (0.5, 0.5)]
+    loc = torch.tensor(pts, dtype=torch.float64).reshape(1, len(pts), 1, 1, 1, 2)
+    attn = torch.ones(1, len(pts), 1, 1, 1, dtype=torch.float64)
+    got = multi_scale_deformable_attn(value.to(device), spatial.to(device), start.to(device), loc.to(device), attn)
+    # pixel centre (0, 0): 1; left edge: half of 1; right edge of row 1: half of 6;
+    # x = -1 px: dropped; bottom edge at x = 1.0 px: half of 5; x beyond W: 0;
+    # centre of the map (y 0.5, x 1.0): mean of 2 and 5.
+    want = torch.tensor([1.0, 0.5, 3.0, 0.0, 2.5, 0.0, 3.5], dtype=torch.float64)
+    torch.testing.assert_close(got.cpu().reshape(-1), want)
+    torch.testing.assert_close(want, multi_scale_deformable_attn_reference(value, spatial, loc, attn).reshape(-1))
+
+
+def test_im2col_step_rule(rng):
+    value, spatial, start, loc, attn = case(rng, bs=4)
+    want = multi_scale_deformable_attn(value, spatial, start, loc, attn, 64)
+    for step in (1, 2, 4, 64):
+        torch.testing.assert_close(multi_scale_deformable_attn(value, spatial, start, loc, attn, step), want)
+    with pytest.raises(RuntimeError, match=r"batch size \(4\) must be divisible by min\(im2col_step, batch size\) = 3"):
+        multi_scale_deformable_attn(value, spatial, start, loc, attn, 3)
+    with pytest.raises(RuntimeError, match="im2col_step must be positive, got 0"):
+        multi_scale_deformable_attn(value, spatial, start, loc, attn, 0)
+
+
+def test_large_random_float32_matches_reference(device, rng):
+    value, spatial, start, loc, attn = case(
+        rng, bs=2, shapes=((25, 38), (13, 19), (7, 10), (4, 5)), heads=8, dim=32, queries=100, points=4, spread=0.05
+    )
+    want = multi_scale_deformable_attn_reference(value, spatial, loc, attn)
+    got = multi_scale_deformable_attn(
+        value.float().to(device), spatial.to(device), start.to(device), loc.float().to(device), attn.float().to(device)
+    )
+    assert ((got.cpu().double() - want).norm() / want.norm()).item() < 1e-5
+
+
+def bad_case():
+    spatial, start = levels([(2, 3), (1, 2)])
+    return dict(
+        value=torch.zeros(2, 8, 2, 4),
+        value_spatial_shapes=spatial,
+        value_level_start_index=start,
+        sampling_locations=torch.zeros(2, 5, 2, 2, 3, 2),
+        attention_weights=torch.zeros(2, 5, 2, 2, 3),
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(value=torch.zeros(2, 8, 8)), "value must have 4 dimensions"),
+        (dict(value=torch.zeros(2, 9, 2, 4)), r"sum\(H \* W\) = 8 but value has 9 keys"),
+        (dict(value=torch.zeros(2, 7, 2, 4)), r"level 1 \(1x2\) outside the keys of value \[0, 7\)"),
+        (dict(value=torch.zeros(3, 8, 2, 4)), r"sampling_locations must have shape \[bs, num_queries"),
+        (dict(value=torch.zeros(2, 8, 3, 4)), r"sampling_locations must have shape"),
+        (dict(value_spatial_shapes=torch.tensor([[2, 3], [1, 2], [1, 1]])), "value_level_start_index must have shape"),
+        (dict(value_spatial_shapes=torch.tensor([2, 3])), "value_spatial_shapes must have 2 dimensions"),
+        (dict(value_spatial_shapes=torch.tensor([[2, 3, 1], [1, 2, 1]])), r"\[num_levels, 2\] \(H, W\)"),
+        (dict(value_spatial_shapes=torch.tensor([[2.0, 3], [1, 2]])), "value_spatial_shapes must be an integer"),
+        (dict(value_spatial_shapes=torch.tensor([[-2, 3], [1, 2]])), "must be non-negative, got \\(-2, 3\\)"),
+        (
+            dict(value_spatial_shapes=torch.tensor([[2, 3], [2, 2]]), value_level_start_index=torch.tensor([0, 4])),
+            "value_spatial_shapes cover more positions than value has keys",
+        ),
+        (dict(value_spatial_shapes=torch.tensor([[1 << 40, 1 << 40], [1, 2]])), "more positions than value"),
+        (dict(value_level_start_index=torch.tensor([0, 7])), r"value_level_start_index\[1\] = 7 puts level 1"),
+        (dict(value_level_start_index=torch.tensor([-1, 6])), r"value_level_start_index\[0\] = -1"),
+        (dict(value_level_start_index=torch.tensor([0.0, 6.0])), "value_level_start_index must be an integer"),
+        (dict(sampling_locations=torch.zeros(2, 5, 2, 2, 3)), "sampling_locations must have 6 dimensions"),
+        (dict(sampling_locations=torch.zeros(2, 5, 2, 2, 3, 3)), "sampling_locations must have shape"),
+        (dict(attention_weights=torch.zeros(2, 5, 2, 2, 4)), r"attention_weights must have shape .*\[2, 5, 2, 2, 3\]"),
+        (dict(attention_weights=torch.zeros(2, 5, 2, 2)), "attention_weights must have 5 dimensions"),
+        (
+            dict(value=torch.zeros(2, 8, 2, 4, dtype=torch.int32)),
+            "value must be a floating point tensor",
+        ),
+    ],
+)
+def test_bad_inputs(kwargs, match):
+    args = bad_case()
+    args.update(kwargs)
+    with pytest.raises(RuntimeError, match=match):
+        multi_scale_deformable_attn(**args)
+
+
+def test_bad_inputs_raw_op():
+    args = bad_case()
+    args["sampling_locations"] = args["sampling_locations"].double()
+    with pytest.raises(RuntimeError, match="value and sampling_locations must have the same dtype"):
+        OP(*args.values(), 64)
+    grad_out = torch.zeros(2, 5, 7)
+    with pytest.raises(RuntimeError, match=r"grad_output must have shape \[2, 5, 8\]"):
+        BACKWARD_OP(grad_out, *bad_case().values(), 64)
+
+
+def test_bad_inputs_cuda():
+    require_cuda()
+    args = {k: v.cuda() for k, v in bad_case().items()}
+    value = torch.zeros(2, 9, 2, 4, device="cuda")
+    with pytest.raises(RuntimeError, match=r"sum\(H \* W\) = 8 but value has 9 keys"):
+        multi_scale_deformable_attn(**{**args, "value": value})
+    with pytest.raises(RuntimeError, match="value and sampling_locations must be on the same device"):
+        OP(args["value"], args["value_spatial_shapes"], args["value_level_start_index"],
+           torch.zeros(2, 5, 2, 2, 3, 2), args["attention_weights"], 64)  # fmt: skip
+    # level tables on the CPU are fine with a CUDA value
+    out = multi_scale_deformable_attn(**{**args, "value_spatial_shapes": bad_case()["value_spatial_shapes"]})
+    assert out.is_cuda
+    out = multi_scale_deformable_attn(**{**args, "value_level_start_index": bad_case()["value_level_start_index"]})
+    assert out.is_cuda
+
+
+def test_deterministic_alert_cuda(rng):
+    require_cuda()
+    value, spatial, start, loc, attn = case(rng)
+    v = value.cuda().requires_grad_()
+    out = multi_scale_deformable_attn(v, spatial.cuda(), start.cuda(), loc.cuda(), attn.cuda())
+    previous = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        with pytest.raises(RuntimeError, match="multi_scale_deformable_attn_backward_cuda"):
+            out.sum().backward()
+    finally:
+        torch.use_deterministic_algorithms(previous)
+
+
+def test_cpu_backward_is_deterministic(rng):
+    value, spatial, start, loc, attn = case(rng, bs=2, heads=4, queries=50)
+    grad_out = torch.randn(2, 50, 16, generator=rng, dtype=torch.float64)
+    previous = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        a = ours_with_grads(value, spatial, start, loc, attn, grad_out, torch.device("cpu"), torch.float32)[1]
+        b = ours_with_grads(value, spatial, start, loc, attn, grad_out, torch.device("cpu"), torch.float32)[1]
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x, y)
+
+
+# ---------------------------------------------------------------- the module
+
+# mmcv/ops/multi_scale_deform_attn.py (MultiScaleDeformableAttention.__init__):
+# sampling_offsets = Linear(embed_dims, num_heads * num_levels * num_points * 2),
+# attention_weights = Linear(embed_dims, num_heads * num_levels * num_points),
+# value_proj = Linear(embed_dims, int(embed_dims * value_proj_ratio)),
+# output_proj = Linear(value_proj_size, embed_dims). Defaults 256/8/4/4, as in
+# the encoder and decoder layers of mmdet's Deformable DETR checkpoints.
+MMCV_STATE_DICT = {
+    "sampling_offsets.weight": (256, 256),
+    "sampling_offsets.bias": (256,),
+    "attention_weights.weight": (128, 256),
+    "attention_weights.bias": (128,),
+    "value_proj.weight": (256, 256),
+    "value_proj.bias": (256,),
+    "output_proj.weight": (256, 256),
+    "output_proj.bias": (256,),
+}
+
+
+def test_module_state_dict_matches_mmcv():
+    m = MultiScaleDeformableAttention()
+    assert {k: tuple(v.shape) for k, v in m.state_dict().items()} == MMCV_STATE_DICT
+    checkpoint = {k: torch.randn(shape) for k, shape in MMCV_STATE_DICT.items()}
+    m.load_state_dict(checkpoint, strict=True)
+    assert torch.equal(m.sampling_offsets.bias, checkpoint["sampling_offsets.bias"])
+    half = MultiScaleDeformableAttention(embed_dims=64, num_heads=4, num_levels=3, num_points=2, value_proj_ratio=0.5)
+    shapes = {k: tuple(v.shape) for k, v in half.state_dict().items()}
+    assert shapes["sampling_offsets.weight"] == (4 * 3 * 2 * 2, 64)
+    assert shapes["value_proj.weight"] == (32, 64) and shapes["output_proj.weight"] == (64, 32)
+    assert isinstance(m.dropout, torch.nn.Dropout) and m.dropout.p == 0.1
+
+
+def test_module_init_weights_match_mmcv():
+    m = MultiScaleDeformableAttention(embed_dims=32, num_heads=8, num_levels=2, num_points=3)
+    assert torch.equal(m.sampling_offsets.weight, torch.zeros_like(m.sampling_offsets.weight))
+    assert torch.equal(m.attention_weights.weight, torch.zeros_like(m.attention_weights.weight))
+    assert torch.equal(m.attention_weights.bias, torch.zeros_like(m.attention_weights.bias))
+    assert torch.equal(m.value_proj.bias, torch.zeros(32)) and torch.equal(m.output_proj.bias, torch.zeros(32))
+    bias = m.sampling_offsets.bias.view(8, 2, 3, 2)
+    for h in range(8):
+        theta = 2 * math.pi * h / 8
+        d = torch.tensor([math.cos(theta), math.sin(theta)])
+        d = d / d.abs().max()
+        for p in range(3):
+            for lvl in range(2):
+                torch.testing.assert_close(bias[h, lvl, p], d * (p + 1))
+    bound = math.sqrt(6 / (32 + 32))  # xavier uniform, gain 1
+    assert m.value_proj.weight.abs().max() <= bound
+
+
+def module_reference(m, query, value, identity, reference_points, spatial, key_padding_mask=None):
+    """mmcv's forward on the CPU path (multi_scale_deformable_attn_pytorch), batch-first, eval mode."""
+    bs, nq, _ = query.shape
+    v = m.value_proj(value)
+    if key_padding_mask is not None:
+        v = v.masked_fill(key_padding_mask[..., None], 0.0)
+    v = v.view(bs, value.shape[1], m.num_heads, -1)
+    off = m.sampling_offsets(query).view(bs, nq, m.num_heads, m.num_levels, m.num_points, 2)
+    aw = m.attention_weights(query).view(bs, nq, m.num_heads, -1).softmax(-1)
+    aw = aw.view(bs, nq, m.num_heads, m.num_levels, m.num_points)
+    if reference_points.shape[-1] == 2:
+        norm = torch.stack([spatial[..., 1], spatial[..., 0]], -1)
+        loc = reference_points[:, :, None, :, None, :] + off / norm[None, None, None, :, None, :]
+    else:
+        loc = (
+            reference_points[:, :, None, :, None, :2]
+            + off / m.num_points * reference_points[:, :, None, :, None, 2:] * 0.5
+        )
+    out = multi_scale_deformable_attn_reference(v, spatial, loc, aw)
+    return m.output_proj(out) + identity
+
+
+def make_module_inputs(rng, bs=2, nq=7, embed=32, shapes=((6, 5), (3, 3)), ref_dim=2):
+    spatial, start = levels(list(shapes))
+    keys = int(spatial.prod(1).sum())
+    query = torch.randn(bs, nq, embed, generator=rng, dtype=torch.float64)
+    value = torch.randn(bs, keys, embed, generator=rng, dtype=torch.float64)
+    ref = torch.rand(bs, nq, len(shapes), ref_dim, generator=rng, dtype=torch.float64)
+    return query, value, ref, spatial, start
+
+
+def random_module(rng, **kwargs):
+    m = MultiScaleDeformableAttention(**kwargs).double().eval()
+    with torch.no_grad():
+        for p in m.parameters():  # non-trivial offsets and weights
+            p.add_(torch.randn(p.shape, generator=rng, dtype=p.dtype) * 0.3)
+    return m
+
+
+@pytest.mark.parametrize("ref_dim", [2, 4])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_module_matches_mmcv_forward(device, rng, ref_dim, batch_first):
+    m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=batch_first)
+    query, value, ref, spatial, start = make_module_inputs(rng, ref_dim=ref_dim)
+    mask = torch.rand(value.shape[:2], generator=rng) < 0.2
+    query_pos = torch.randn(query.shape, generator=rng, dtype=torch.float64)
+    want = module_reference(m, query + query_pos, value, query, ref, spatial, mask)
+    md = m.to(device)
+
+    def layout(t):
+        return t.to(device) if batch_first else t.transpose(0, 1).to(device)
+
+    got = md(
+        layout(query),
+        value=layout(value),
+        query_pos=layout(query_pos),
+        key_padding_mask=mask.to(device),
+        reference_points=ref.to(device),
+        spatial_shapes=spatial.to(device),
+        level_start_index=start.to(device),
+    )
+    if not batch_first:
+        got = got.transpose(0, 1)
+    torch.testing.assert_close(got.cpu(), want.detach())
+
+
+def test_module_identity_residual_and_errors(rng):
+    m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=True)
+    query, value, ref, spatial, start = make_module_inputs(rng)
+    identity = torch.randn(query.shape, generator=rng, dtype=torch.float64)
+    kwargs = dict(value=value, reference_points=ref, spatial_shapes=spatial, level_start_index=start)
+    got = m(query, identity=identity, **kwargs)
+    torch.testing.assert_close(got, module_reference(m, query, value, identity, ref, spatial).detach())
+    with pytest.warns(DeprecationWarning, match="residual"):
+        torch.testing.assert_close(m(query, residual=identity, **kwargs), got)
+    with pytest.raises(ValueError, match="Last dim of reference_points must be 2 or 4"):
+        m(query, **{**kwargs, "reference_points": torch.rand(2, 7, 2, 3, dtype=torch.float64)})
+    with pytest.raises(RuntimeError, match=r"puts level 1 \(3x3\) outside the keys of value \[0, 38\)"):
+        m(query, **{**kwargs, "value": value[:, :-1]})
+    with pytest.raises(ValueError, match="embed_dims must be divisible by num_heads"):
+        MultiScaleDeformableAttention(embed_dims=30, num_heads=8)
+    with pytest.warns(UserWarning, match="power-of-2"):
+        MultiScaleDeformableAttention(embed_dims=48, num_heads=8)
+
+
+def test_module_default_init_value_is_query_and_grads(rng):
+    m = MultiScaleDeformableAttention(embed_dims=32, num_heads=4, num_levels=1, num_points=2, dropout=0.0)
+    spatial, start = levels([(4, 5)])
+    query = torch.randn(20, 2, 32, generator=rng, requires_grad=True)  # encoder: value = query
+    ref = torch.rand(2, 20, 1, 2, generator=rng)
+    out = m(query, reference_points=ref, spatial_shapes=spatial, level_start_index=start)
+    assert out.shape == (20, 2, 32)
+    out.square().sum().backward()
+    assert query.grad is not None and torch.isfinite(query.grad).all()
+    assert m.sampling_offsets.weight.grad.abs().sum() > 0
+
+
+def test_torch_compile_fullgraph(rng):
+    """The module with tensor level tables compiles whole (no data-dependent branches) and backpropagates."""
+    m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=True).float()
+    query, value, ref, spatial, start = make_module_inputs(rng)
+    query, value, ref = query.float(), value.float(), ref.float()
+
+    def f(q, v, r, s, st):
+        return m(q, value=v, reference_points=r, spatial_shapes=s, level_start_index=st).relu().sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    q1 = query.clone().requires_grad_()
+    out = compiled(q1, value, ref, spatial, start)
+    out.backward()
+    q2 = query.clone().requires_grad_()
+    want = f(q2, value, ref, spatial, start)
+    want.backward()
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(q1.grad, q2.grad)
+
+
+def test_exports():
+    assert visdet_ops.MultiScaleDeformableAttnFunction.apply is not None
+    assert visdet_ops.multi_scale_deformable_attn_pytorch is not None

@@ -1,0 +1,290 @@
+"""multi_scale_deformable_attn / MultiScaleDeformableAttention with mmcv.ops
+semantics (Deformable DETR). Autograd is in C++
+(csrc/ops/ms_deform_attn/ms_deform_attn_autograd.cpp)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from torch import nn
+
+from ..reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
+from . import note_device, smoke_test
+
+_OP = "multi_scale_deformable_attn"
+
+
+@torch.library.register_fake("visdet_ops::multi_scale_deformable_attn")
+def _msda_fake(
+    value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step
+):
+    torch._check(value.dim() == 4, lambda: f"{_OP}: value must have 4 dimensions, got shape {list(value.shape)}")
+    torch._check(
+        sampling_locations.dim() == 6,
+        lambda: f"{_OP}: sampling_locations must have 6 dimensions, got shape {list(sampling_locations.shape)}",
+    )
+    torch._check(
+        attention_weights.dim() == 5,
+        lambda: f"{_OP}: attention_weights must have 5 dimensions, got shape {list(attention_weights.shape)}",
+    )
+    bs, _, num_heads, head_dim = value.shape
+    return value.new_empty((bs, sampling_locations.size(1), num_heads * head_dim))
+
+
+@torch.library.register_fake("visdet_ops::_multi_scale_deformable_attn_backward")
+def _msda_backward_fake(
+    grad_output,
+    value,
+    value_spatial_shapes,
+    value_level_start_index,
+    sampling_locations,
+    attention_weights,
+    im2col_step,
+):
+    return (
+        value.new_empty(value.shape),
+        sampling_locations.new_empty(sampling_locations.shape),
+        attention_weights.new_empty(attention_weights.shape),
+    )
+
+
+def multi_scale_deformable_attn(
+    value: torch.Tensor,
+    value_spatial_shapes: torch.Tensor,
+    value_level_start_index: torch.Tensor,
+    sampling_locations: torch.Tensor,
+    attention_weights: torch.Tensor,
+    im2col_step: int = 64,
+) -> torch.Tensor:
+    """Multi-scale deformable attention (mmcv's ms_deform_attn CUDA op, on every device).
+
+    Args:
+        value: [bs, num_keys, num_heads, head_dim]; the levels lie one after
+            the other along num_keys.
+        value_spatial_shapes: [num_levels, 2] integer (H, W) of each level;
+            sum(H * W) must equal num_keys. On value's device or the CPU.
+        value_level_start_index: [num_levels] integer start of each level in
+            num_keys ([0, H0*W0, H0*W0 + H1*W1, ...]).
+        sampling_locations: [bs, num_queries, num_heads, num_levels,
+            num_points, 2] (x, y), normalised to [0, 1] per level (0 and 1 are
+            the outer edges of the map, as grid_sample with
+            align_corners=False; zero padding outside).
+        attention_weights: [bs, num_queries, num_heads, num_levels, num_points].
+        im2col_step: mmcv's batch chunk; only its rule is kept: the batch
+            size must be divisible by min(im2col_step, batch size).
+
+    Returns:
+        [bs, num_queries, num_heads * head_dim].
+
+    sampling_locations and attention_weights are cast to value's dtype, as
+    mmcv does for mixed precision. Checking the level tables against
+    num_keys reads them on the host: where they live on a GPU, that is one
+    small device-to-host copy (a stream sync) per call.
+    """
+    if not isinstance(value_spatial_shapes, torch.Tensor):
+        value_spatial_shapes = torch.as_tensor(value_spatial_shapes, dtype=torch.int64)
+    if not isinstance(value_level_start_index, torch.Tensor):
+        value_level_start_index = torch.as_tensor(value_level_start_index, dtype=torch.int64)
+    note_device(value)
+    return torch.ops.visdet_ops.multi_scale_deformable_attn(
+        value,
+        value_spatial_shapes,
+        value_level_start_index,
+        sampling_locations.to(value.dtype),
+        attention_weights.to(value.dtype),
+        int(im2col_step),
+    )
+
+
+class MultiScaleDeformableAttnFunction:
+    """mmcv's autograd Function name, for code that calls `.apply` directly."""
+
+    @staticmethod
+    def apply(value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step):
+        return multi_scale_deformable_attn(
+            value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step
+        )
+
+
+def multi_scale_deformable_attn_pytorch(
+    value: torch.Tensor,
+    value_spatial_shapes: torch.Tensor,
+    sampling_locations: torch.Tensor,
+    attention_weights: torch.Tensor,
+) -> torch.Tensor:
+    """mmcv's grid_sample implementation (same name and arguments)."""
+    return multi_scale_deformable_attn_reference(value, value_spatial_shapes, sampling_locations, attention_weights)
+
+
+class MultiScaleDeformableAttention(nn.Module):
+    """mmcv.ops.MultiScaleDeformableAttention (Deformable DETR): same
+    constructor, forward signature, submodules (sampling_offsets,
+    attention_weights, value_proj, output_proj, dropout) and initialisation,
+    so mmdet checkpoints load with strict=True.
+
+    A plain nn.Module: `init_cfg` is accepted and stored but not applied
+    (there is no mmengine initialiser here; `init_weights()` is mmcv's
+    default initialisation and runs in the constructor). `norm_cfg` is stored
+    and unused, as in mmcv. mmcv's check sum(H * W) == num_keys is done by the
+    op itself (in C++), which keeps the module free of data-dependent Python
+    branches, so torch.compile(fullgraph=True) captures it whole.
+    """
+
+    def __init__(
+        self,
+        embed_dims: int = 256,
+        num_heads: int = 8,
+        num_levels: int = 4,
+        num_points: int = 4,
+        im2col_step: int = 64,
+        dropout: float = 0.1,
+        batch_first: bool = False,
+        norm_cfg: dict | None = None,
+        init_cfg: dict | None = None,
+        value_proj_ratio: float = 1.0,
+    ):
+        super().__init__()
+        if embed_dims % num_heads != 0:
+            raise ValueError(f"embed_dims must be divisible by num_heads, but got {embed_dims} and {num_heads}")
+        dim_per_head = embed_dims // num_heads
+        if dim_per_head & (dim_per_head - 1) != 0 or dim_per_head == 0:
+            warnings.warn(
+                "MultiScaleDeformableAttention: a power-of-2 size per attention head "
+                f"(embed_dims / num_heads, here {dim_per_head}) is faster in the CUDA kernel",
+                stacklevel=2,
+            )
+        self.norm_cfg = norm_cfg
+        self.init_cfg = init_cfg
+        self.dropout = nn.Dropout(dropout)
+        self.batch_first = batch_first
+        self.im2col_step = im2col_step
+        self.embed_dims = embed_dims
+        self.num_levels = num_levels
+        self.num_heads = num_heads
+        self.num_points = num_points
+        self.sampling_offsets = nn.Linear(embed_dims, num_heads * num_levels * num_points * 2)
+        self.attention_weights = nn.Linear(embed_dims, num_heads * num_levels * num_points)
+        value_proj_size = int(embed_dims * value_proj_ratio)
+        self.value_proj = nn.Linear(embed_dims, value_proj_size)
+        self.output_proj = nn.Linear(value_proj_size, embed_dims)
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """mmcv's default initialisation: sampling_offsets weight 0 and its bias
+        pointing each head in its own direction (point i at distance i + 1),
+        attention_weights 0, value_proj/output_proj xavier-uniform with zero bias."""
+        nn.init.constant_(self.sampling_offsets.weight, 0.0)
+        device = self.sampling_offsets.weight.device
+        thetas = torch.arange(self.num_heads, dtype=torch.float32, device=device) * (2.0 * math.pi / self.num_heads)
+        grid_init = torch.stack([thetas.cos(), thetas.sin()], -1)
+        grid_init = (grid_init / grid_init.abs().max(-1, keepdim=True)[0]).view(self.num_heads, 1, 1, 2)
+        grid_init = grid_init.repeat(1, self.num_levels, self.num_points, 1)
+        for i in range(self.num_points):
+            grid_init[:, :, i, :] *= i + 1
+        with torch.no_grad():
+            self.sampling_offsets.bias.copy_(grid_init.view(-1))
+        nn.init.constant_(self.attention_weights.weight, 0.0)
+        nn.init.constant_(self.attention_weights.bias, 0.0)
+        for proj in (self.value_proj, self.output_proj):
+            nn.init.xavier_uniform_(proj.weight, gain=1)
+            nn.init.constant_(proj.bias, 0.0)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        identity: torch.Tensor | None = None,
+        query_pos: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        reference_points: torch.Tensor | None = None,
+        spatial_shapes: torch.Tensor | None = None,
+        level_start_index: torch.Tensor | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        """mmcv's forward: query [num_query, bs, embed_dims] ([bs, num_query,
+        embed_dims] with batch_first), value likewise with num_key (default:
+        query), reference_points [bs, num_query, num_levels, 2 or 4]
+        normalised (x, y[, w, h]), spatial_shapes [num_levels, 2] (H, W),
+        level_start_index [num_levels]. key is unused, as in mmcv.
+        Returns dropout(output_proj(attention)) + identity."""
+        if "residual" in kwargs:
+            # mmcv's deprecated name for identity.
+            warnings.warn(
+                "MultiScaleDeformableAttention: 'residual' is deprecated, use 'identity'",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            residual = kwargs.pop("residual")
+            if identity is None:
+                identity = residual
+        if reference_points is None or spatial_shapes is None or level_start_index is None:
+            raise ValueError(
+                "MultiScaleDeformableAttention: reference_points, spatial_shapes and level_start_index are required"
+            )
+        if value is None:
+            value = query
+        if identity is None:
+            identity = query
+        if query_pos is not None:
+            query = query + query_pos
+        if not self.batch_first:
+            query = query.permute(1, 0, 2)
+            value = value.permute(1, 0, 2)
+
+        bs, num_query, _ = query.shape
+        bs, num_value, _ = value.shape
+
+        value = self.value_proj(value)
+        if key_padding_mask is not None:
+            value = value.masked_fill(key_padding_mask[..., None], 0.0)
+        value = value.view(bs, num_value, self.num_heads, -1)
+        sampling_offsets = self.sampling_offsets(query).view(
+            bs, num_query, self.num_heads, self.num_levels, self.num_points, 2
+        )
+        attention_weights = self.attention_weights(query).view(
+            bs, num_query, self.num_heads, self.num_levels * self.num_points
+        )
+        attention_weights = attention_weights.softmax(-1).view(
+            bs, num_query, self.num_heads, self.num_levels, self.num_points
+        )
+        if reference_points.shape[-1] == 2:
+            offset_normalizer = torch.stack([spatial_shapes[..., 1], spatial_shapes[..., 0]], -1)
+            sampling_locations = (
+                reference_points[:, :, None, :, None, :]
+                + sampling_offsets / offset_normalizer[None, None, None, :, None, :]
+            )
+        elif reference_points.shape[-1] == 4:
+            sampling_locations = (
+                reference_points[:, :, None, :, None, :2]
+                + sampling_offsets / self.num_points * reference_points[:, :, None, :, None, 2:] * 0.5
+            )
+        else:
+            raise ValueError(
+                f"Last dim of reference_points must be 2 or 4, but get {reference_points.shape[-1]} instead."
+            )
+        output = multi_scale_deformable_attn(
+            value, spatial_shapes, level_start_index, sampling_locations, attention_weights, self.im2col_step
+        )
+        output = self.output_proj(output)
+        if not self.batch_first:
+            output = output.permute(1, 0, 2)
+        return self.dropout(output) + identity
+
+
+@smoke_test("multi_scale_deformable_attn")
+def _smoke(device: torch.device) -> None:
+    gen = torch.Generator().manual_seed(0)
+    shapes = torch.tensor([[4, 5], [2, 3]])
+    start = torch.tensor([0, 20])
+    value = torch.randn(2, 26, 2, 4, generator=gen, dtype=torch.float64)
+    loc = torch.rand(2, 7, 2, 2, 3, 2, generator=gen, dtype=torch.float64) * 1.2 - 0.1
+    attn = torch.rand(2, 7, 2, 2, 3, generator=gen, dtype=torch.float64)
+    got = multi_scale_deformable_attn(
+        value.to(device), shapes.to(device), start.to(device), loc.to(device), attn.to(device)
+    ).cpu()
+    want = multi_scale_deformable_attn_reference(value, shapes, loc, attn)
+    if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+        raise AssertionError(f"multi_scale_deformable_attn smoke: max error {(got - want).abs().max().item():.3g}")
