@@ -31,16 +31,23 @@ else:
     __version__ = BUILD_INFO["VERSION"]
 
     from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
+    from .ops.corner_pool import CornerPool, bottom_pool, corner_pool, left_pool, right_pool, top_pool  # noqa: E402
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
     __all__ = [
         "BUILD_INFO",
+        "CornerPool",
         "RoIAlign",
         "batched_nms",
         "bbox_overlaps",
+        "bottom_pool",
+        "corner_pool",
+        "left_pool",
         "nms",
         "nms_match",
+        "right_pool",
         "roi_align",
         "soft_nms",
+        "top_pool",
     ]
