@@ -32,18 +32,21 @@ else:
 
     from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
     from .ops.corner_pool import CornerPool, bottom_pool, corner_pool, left_pool, right_pool, top_pool  # noqa: E402
+    from .ops.masked_conv import MaskedConv2d, masked_conv2d  # noqa: E402
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
     from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
 
     __all__ = [
         "BUILD_INFO",
         "CornerPool",
+        "MaskedConv2d",
         "RoIAlign",
         "batched_nms",
         "bbox_overlaps",
         "bottom_pool",
         "corner_pool",
         "left_pool",
+        "masked_conv2d",
         "nms",
         "nms_match",
         "right_pool",
