@@ -31,6 +31,7 @@ else:
     __version__ = BUILD_INFO["VERSION"]
 
     from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
+    from .ops.carafe import CARAFE, CARAFENaive, CARAFEPack, carafe, carafe_naive  # noqa: E402
     from .ops.corner_pool import CornerPool, bottom_pool, corner_pool, left_pool, right_pool, top_pool  # noqa: E402
     from .ops.masked_conv import MaskedConv2d, masked_conv2d  # noqa: E402
     from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
@@ -38,12 +39,17 @@ else:
 
     __all__ = [
         "BUILD_INFO",
+        "CARAFE",
+        "CARAFENaive",
+        "CARAFEPack",
         "CornerPool",
         "MaskedConv2d",
         "RoIAlign",
         "batched_nms",
         "bbox_overlaps",
         "bottom_pool",
+        "carafe",
+        "carafe_naive",
         "corner_pool",
         "left_pool",
         "masked_conv2d",
