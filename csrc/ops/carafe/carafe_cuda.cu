@@ -13,7 +13,8 @@
 // from DRAM once per chunk instead of once per channel, features once per
 // block and channel, and output writes stay coalesced. The masks gradient uses
 // the same tiling (K*K accumulators per thread in shared memory, looping over
-// the group's channels). The features gradient is the direct gather in both.
+// the group's channels). The features gradient is a gather in both; carafe's
+// handles 8 channels per thread, reusing each mask value 8 times.
 // Where the shared memory would exceed 48 KiB (large K, float64) carafe falls
 // back to the direct kernels.
 #include <cstdint>
@@ -78,6 +79,63 @@ __global__ void carafe_grad_masks_naive_kernel(const T* __restrict__ grad_output
 VISDET_HOST_DEVICE inline int64_t patch_extent(int64_t tile, int64_t scale,
                                                int64_t r) {
   return (tile - 1) / scale + 2 + 2 * r;
+}
+
+// Features gradient of carafe: one thread per low-resolution position and
+// chunk of kGradChunk channels of one group. Every (mask, position) value it
+// reads serves all the chunk's channels, so masks are read C/G/kGradChunk
+// times instead of C/G times (the direct gather's cost).
+constexpr int kGradChunk = 8;
+
+template <typename T>
+__global__ void carafe_grad_features_chunked_kernel(
+    const T* __restrict__ grad_output, const T* __restrict__ masks,
+    CarafeShape s, int64_t chunks_per_group, T* __restrict__ grad_features) {
+  using A = cuda::acc_t<T>;
+  const int64_t K = s.kernel, S = s.scale, r = (K - 1) / 2;
+  const int64_t Ho = s.out_h(), Wo = s.out_w(), ohw = Ho * Wo;
+  const int64_t cpg = s.channels / s.groups;
+  const int64_t total = s.batch * s.groups * chunks_per_group * s.height * s.width;
+  cuda::grid_stride_loop<int64_t>(total, [&](int64_t e) {
+    const int64_t x = e % s.width;
+    const int64_t y = (e / s.width) % s.height;
+    const int64_t chunk = (e / s.width / s.height) % (s.groups * chunks_per_group);
+    const int64_t n = e / s.width / s.height / (s.groups * chunks_per_group);
+    const int64_t g = chunk / chunks_per_group;
+    const int64_t c0 = g * cpg + (chunk % chunks_per_group) * kGradChunk;
+    const int64_t left = (g + 1) * cpg - c0;
+    const int nc = static_cast<int>(left < kGradChunk ? left : kGradChunk);
+    const T* grad = grad_output + (n * s.channels + c0) * ohw;
+    const T* mask_base = masks + (n * s.mask_channels() + g * K * K) * ohw;
+    A acc[kGradChunk];
+#pragma unroll
+    for (int i = 0; i < kGradChunk; ++i) acc[i] = A(0);
+    for (int64_t iy = 0; iy < K; ++iy) {
+      const int64_t h = y - iy + r;
+      if (h < 0 || h >= s.height) continue;
+      for (int64_t ix = 0; ix < K; ++ix) {
+        const int64_t w = x - ix + r;
+        if (w < 0 || w >= s.width) continue;
+        const T* mask = mask_base + (iy * K + ix) * ohw;
+        for (int64_t a = 0; a < S; ++a) {
+          const int64_t row = (h * S + a) * Wo + w * S;
+          for (int64_t b = 0; b < S; ++b) {
+            const A m = cuda::to_acc(mask[row + b]);
+#pragma unroll
+            for (int i = 0; i < kGradChunk; ++i) {
+              if (i < nc) acc[i] += cuda::to_acc(grad[i * ohw + row + b]) * m;
+            }
+          }
+        }
+      }
+    }
+    T* out = grad_features + ((n * s.channels + c0) * s.height + y) * s.width + x;
+    const int64_t hw = s.height * s.width;
+#pragma unroll
+    for (int i = 0; i < kGradChunk; ++i) {
+      if (i < nc) out[i * hw] = cuda::from_acc<T>(acc[i]);
+    }
+  });
 }
 
 // Geometry of one tile: the low-resolution patch [patch_h, patch_w] whose
@@ -256,9 +314,18 @@ cudaError_t carafe_backward_cuda_launch(const T* grad_output, const T* features,
                                         bool tiled, T* grad_features,
                                         T* grad_masks, cudaStream_t stream) {
   if (s.features_numel() > 0) {
-    carafe_grad_features_kernel<T>
-        <<<cuda::blocks_for(s.features_numel()), cuda::kThreadsPerBlock, 0,
-           stream>>>(grad_output, masks, s, grad_features);
+    if (tiled) {
+      const int64_t cpg = s.channels / s.groups;
+      const int64_t chunks = (cpg + kGradChunk - 1) / kGradChunk;
+      const int64_t total = s.batch * s.groups * chunks * s.height * s.width;
+      carafe_grad_features_chunked_kernel<T>
+          <<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, stream>>>(
+              grad_output, masks, s, chunks, grad_features);
+    } else {
+      carafe_grad_features_kernel<T>
+          <<<cuda::blocks_for(s.features_numel()), cuda::kThreadsPerBlock, 0,
+             stream>>>(grad_output, masks, s, grad_features);
+    }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
