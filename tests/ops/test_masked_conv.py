@@ -132,6 +132,10 @@ def test_empty(device, dtype, shape, cin, cout):
     assert out.shape == (shape[0], cout, shape[2], shape[3])
     out.sum().backward()
     assert x.grad.shape == x.shape and w.grad.shape == w.shape and b.grad.shape == b.shape
+    if cin == 0 and out.numel() > 0:
+        # No input channels: the bias at every active position (all here).
+        torch.testing.assert_close(out, b.detach()[None, :, None, None].expand_as(out))
+        torch.testing.assert_close(b.grad, torch.full_like(b, shape[0] * shape[2] * shape[3]))
 
 
 def test_non_contiguous(device, dtype, rng):
@@ -236,8 +240,11 @@ def test_cuda_16bit(rng, dtype16):
     check(torch.device("cuda"), dtype16, rng, x, mask, weight, bias, (1, 1))
 
 
-def test_cuda_backward_is_deterministic(rng):
+def test_cuda_backward_is_deterministic(rng, monkeypatch):
     require_cuda()
+    # The GEMMs are cuBLAS calls, which torch's deterministic mode only
+    # accepts with this setting (as for any torch matmul).
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     x, mask, weight, bias = case(rng, batch=2, cin=16, cout=16, h=40, w=48, density=0.7)
     xd = x.float().cuda().requires_grad_()
     wd = weight.float().cuda().requires_grad_()

@@ -125,7 +125,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_conv2d_backward_impl(
     idx = active_positions(mask, c, map_h, map_w);
   }
   const int64_t num_pos = idx.defined() ? idx.size(0) : 0;
-  if (num_pos == 0 || features.numel() == 0) {
+  // (With C_in == 0 there are positions but no features: the bias still
+  // gets its gradient.)
+  if (num_pos == 0) {
     return {at::zeros_like(features, at::MemoryFormat::Contiguous),
             at::zeros_like(weight, at::MemoryFormat::Contiguous),
             at::zeros({c.out_channels}, weight.options())};
