@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kTileThreads)
                                 const T* __restrict__ masks, CarafeShape s,
                                 int64_t chunks, T* __restrict__ output) {
   using A = cuda::acc_t<T>;
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   A* mask_s = reinterpret_cast<A*>(smem_raw);
   const int64_t KK = s.kernel * s.kernel;
   A* patch = mask_s + KK * kTileThreads;
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kTileThreads)
                                    const T* __restrict__ features,
                                    CarafeShape s, T* __restrict__ grad_masks) {
   using A = cuda::acc_t<T>;
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   A* acc_s = reinterpret_cast<A*>(smem_raw);
   const int64_t KK = s.kernel * s.kernel;
   A* patch = acc_s + KK * kTileThreads;
