@@ -251,6 +251,7 @@ def bench_deform_roi_pool(gen, tv, results: list, copy_gbs: float) -> None:
             "reference point, not a peer: visdet_ops.roi_align fwd+bwd on the same input and RoIs, "
             f"no offsets: {row['reference_point']['median_ms']:.3f} ms"
         )
+        results.append(row)
 
 
 def peak_memory_bytes(fn) -> int:
@@ -418,6 +419,74 @@ def bench_deform_conv(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
+def _fwd_bwd(fn, inputs: list, grad: torch.Tensor):
+    """A closure running fn forward and backward (input gradients reset)."""
+
+    def run():
+        for t in inputs:
+            t.grad = None
+        fn(*inputs).backward(grad)
+
+    return run
+
+
+@bench
+def bench_carafe(gen, tv, results: list, copy_gbs: float) -> None:
+    # CARAFE-FPN (mmdet configs/carafe): 256 channels, kernel 5, group 1,
+    # x2 upsampling of each FPN level of a 2-image batch at 800 x 1333.
+    # Peer: carafe_naive (the direct kernels), as mmcv's carafe vs carafe_naive.
+    for h, w in ((100, 168), (50, 84), (25, 42)):
+        x = torch.randn(2, 256, h, w, generator=gen).cuda()
+        masks = torch.randn(2, 25, 2 * h, 2 * w, generator=gen).softmax(1).cuda()
+        torch.testing.assert_close(visdet_ops.carafe(x, masks, 5, 1, 2), visdet_ops.carafe_naive(x, masks, 5, 1, 2))
+        grad = torch.randn(2, 256, 2 * h, 2 * w, generator=gen).cuda()
+        xg, mg = x.clone().requires_grad_(), masks.clone().requires_grad_()
+        row = {"op": "carafe fwd+bwd", "case": f"2 x 256 x {h}x{w} -> x2, k5 g1"}
+        row["ours"] = cuda_time_ms(_fwd_bwd(lambda a, b: visdet_ops.carafe(a, b, 5, 1, 2), [xg, mg], grad))
+        row["peer"] = cuda_time_ms(_fwd_bwd(lambda a, b: visdet_ops.carafe_naive(a, b, 5, 1, 2), [xg, mg], grad))
+        row["peer_name"] = "visdet_ops.carafe_naive"
+        fwd = cuda_time_ms(lambda: torch.ops.visdet_ops.carafe(x, masks, 5, 1, 2))
+        row["ours_forward_ms"] = fwd["median_ms"]
+        # Compulsory traffic: read features and masks once, write the output.
+        moved = (x.numel() + masks.numel() + grad.numel()) * 4
+        row["forward_gbs"] = moved / (fwd["median_ms"] * 1e-3) / 1e9
+        row["forward_fraction_of_copy"] = row["forward_gbs"] / copy_gbs
+        results.append(row)
+        row = {"op": "carafe fwd", "case": f"2 x 256 x {h}x{w} -> x2, k5 g1"}
+        row["ours"] = fwd
+        row["peer"] = cuda_time_ms(lambda: torch.ops.visdet_ops.carafe_naive(x, masks, 5, 1, 2))
+        row["peer_name"] = "visdet_ops.carafe_naive"
+        results.append(row)
+
+
+def _cummax_corner_pool(x: torch.Tensor, mode: str) -> torch.Tensor:
+    # mmcv's CornerPool.forward.
+    dim, flip = {"bottom": (2, False), "left": (3, True), "right": (3, False), "top": (2, True)}[mode]
+    if flip:
+        x = x.flip(dim)
+    out, _ = torch.cummax(x, dim=dim)
+    return out.flip(dim) if flip else out
+
+
+@bench
+def bench_corner_pool(gen, tv, results: list, copy_gbs: float) -> None:
+    # CornerNet's pooling input: 2 images, 128 channels at 128 x 128 (511 px input, stride 4).
+    x = torch.randn(2, 128, 128, 128, generator=gen).cuda()
+    grad = torch.randn(x.shape, generator=gen).cuda()
+    for mode in ("top", "bottom", "left", "right"):
+        assert torch.equal(visdet_ops.corner_pool(x, mode), _cummax_corner_pool(x, mode))
+        xg = x.clone().requires_grad_()
+        row = {"op": "corner_pool fwd+bwd", "case": f"{mode}, 2 x 128 x 128x128"}
+        row["ours"] = cuda_time_ms(_fwd_bwd(lambda t, m=mode: visdet_ops.corner_pool(t, m), [xg], grad))
+        row["peer"] = cuda_time_ms(_fwd_bwd(lambda t, m=mode: _cummax_corner_pool(t, m), [xg], grad))
+        row["peer_name"] = "torch.cummax (mmcv CornerPool)"
+        fwd = cuda_time_ms(lambda m=mode: torch.ops.visdet_ops.corner_pool(x, m))
+        row["ours_forward_ms"] = fwd["median_ms"]
+        row["forward_gbs"] = 2 * x.numel() * 4 / (fwd["median_ms"] * 1e-3) / 1e9
+        row["forward_fraction_of_copy"] = row["forward_gbs"] / copy_gbs
+        results.append(row)
+
+
 @bench
 def bench_multi_scale_deformable_attn(gen, tv, results: list, copy_gbs: float) -> None:
     # Deformable DETR on an 800x1200 batch of 4: 4 levels (strides 8..64), 8 heads,
@@ -460,6 +529,37 @@ def bench_multi_scale_deformable_attn(gen, tv, results: list, copy_gbs: float) -
             )["median_ms"]
         row["peer"] = cuda_time_ms(peer)
         row["peer_name"] = "mmcv multi_scale_deformable_attn_pytorch (grid_sample)"
+        results.append(row)
+
+
+@bench
+def bench_masked_conv(gen, tv, results: list, copy_gbs: float) -> None:
+    # Guided-anchoring style: 256 -> 256 channels, 3x3, one FPN level, a
+    # sparse location mask. Peer: the dense F.conv2d times the mask.
+    import torch.nn.functional as F
+
+    x = torch.randn(1, 256, 100, 168, generator=gen).cuda()
+    w = (torch.randn(256, 256, 3, 3, generator=gen) * 0.02).cuda()
+    b = torch.randn(256, generator=gen).cuda()
+    grad = torch.randn(1, 256, 100, 168, generator=gen).cuda()
+    for density in (0.05, 0.3):
+        mask = (torch.rand(1, 100, 168, generator=gen) < density).float().cuda()
+        torch.testing.assert_close(
+            visdet_ops.masked_conv2d(x, mask, w, b, 1),
+            F.conv2d(x, w, b, padding=1) * mask[:, None],
+            rtol=1e-3,
+            atol=1e-3,
+        )
+        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+        row = {"op": "masked_conv2d fwd+bwd", "case": f"1 x 256 -> 256, 100x168, 3x3, {density:.0%} active"}
+        row["ours"] = cuda_time_ms(_fwd_bwd(lambda a, c, d: visdet_ops.masked_conv2d(a, mask, c, d, 1), leaves, grad))
+        row["peer"] = cuda_time_ms(_fwd_bwd(lambda a, c, d: F.conv2d(a, c, d, padding=1) * mask[:, None], leaves, grad))
+        row["peer_name"] = "F.conv2d * mask"
+        results.append(row)
+        row = {"op": "masked_conv2d fwd", "case": f"1 x 256 -> 256, 100x168, 3x3, {density:.0%} active"}
+        row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.masked_conv2d(x, mask, w, b, 1, 1))
+        row["peer"] = cuda_time_ms(lambda: F.conv2d(x, w, b, padding=1) * mask[:, None])
+        row["peer_name"] = "F.conv2d * mask"
         results.append(row)
 
 

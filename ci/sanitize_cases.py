@@ -16,9 +16,12 @@ import torch
 
 import visdet_ops
 from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
+from visdet_ops.reference.carafe import carafe_reference
+from visdet_ops.reference.corner_pool import corner_pool_reference
 from visdet_ops.reference.deform_conv import deform_conv2d_reference
 from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
 from visdet_ops.reference.focal_loss import sigmoid_focal_loss_reference, softmax_focal_loss_reference
+from visdet_ops.reference.masked_conv import masked_conv2d_reference
 from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 from visdet_ops.reference.nms import nms_match_reference, nms_reference, soft_nms_reference
 from visdet_ops.reference.roi_align import roi_align_reference
@@ -313,6 +316,84 @@ def multi_scale_deformable_attn_case(gen: torch.Generator, dtype: torch.dtype) -
             scale = max(ref.grad.abs().max().item(), 1.0)
             if (got.grad.cpu().double() - ref.grad).abs().max().item() > 4 * tol * scale:
                 return f"multi_scale_deformable_attn head_dim {dim}: wrong grad of {name}"
+    return None
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> bool:
+    tol = {torch.float16: 2e-2, torch.bfloat16: 1e-1}.get(dtype, 1e-4)
+    return torch.allclose(got.detach().cpu().double(), want.detach(), rtol=tol, atol=tol)
+
+
+def _forward_backward(fn, ref, inputs: list[torch.Tensor], dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Runs fn on CUDA copies of inputs (in dtype) and ref on float64 copies
+    (of the dtype-rounded values); compares outputs and input gradients."""
+    rounded = [t.to(dtype).double() for t in inputs]
+    ref_in = [t.clone().requires_grad_() for t in rounded]
+    want = ref(*ref_in)
+    grad = torch.randn(want.shape, generator=gen, dtype=torch.float64).to(dtype).double()
+    want_grads = torch.autograd.grad(want, ref_in, grad)
+    dev_in = [t.cuda().to(dtype).requires_grad_() for t in rounded]
+    got = fn(*dev_in)
+    got_grads = torch.autograd.grad(got, dev_in, grad.cuda().to(dtype))
+    torch.cuda.synchronize()
+    if not _close(got, want, dtype):
+        return "wrong forward"
+    for i, (g, w) in enumerate(zip(got_grads, want_grads, strict=True)):
+        if not _close(g, w, dtype):
+            return f"wrong gradient of input {i}"
+    return None
+
+
+@case
+def corner_pool_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    # Small integers: ties along every scan (the tie rule of the backward).
+    x = torch.randint(-3, 4, (2, 3, 37, 45), generator=gen).double()
+    for mode in ("top", "bottom", "left", "right"):
+        error = _forward_backward(
+            lambda t, m=mode: visdet_ops.corner_pool(t, m),
+            lambda t, m=mode: corner_pool_reference(t, m),
+            [x],
+            dtype,
+            gen,
+        )
+        if error is not None:
+            return f"corner_pool {mode}: {error}"
+    return None
+
+
+@case
+def masked_conv_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    x = torch.randn(2, 6, 17, 19, generator=gen, dtype=torch.float64)
+    w = torch.randn(5, 6, 3, 3, generator=gen, dtype=torch.float64) * 0.3
+    b = torch.randn(5, generator=gen, dtype=torch.float64)
+    mask = torch.rand(2, 17, 19, generator=gen, dtype=torch.float64) > 0.6
+    error = _forward_backward(
+        lambda f, wt, bs: visdet_ops.masked_conv2d(f, mask.cuda(), wt, bs, 1),
+        lambda f, wt, bs: masked_conv2d_reference(f, mask, wt, bs, (1, 1)),
+        [x, w, b],
+        dtype,
+        gen,
+    )
+    return None if error is None else f"masked_conv2d: {error}"
+
+
+@case
+def carafe_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    # Not a multiple of the 32 x 8 tile, more channels than one chunk (32);
+    # k=5 with float64 exercises the tiled path, k=7 float64 the fallback.
+    x = torch.randn(2, 40, 11, 21, generator=gen, dtype=torch.float64)
+    for k, g in ((5, 2), (7, 1)):
+        masks = torch.randn(2, g, k * k, 22, 42, generator=gen, dtype=torch.float64).softmax(2).view(2, -1, 22, 42)
+        for name, fn in (("carafe", visdet_ops.carafe), ("carafe_naive", visdet_ops.carafe_naive)):
+            error = _forward_backward(
+                lambda f, m, fn=fn, k=k, g=g: fn(f, m, k, g, 2),
+                lambda f, m, k=k, g=g: carafe_reference(f, m, k, g, 2),
+                [x, masks],
+                dtype,
+                gen,
+            )
+            if error is not None:
+                return f"{name} k={k}: {error}"
     return None
 
 

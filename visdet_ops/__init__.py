@@ -31,6 +31,8 @@ else:
     __version__ = BUILD_INFO["VERSION"]
 
     from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
+    from .ops.carafe import CARAFE, CARAFENaive, CARAFEPack, carafe, carafe_naive  # noqa: E402
+    from .ops.corner_pool import CornerPool, bottom_pool, corner_pool, left_pool, right_pool, top_pool  # noqa: E402
     from .ops.deform_conv import (  # noqa: E402
         DeformConv2d,
         DeformConv2dPack,
@@ -51,6 +53,7 @@ else:
         sigmoid_focal_loss,
         softmax_focal_loss,
     )
+    from .ops.masked_conv import MaskedConv2d, masked_conv2d  # noqa: E402
     from .ops.multi_scale_deform_attn import (  # noqa: E402
         MultiScaleDeformableAttention,
         MultiScaleDeformableAttnFunction,
@@ -63,10 +66,15 @@ else:
 
     __all__ = [
         "BUILD_INFO",
+        "CARAFE",
+        "CARAFENaive",
+        "CARAFEPack",
+        "CornerPool",
         "DeformConv2d",
         "DeformConv2dPack",
         "DeformRoIPool",
         "DeformRoIPoolPack",
+        "MaskedConv2d",
         "ModulatedDeformConv2d",
         "ModulatedDeformConv2dPack",
         "ModulatedDeformRoIPoolPack",
@@ -78,16 +86,24 @@ else:
         "SoftmaxFocalLoss",
         "batched_nms",
         "bbox_overlaps",
+        "bottom_pool",
+        "carafe",
+        "carafe_naive",
+        "corner_pool",
         "deform_conv2d",
         "deform_roi_pool",
+        "left_pool",
+        "masked_conv2d",
         "modulated_deform_conv2d",
         "multi_scale_deformable_attn",
         "multi_scale_deformable_attn_pytorch",
         "nms",
         "nms_match",
+        "right_pool",
         "roi_align",
         "roi_pool",
         "sigmoid_focal_loss",
         "soft_nms",
         "softmax_focal_loss",
+        "top_pool",
     ]

@@ -1,0 +1,226 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+import visdet_ops
+from visdet_ops import CornerPool
+from visdet_ops.reference.corner_pool import corner_pool_reference
+
+from ..conftest import require_cuda
+
+MODES = ["top", "bottom", "left", "right"]
+
+
+def ties_input(rng, shape=(2, 3, 9, 11)) -> torch.Tensor:
+    # Small integers: many equal maxima along every scan, so the tie rule of
+    # the gradient is exercised, and every value is exact in every dtype.
+    return torch.randint(-3, 4, shape, generator=rng).double()
+
+
+def reference_and_grad(x: torch.Tensor, mode: str, grad_out: torch.Tensor):
+    xr = x.clone().requires_grad_()
+    want = corner_pool_reference(xr, mode)
+    (want_grad,) = torch.autograd.grad(want, xr, grad_out)
+    return want.detach(), want_grad
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["randn", "ties"])
+def test_forward_backward_match_reference(device, dtype, rng, mode, kind):
+    shape = (2, 3, 9, 11)
+    x = torch.randn(shape, generator=rng, dtype=torch.float64) if kind == "randn" else ties_input(rng, shape)
+    grad_out = torch.randn(shape, generator=rng, dtype=torch.float64)
+    want, want_grad = reference_and_grad(x, mode, grad_out)
+
+    xd = x.to(device, dtype).requires_grad_()
+    got = visdet_ops.corner_pool(xd, mode)
+    assert got.dtype == dtype and got.device.type == device.type and got.shape == x.shape
+    # The forward selects input values: exact.
+    assert torch.equal(got.detach().cpu().double(), want.to(dtype).double())
+    (got_grad,) = torch.autograd.grad(got, xd, grad_out.to(device, dtype))
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **tol)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tie_rule_nearest_maximum(mode):
+    """All equal: every output's gradient stays at its own position (cummax's rule)."""
+    x = torch.ones(1, 1, 4, 5, dtype=torch.float64, requires_grad=True)
+    visdet_ops.corner_pool(x, mode).sum().backward()
+    assert torch.equal(x.grad, torch.ones_like(x))
+
+
+def test_tie_rule_explicit():
+    # bottom pool of one column [2, 1, 2, 0]: outputs [2, 2, 2, 2]; the
+    # maxima are rows 0 and 2: rows 0, 1 -> row 0, rows 2, 3 -> row 2.
+    x = torch.tensor([2.0, 1, 2, 0], dtype=torch.float64).view(1, 1, 4, 1).requires_grad_()
+    out = visdet_ops.bottom_pool(x)
+    assert out.flatten().tolist() == [2, 2, 2, 2]
+    out.backward(torch.tensor([1.0, 10, 100, 1000], dtype=torch.float64).view(1, 1, 4, 1))
+    assert x.grad.flatten().tolist() == [11, 0, 1100, 0]
+    # top pool scans upwards: row 3 -> row 3 (value 0), rows 2, 1 -> row 2,
+    # row 0 (equal to the running maximum 2) -> itself.
+    x.grad = None
+    visdet_ops.top_pool(x).backward(torch.tensor([1.0, 10, 100, 1000], dtype=torch.float64).view(1, 1, 4, 1))
+    assert x.grad.flatten().tolist() == [1, 0, 110, 1000]
+
+
+def test_nan_like_cummax(device):
+    x = torch.tensor([1.0, float("nan"), 3.0, 0.5, float("nan"), 7.0], dtype=torch.float64)
+    for mode, view in (("right", (1, 1, 1, 6)), ("bottom", (1, 1, 6, 1)), ("left", (1, 1, 1, 6))):
+        xv = x.view(view)
+        grad_out = torch.arange(1.0, 7.0, dtype=torch.float64).view(view)
+        want, want_grad = reference_and_grad(xv, mode, grad_out)
+        xd = xv.to(device).requires_grad_()
+        got = visdet_ops.corner_pool(xd, mode)
+        torch.testing.assert_close(got.detach().cpu(), want, equal_nan=True)
+        got.backward(grad_out.to(device))
+        torch.testing.assert_close(xd.grad.cpu(), want_grad)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gradcheck(device, rng, mode):
+    x = torch.randn(2, 2, 5, 6, generator=rng, dtype=torch.float64, device="cpu").to(device).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: visdet_ops.corner_pool(t, mode), (x,), eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_opcheck(device, rng, mode):
+    x = torch.randn(2, 3, 4, 5, generator=rng, dtype=torch.float64).to(device).requires_grad_()
+    torch.library.opcheck(torch.ops.visdet_ops.corner_pool.default, (x, mode))
+    g = torch.randn(2, 3, 4, 5, generator=rng, dtype=torch.float64).to(device)
+    torch.library.opcheck(torch.ops.visdet_ops._corner_pool_backward.default, (g, x.detach(), mode))
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4, 5), (2, 0, 4, 5), (2, 3, 0, 5), (2, 3, 4, 0)])
+@pytest.mark.parametrize("mode", MODES)
+def test_empty(device, dtype, shape, mode):
+    x = torch.randn(shape, device=device, dtype=dtype, requires_grad=True)
+    out = visdet_ops.corner_pool(x, mode)
+    assert out.shape == shape
+    out.sum().backward()
+    assert x.grad.shape == shape
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_non_contiguous(device, dtype, rng, mode):
+    x = torch.randn(2, 4, 7, 6, generator=rng, dtype=torch.float64)
+    grad_out = torch.randn(2, 4, 7, 6, generator=rng, dtype=torch.float64)
+    want, want_grad = reference_and_grad(x, mode, grad_out)
+    for xd in (
+        x.to(device, dtype).contiguous(memory_format=torch.channels_last),
+        x.transpose(2, 3).contiguous().to(device, dtype).transpose(2, 3),
+    ):
+        assert not xd.is_contiguous()
+        xd.requires_grad_()
+        got = visdet_ops.corner_pool(xd, mode)
+        assert torch.equal(got.detach().cpu().double(), want.to(dtype).double())
+        g_nc = grad_out.to(device, dtype).transpose(2, 3).contiguous().transpose(2, 3)
+        (got_grad,) = torch.autograd.grad(got, xd, g_nc)
+        torch.testing.assert_close(got_grad.cpu().double(), want_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_bad_inputs():
+    with pytest.raises(RuntimeError, match=r"corner_pool: input must have 4 dimensions, got shape \[2, 3, 4\]"):
+        visdet_ops.top_pool(torch.zeros(2, 3, 4))
+    with pytest.raises(RuntimeError, match="corner_pool: input must be a floating point tensor"):
+        visdet_ops.top_pool(torch.zeros(1, 1, 2, 2, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="corner_pool: input must be float32 or float64 on the CPU"):
+        visdet_ops.top_pool(torch.zeros(1, 1, 2, 2, dtype=torch.float16))
+    with pytest.raises(ValueError, match="corner_pool: mode must be 'top', 'bottom', 'left' or 'right', got 'up'"):
+        visdet_ops.corner_pool(torch.zeros(1, 1, 2, 2), "up")
+    with pytest.raises(RuntimeError, match="corner_pool: mode must be 'top', 'bottom', 'left' or 'right', got 'up'"):
+        torch.ops.visdet_ops.corner_pool(torch.zeros(1, 1, 2, 2), "up")
+    with pytest.raises(ValueError, match="CornerPool: mode must be"):
+        CornerPool("diagonal")
+    with pytest.raises(RuntimeError, match=r"grad_output must have the shape of input"):
+        torch.ops.visdet_ops._corner_pool_backward(torch.zeros(1, 1, 2, 3), torch.zeros(1, 1, 2, 2), "top")
+    with pytest.raises(RuntimeError, match="grad_output and input must have the same dtype"):
+        torch.ops.visdet_ops._corner_pool_backward(
+            torch.zeros(1, 1, 2, 2, dtype=torch.float64), torch.zeros(1, 1, 2, 2), "top"
+        )
+
+
+def test_double_backward_is_refused():
+    x = torch.randn(1, 1, 3, 3, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(visdet_ops.left_pool(x).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        g.sum().backward()
+
+
+def test_module_and_named_functions(device, rng):
+    x = torch.randn(2, 3, 5, 6, generator=rng, dtype=torch.float64).to(device)
+    for mode, fn in zip(
+        MODES, (visdet_ops.top_pool, visdet_ops.bottom_pool, visdet_ops.left_pool, visdet_ops.right_pool), strict=True
+    ):
+        m = CornerPool(mode)
+        assert list(m.state_dict()) == [] and f"mode='{mode}'" in repr(m)
+        want = corner_pool_reference(x.cpu(), mode)
+        assert torch.equal(m(x).cpu(), want)
+        assert torch.equal(fn(x).cpu(), want)
+
+
+def test_torch_compile_fullgraph(rng):
+    x = torch.randn(2, 3, 6, 7, generator=rng)
+    pools = [CornerPool(mode) for mode in MODES]
+
+    def f(inp):
+        return (pools[0](inp) + pools[1](inp) + pools[2](inp) * pools[3](inp)).relu().sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    xg = x.clone().requires_grad_()
+    out = compiled(xg)
+    out.backward()
+    xr = x.clone().requires_grad_()
+    want = f(xr)
+    want.backward()
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(xg.grad, xr.grad)
+
+
+@pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mode", MODES)
+def test_cuda_16bit(rng, dtype16, mode):
+    require_cuda()
+    x = torch.randn(2, 3, 33, 40, generator=rng, dtype=torch.float64).to(dtype16).double()
+    grad_out = torch.randn(x.shape, generator=rng, dtype=torch.float64).to(dtype16).double()
+    want, want_grad = reference_and_grad(x, mode, grad_out)
+    xd = x.to("cuda", dtype16).requires_grad_()
+    got = visdet_ops.corner_pool(xd, mode)
+    assert got.dtype == dtype16
+    assert torch.equal(got.detach().cpu().double(), want)
+    got.backward(grad_out.to("cuda", dtype16))
+    # Summed in float32, rounded once: within one 16-bit rounding of the sum.
+    torch.testing.assert_close(xd.grad.cpu().double(), want_grad, rtol=1e-2, atol=5e-2)
+
+
+def test_cuda_backward_is_deterministic(rng):
+    require_cuda()
+    x = torch.randint(-2, 3, (2, 8, 64, 64), generator=rng).float().cuda().requires_grad_()
+    torch.use_deterministic_algorithms(True)
+    try:
+        grads = []
+        for mode in MODES:
+            for _ in range(2):
+                x.grad = None
+                visdet_ops.corner_pool(x, mode).backward(torch.ones_like(x))
+                grads.append(x.grad.clone())
+        for i in range(0, len(grads), 2):
+            assert torch.equal(grads[i], grads[i + 1])
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_large_cuda_matches_cpu(rng):
+    require_cuda()
+    x = torch.randn(2, 16, 100, 168, generator=rng)
+    for mode in MODES:
+        xc = x.clone().requires_grad_()
+        xg = x.cuda().requires_grad_()
+        g = torch.randn(x.shape, generator=rng)
+        visdet_ops.corner_pool(xc, mode).backward(g)
+        out = visdet_ops.corner_pool(xg, mode)
+        out.backward(g.cuda())
+        assert torch.equal(out.detach().cpu(), visdet_ops.corner_pool(x, mode))
+        torch.testing.assert_close(xg.grad.cpu(), xc.grad)

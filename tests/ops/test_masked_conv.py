@@ -1,0 +1,260 @@
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import visdet_ops
+from visdet_ops import MaskedConv2d
+from visdet_ops.reference.masked_conv import masked_conv2d_reference
+
+from ..conftest import require_cuda
+
+TOL = {
+    torch.float32: dict(rtol=1e-4, atol=1e-4),
+    torch.float64: dict(rtol=1e-10, atol=1e-10),
+    torch.float16: dict(rtol=2e-2, atol=5e-2),
+    torch.bfloat16: dict(rtol=5e-2, atol=2e-1),
+}
+
+
+def case(rng, batch=2, cin=3, cout=4, h=9, w=11, k=(3, 3), mask_batch=None, density=0.4):
+    x = torch.randn(batch, cin, h, w, generator=rng, dtype=torch.float64)
+    mask = (torch.rand(mask_batch or batch, h, w, generator=rng, dtype=torch.float64) < density).double()
+    mask = mask * torch.rand(mask.shape, generator=rng, dtype=torch.float64)  # active where > 0
+    weight = torch.randn(cout, cin, *k, generator=rng, dtype=torch.float64)
+    bias = torch.randn(cout, generator=rng, dtype=torch.float64)
+    return x, mask, weight, bias
+
+
+def check(device, dtype, rng, x, mask, weight, bias, padding):
+    leaves = [x, weight] + ([bias] if bias is not None else [])
+    ref_leaves = [t.clone().requires_grad_() for t in leaves]
+    want = masked_conv2d_reference(
+        ref_leaves[0], mask, ref_leaves[1], ref_leaves[2] if bias is not None else None, padding
+    )
+    grad_out = torch.randn(want.shape, generator=rng, dtype=torch.float64)
+    want_grads = torch.autograd.grad(want, ref_leaves, grad_out)
+
+    dev_leaves = [t.to(device, dtype).requires_grad_() for t in leaves]
+    got = visdet_ops.masked_conv2d(
+        dev_leaves[0], mask.to(device), dev_leaves[1], dev_leaves[2] if bias is not None else None, padding
+    )
+    assert got.dtype == dtype and got.shape == want.shape
+    torch.testing.assert_close(got.detach().cpu().double(), want.detach(), **TOL[dtype])
+    inactive = want.detach() == 0
+    assert (got.detach().cpu()[inactive] == 0).all()
+    got_grads = torch.autograd.grad(got, dev_leaves, grad_out.to(device, dtype))
+    for g, wg in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g.cpu().double(), wg, **TOL[dtype])
+
+
+@pytest.mark.parametrize(
+    "k, padding",
+    [((3, 3), (1, 1)), ((1, 1), (0, 0)), ((3, 5), (1, 2)), ((3, 3), (0, 0)), ((3, 3), (2, 3)), ((2, 2), (1, 0))],
+)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_forward_backward_match_reference(device, dtype, rng, k, padding, with_bias):
+    x, mask, weight, bias = case(rng, k=k)
+    check(device, dtype, rng, x, mask, weight, bias if with_bias else None, padding)
+
+
+def test_mmcv_shape_batch1_shared_mask(device, dtype, rng):
+    # mmcv's only case: N == 1, mask [1, H, W], 'same' padding.
+    x, mask, weight, bias = case(rng, batch=1, cin=8, cout=5, h=12, w=10)
+    check(device, dtype, rng, x, mask, weight, bias, (1, 1))
+
+
+def test_shared_mask_over_batch(device, dtype, rng):
+    x, mask, weight, bias = case(rng, batch=3, mask_batch=1)
+    check(device, dtype, rng, x, mask, weight, bias, (1, 1))
+
+
+def test_mask_dtypes(device, rng):
+    x, mask, weight, bias = case(rng)
+    want = masked_conv2d_reference(x, mask, weight, bias, (1, 1))
+    for m in (mask > 0, (mask > 0).to(torch.uint8), (mask > 0).long(), mask.float(), mask - 0.0):
+        got = visdet_ops.masked_conv2d(x.to(device), m.to(device), weight.to(device), bias.to(device), 1)
+        torch.testing.assert_close(got.cpu(), want)
+    # negative values are inactive (mask > 0, as mmcv)
+    got = visdet_ops.masked_conv2d(x, -mask, weight, bias, 1)
+    assert torch.equal(got, torch.zeros_like(got))
+
+
+def test_all_and_none_active(device, dtype, rng):
+    x, _, weight, bias = case(rng)
+    ones = torch.ones(1, 9, 11)
+    got = visdet_ops.masked_conv2d(
+        x.to(device, dtype), ones.to(device), weight.to(device, dtype), bias.to(device, dtype), 1
+    )
+    torch.testing.assert_close(got.cpu().double(), F.conv2d(x, weight, bias, padding=1), **TOL[dtype])
+    xd = x.to(device, dtype).requires_grad_()
+    wd = weight.to(device, dtype).requires_grad_()
+    bd = bias.to(device, dtype).requires_grad_()
+    out = visdet_ops.masked_conv2d(xd, torch.zeros(1, 9, 11, device=device), wd, bd, 1)
+    assert torch.equal(out, torch.zeros_like(out))
+    out.sum().backward()
+    for t in (xd, wd, bd):
+        assert torch.equal(t.grad, torch.zeros_like(t))
+
+
+def test_gradcheck(device, rng):
+    x, mask, weight, bias = case(rng, batch=2, cin=2, cout=3, h=5, w=6)
+    args = [t.to(device).requires_grad_() for t in (x, weight, bias)]
+    m = mask.to(device)
+    fn = lambda a, w, b: visdet_ops.masked_conv2d(a, m, w, b, (1, 0))  # noqa: E731
+    assert torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-6)
+
+
+def test_opcheck(device, rng):
+    x, mask, weight, bias = case(rng, batch=2, cin=2, cout=3, h=5, w=6)
+    x, mask, weight, bias = (t.to(device) for t in (x, mask, weight, bias))
+    args = (x.clone().requires_grad_(), mask, weight.clone().requires_grad_(), bias.clone().requires_grad_(), 1, 1)
+    torch.library.opcheck(torch.ops.visdet_ops.masked_conv2d.default, args)
+    args = (x, mask, weight, None, 1, 1)
+    torch.library.opcheck(torch.ops.visdet_ops.masked_conv2d.default, args)
+    g = torch.randn(2, 3, 5, 6, generator=rng, dtype=torch.float64).to(device)
+    torch.library.opcheck(
+        torch.ops.visdet_ops._masked_conv2d_backward.default,
+        (g, x, mask, weight, 1, 1),
+    )
+
+
+@pytest.mark.parametrize(
+    "shape, cin, cout", [((0, 3, 5, 6), 3, 4), ((2, 3, 0, 6), 3, 4), ((2, 0, 5, 6), 0, 4), ((2, 3, 5, 6), 3, 0)]
+)
+def test_empty(device, dtype, shape, cin, cout):
+    x = torch.randn(shape, device=device, dtype=dtype, requires_grad=True)
+    mask = torch.ones(max(shape[0], 1), shape[2], shape[3], device=device)
+    w = torch.randn(cout, cin, 3, 3, device=device, dtype=dtype, requires_grad=True)
+    b = torch.randn(cout, device=device, dtype=dtype, requires_grad=True)
+    out = visdet_ops.masked_conv2d(x, mask, w, b, 1)
+    assert out.shape == (shape[0], cout, shape[2], shape[3])
+    out.sum().backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape and b.grad.shape == b.shape
+    if cin == 0 and out.numel() > 0:
+        # No input channels: the bias at every active position (all here).
+        torch.testing.assert_close(out, b.detach()[None, :, None, None].expand_as(out))
+        torch.testing.assert_close(b.grad, torch.full_like(b, shape[0] * shape[2] * shape[3]))
+
+
+def test_non_contiguous(device, dtype, rng):
+    x, mask, weight, bias = case(rng, cin=4)
+    want = masked_conv2d_reference(x, mask, weight, bias, (1, 1))
+    xd = x.to(device, dtype).contiguous(memory_format=torch.channels_last)
+    wd = weight.to(device, dtype).contiguous(memory_format=torch.channels_last)
+    md = mask.transpose(1, 2).contiguous().transpose(1, 2).to(device)
+    bd = torch.stack([bias, bias], 1).to(device, dtype)[:, 0]
+    assert not (xd.is_contiguous() or wd.is_contiguous() or md.is_contiguous() or bd.is_contiguous())
+    got = visdet_ops.masked_conv2d(xd, md, wd, bd, 1)
+    torch.testing.assert_close(got.cpu().double(), want, **TOL[dtype])
+
+
+def test_bad_inputs():
+    x, m, w, b = torch.zeros(1, 3, 5, 5), torch.ones(1, 5, 5), torch.zeros(4, 3, 3, 3), torch.zeros(4)
+    cases = [
+        (dict(features=torch.zeros(3, 5, 5)), r"masked_conv2d: features must have 4 dimensions"),
+        (dict(mask=torch.ones(5, 5)), r"mask must have shape \[1, H, W\] or \[N, H, W\], got \[5, 5\]"),
+        (dict(mask=torch.ones(1, 4, 5)), r"mask must have shape \[1, H, W\] or \[N, H, W\] with features"),
+        (dict(mask=torch.ones(2, 5, 5)), r"mask must have shape"),
+        (dict(weight=torch.zeros(4, 2, 3, 3)), r"weight must have shape \[C_out, C_in, KH, KW\] with C_in"),
+        (dict(weight=torch.zeros(4, 3, 3)), r"weight must have 4 dimensions"),
+        (dict(bias=torch.zeros(3)), r"bias must have shape \[C_out\] = \[4\], got \[3\]"),
+        (dict(bias=torch.zeros(4, dtype=torch.float64)), "features and bias must have the same dtype"),
+        (dict(weight=w.double()), "features and weight must have the same dtype"),
+        (dict(features=x.long(), weight=w.long(), bias=b.long()), "features must be a floating point tensor"),
+        (dict(features=x.half(), weight=w.half(), bias=b.half()), "features must be float32 or float64 on the CPU"),
+        (dict(padding=-1), r"padding must be >= 0"),
+        (dict(weight=torch.zeros(4, 3, 9, 9)), "the kernel is larger than the padded input"),
+    ]
+    for kwargs, match in cases:
+        args = dict(features=x, mask=m, weight=w, bias=b, padding=1)
+        args.update(kwargs)
+        with pytest.raises(RuntimeError, match=match):
+            visdet_ops.masked_conv2d(**args)
+    with pytest.raises(ValueError, match="masked_conv2d: stride must be 1"):
+        visdet_ops.masked_conv2d(x, m, w, b, 1, stride=2)
+    with pytest.raises(RuntimeError, match=r"grad_output must have shape \[1, 4, 5, 5\]"):
+        torch.ops.visdet_ops._masked_conv2d_backward(torch.zeros(1, 4, 5, 4), x, m, w, 1, 1)
+
+
+def test_module(device, rng):
+    m = MaskedConv2d(3, 4, 3, padding=1).to(device).double()
+    assert sorted(m.state_dict()) == ["bias", "weight"]
+    ref = torch.nn.Conv2d(3, 4, 3, padding=1)
+    m.load_state_dict(ref.double().state_dict(), strict=True)
+    x, mask, _, _ = case(rng)
+    x, mask = x.to(device), mask.to(device)
+    torch.testing.assert_close(m(x), F.conv2d(x, m.weight, m.bias, padding=1))
+    torch.testing.assert_close(
+        m(x, mask).cpu(), masked_conv2d_reference(x.cpu(), mask.cpu(), m.weight.cpu(), m.bias.cpu(), (1, 1))
+    )
+    no_bias = MaskedConv2d(3, 4, (3, 5), padding=(1, 2), bias=False).to(device).double()
+    torch.testing.assert_close(
+        no_bias(x, mask).cpu(), masked_conv2d_reference(x.cpu(), mask.cpu(), no_bias.weight.cpu(), None, (1, 2))
+    )
+    for kwargs in (dict(stride=2), dict(dilation=2), dict(groups=3), dict(padding="same")):
+        bad = MaskedConv2d(3, 3, 3, **kwargs).to(device).double()
+        bad(x)  # the plain convolution still works
+        with pytest.raises(ValueError, match="MaskedConv2d: a masked forward needs"):
+            bad(x, mask)
+
+
+def test_double_backward_is_refused():
+    x = torch.randn(1, 2, 4, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 2, 3, 3, dtype=torch.float64)
+    (g,) = torch.autograd.grad(
+        visdet_ops.masked_conv2d(x, torch.ones(1, 4, 4), w, None, 1).pow(2).sum(), x, create_graph=True
+    )
+    with pytest.raises(RuntimeError, match="double backward"):
+        g.sum().backward()
+
+
+def test_torch_compile_fullgraph(rng):
+    x, mask, _, _ = case(rng)
+    m = MaskedConv2d(3, 4, 3, padding=1)
+    xf, maskf = x.float(), mask.float()
+
+    def f(inp, msk):
+        return m(inp, msk).relu().sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    xg = xf.clone().requires_grad_()
+    out = compiled(xg, maskf)
+    out.backward()
+    grads = (xg.grad.clone(), m.weight.grad.clone(), m.bias.grad.clone())
+    m.zero_grad()
+    xr = xf.clone().requires_grad_()
+    want = f(xr, maskf)
+    want.backward()
+    torch.testing.assert_close(out, want)
+    for g, wg in zip(grads, (xr.grad, m.weight.grad, m.bias.grad), strict=True):
+        torch.testing.assert_close(g, wg)
+
+
+@pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16])
+def test_cuda_16bit(rng, dtype16):
+    require_cuda()
+    x, mask, weight, bias = case(rng, cin=8, cout=6, h=20, w=24)
+    x, weight, bias = (t.to(dtype16).double() for t in (x, weight, bias))
+    check(torch.device("cuda"), dtype16, rng, x, mask, weight, bias, (1, 1))
+
+
+def test_cuda_backward_is_deterministic(rng, monkeypatch):
+    require_cuda()
+    # The GEMMs are cuBLAS calls, which torch's deterministic mode only
+    # accepts with this setting (as for any torch matmul).
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    x, mask, weight, bias = case(rng, batch=2, cin=16, cout=16, h=40, w=48, density=0.7)
+    xd = x.float().cuda().requires_grad_()
+    wd = weight.float().cuda().requires_grad_()
+    torch.use_deterministic_algorithms(True)
+    try:
+        grads = []
+        for _ in range(2):
+            xd.grad = wd.grad = None
+            visdet_ops.masked_conv2d(xd, mask.cuda(), wd, None, 1).backward(torch.ones(2, 16, 40, 48, device="cuda"))
+            grads.append((xd.grad.clone(), wd.grad.clone()))
+        assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+    finally:
+        torch.use_deterministic_algorithms(False)

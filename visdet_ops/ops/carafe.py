@@ -1,0 +1,193 @@
+"""carafe / carafe_naive / CARAFE / CARAFENaive / CARAFEPack with mmcv.ops
+semantics, constructor arguments and state-dict keys (CARAFE: Content-Aware
+ReAssembly of FEatures, https://arxiv.org/abs/1905.02188).
+
+carafe and carafe_naive compute the same function:
+    out[n, c, ph, pw] = sum_{iy, ix < K} features[n, c, ph//S + iy - r, pw//S + ix - r]
+                                         * masks[n, (g*K + iy)*K + ix, ph, pw]
+(r = (K-1)//2, g = c // (C // G), features outside the map count as 0).
+They differ in their CUDA kernels: carafe_naive is the direct one thread per
+output element; carafe keeps a 32 x 8 output tile's masks in shared memory
+across a chunk of channels (and tiles the masks gradient the same way). On
+the CPU both run the same code. Gradients flow to features and masks; both
+backwards are gathers (no atomics), so they are deterministic, unlike mmcv's
+atomicAdd kernels.
+
+Autograd is registered in C++ (csrc/ops/carafe/carafe_autograd.cpp).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import note_device, smoke_test
+
+
+def _fake_output(features, masks, kernel_size, group_size, scale_factor, op):
+    torch._check(
+        features.dim() == 4, lambda: f"{op}: features must have 4 dimensions, got shape {list(features.shape)}"
+    )
+    torch._check(masks.dim() == 4, lambda: f"{op}: masks must have 4 dimensions, got shape {list(masks.shape)}")
+    n, c, h, w = features.shape
+    return features.new_empty((n, c, h * scale_factor, w * scale_factor))
+
+
+@torch.library.register_fake("visdet_ops::carafe")
+def _carafe_fake(features, masks, kernel_size, group_size, scale_factor):
+    return _fake_output(features, masks, kernel_size, group_size, scale_factor, "carafe")
+
+
+@torch.library.register_fake("visdet_ops::carafe_naive")
+def _carafe_naive_fake(features, masks, kernel_size, group_size, scale_factor):
+    return _fake_output(features, masks, kernel_size, group_size, scale_factor, "carafe_naive")
+
+
+@torch.library.register_fake("visdet_ops::_carafe_backward")
+def _carafe_backward_fake(grad_output, features, masks, kernel_size, group_size, scale_factor):
+    return features.new_empty(features.shape), masks.new_empty(masks.shape)
+
+
+@torch.library.register_fake("visdet_ops::_carafe_naive_backward")
+def _carafe_naive_backward_fake(grad_output, features, masks, kernel_size, group_size, scale_factor):
+    return features.new_empty(features.shape), masks.new_empty(masks.shape)
+
+
+def carafe(
+    features: torch.Tensor, masks: torch.Tensor, kernel_size: int, group_size: int, scale_factor: int
+) -> torch.Tensor:
+    """CARAFE upsampling (mmcv.ops.carafe).
+
+    Args:
+        features: [N, C, H, W] (float32/float64; on CUDA also
+            float16/bfloat16, computed in float32).
+        masks: [N, kernel_size**2 * group_size, H * scale_factor,
+            W * scale_factor] reassembly kernels (normally softmax-normalised).
+        kernel_size: odd K.
+        group_size: G, dividing C; channel group g = c // (C // G).
+        scale_factor: S >= 1.
+
+    Returns:
+        [N, C, H * S, W * S].
+    """
+    note_device(features)
+    return torch.ops.visdet_ops.carafe(features, masks, int(kernel_size), int(group_size), int(scale_factor))
+
+
+def carafe_naive(
+    features: torch.Tensor, masks: torch.Tensor, kernel_size: int, group_size: int, scale_factor: int
+) -> torch.Tensor:
+    """The same function as `carafe` with the direct CUDA kernels (mmcv.ops.carafe_naive)."""
+    note_device(features)
+    return torch.ops.visdet_ops.carafe_naive(features, masks, int(kernel_size), int(group_size), int(scale_factor))
+
+
+def _check_ints(name: str, kernel_size, group_size, scale_factor) -> None:
+    for arg, value in (("kernel_size", kernel_size), ("group_size", group_size), ("scale_factor", scale_factor)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name}: {arg} must be an int, got {value!r}")
+
+
+class CARAFENaive(nn.Module):
+    """mmcv.ops.CARAFENaive(kernel_size, group_size, scale_factor); no parameters."""
+
+    def __init__(self, kernel_size: int, group_size: int, scale_factor: int):
+        super().__init__()
+        _check_ints(type(self).__name__, kernel_size, group_size, scale_factor)
+        self.kernel_size = kernel_size
+        self.group_size = group_size
+        self.scale_factor = scale_factor
+
+    def forward(self, features: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+        return carafe_naive(features, masks, self.kernel_size, self.group_size, self.scale_factor)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, group_size={self.group_size}, scale_factor={self.scale_factor}"
+
+
+class CARAFE(CARAFENaive):
+    """mmcv.ops.CARAFE(kernel_size, group_size, scale_factor); no parameters."""
+
+    def forward(self, features: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+        return carafe(features, masks, self.kernel_size, self.group_size, self.scale_factor)
+
+
+class CARAFEPack(nn.Module):
+    """mmcv.ops.CARAFEPack: channel compressor (1x1 conv) -> content encoder
+    (conv predicting up_kernel**2 * up_group * scale_factor**2 channels) ->
+    pixel shuffle + softmax over each K*K kernel -> carafe.
+
+    Submodule names, shapes and initialisation are mmcv's (xavier-uniform
+    convs with zero bias, then the content encoder re-initialised
+    normal(std=0.001)), so mmdet CARAFE checkpoints load with strict=True:
+    channel_compressor.{weight,bias}, content_encoder.{weight,bias}.
+    """
+
+    def __init__(
+        self,
+        channels: int,
+        scale_factor: int,
+        up_kernel: int = 5,
+        up_group: int = 1,
+        encoder_kernel: int = 3,
+        encoder_dilation: int = 1,
+        compressed_channels: int = 64,
+    ):
+        super().__init__()
+        self.channels = channels
+        self.scale_factor = scale_factor
+        self.up_kernel = up_kernel
+        self.up_group = up_group
+        self.encoder_kernel = encoder_kernel
+        self.encoder_dilation = encoder_dilation
+        self.compressed_channels = compressed_channels
+        self.channel_compressor = nn.Conv2d(channels, self.compressed_channels, 1)
+        self.content_encoder = nn.Conv2d(
+            self.compressed_channels,
+            self.up_kernel * self.up_kernel * self.up_group * self.scale_factor * self.scale_factor,
+            self.encoder_kernel,
+            padding=int((self.encoder_kernel - 1) * self.encoder_dilation / 2),
+            dilation=self.encoder_dilation,
+            groups=1,
+        )
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.xavier_uniform_(m.weight, gain=1)
+                nn.init.constant_(m.bias, 0)
+        nn.init.normal_(self.content_encoder.weight, 0, 0.001)
+        nn.init.constant_(self.content_encoder.bias, 0)
+
+    def kernel_normalizer(self, mask: torch.Tensor) -> torch.Tensor:
+        mask = F.pixel_shuffle(mask, self.scale_factor)
+        n, mask_c, h, w = mask.size()
+        mask_channel = mask_c // (self.up_kernel**2)
+        mask = mask.view(n, mask_channel, -1, h, w)
+        mask = F.softmax(mask, dim=2, dtype=mask.dtype)
+        return mask.view(n, mask_c, h, w).contiguous()
+
+    def feature_reassemble(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return carafe(x, mask, self.up_kernel, self.up_group, self.scale_factor)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        compressed_x = self.channel_compressor(x)
+        mask = self.content_encoder(compressed_x)
+        mask = self.kernel_normalizer(mask)
+        return self.feature_reassemble(x, mask)
+
+
+@smoke_test("carafe")
+def _smoke(device: torch.device) -> None:
+    from ..reference.carafe import carafe_reference
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 5, 6, generator=gen, dtype=torch.float64)
+    masks = torch.rand(2, 2 * 9, 10, 12, generator=gen, dtype=torch.float64)
+    want = carafe_reference(x, masks, 3, 2, 2)
+    for fn in (carafe, carafe_naive):
+        got = fn(x.to(device), masks.to(device), 3, 2, 2).cpu()
+        if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+            raise AssertionError(f"{fn.__name__} smoke: max error {(got - want).abs().max().item():.3g}")

@@ -1,0 +1,100 @@
+"""CornerPool / top_pool / bottom_pool / left_pool / right_pool with
+mmcv.ops semantics (CornerNet corner pooling).
+
+A pool is a running maximum along one axis of [N, C, H, W]: 'bottom' scans
+from top to bottom along H, 'top' from bottom to top, 'right' from left to
+right along W, 'left' from right to left. mmcv computes it with torch.cummax
+(flipping for 'top' and 'left'); this is one kernel per direction.
+
+Gradient: all of an output's gradient goes to the position of its maximum.
+Ties follow torch.cummax (so mmcv): the maximum nearest the output position
+in scan order wins (the element itself when it equals the running maximum),
+and a NaN, once met, is the maximum of the rest of the scan. (mmcv's old
+pre-cummax CUDA extension sent tied gradients to the farthest maximum
+instead.) The backward is deterministic on every device (one thread per scan
+lane, no atomics).
+
+Autograd is registered in C++ (csrc/ops/corner_pool/corner_pool_autograd.cpp).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import note_device, smoke_test
+
+MODES = ("top", "bottom", "left", "right")
+
+
+def _check_mode(mode: str, who: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"{who}: mode must be 'top', 'bottom', 'left' or 'right', got {mode!r}")
+
+
+@torch.library.register_fake("visdet_ops::corner_pool")
+def _corner_pool_fake(input, mode):
+    torch._check(input.dim() == 4, lambda: f"corner_pool: input must have 4 dimensions, got shape {list(input.shape)}")
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake("visdet_ops::_corner_pool_backward")
+def _corner_pool_backward_fake(grad_output, input, mode):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+def corner_pool(input: torch.Tensor, mode: str) -> torch.Tensor:
+    """Corner pooling of a [N, C, H, W] map in direction `mode` ('top',
+    'bottom', 'left' or 'right'). float32/float64; on CUDA also
+    float16/bfloat16 (compared and summed in float32)."""
+    _check_mode(mode, "corner_pool")
+    note_device(input)
+    return torch.ops.visdet_ops.corner_pool(input, mode)
+
+
+def top_pool(input: torch.Tensor) -> torch.Tensor:
+    """out[..., h, w] = max(input[..., h:, w]) (running max from the bottom up)."""
+    return corner_pool(input, "top")
+
+
+def bottom_pool(input: torch.Tensor) -> torch.Tensor:
+    """out[..., h, w] = max(input[..., :h + 1, w]) (running max from the top down)."""
+    return corner_pool(input, "bottom")
+
+
+def left_pool(input: torch.Tensor) -> torch.Tensor:
+    """out[..., h, w] = max(input[..., h, w:]) (running max from the right)."""
+    return corner_pool(input, "left")
+
+
+def right_pool(input: torch.Tensor) -> torch.Tensor:
+    """out[..., h, w] = max(input[..., h, :w + 1]) (running max from the left)."""
+    return corner_pool(input, "right")
+
+
+class CornerPool(nn.Module):
+    """mmcv.ops.CornerPool(mode): same constructor argument, no parameters."""
+
+    def __init__(self, mode: str):
+        super().__init__()
+        _check_mode(mode, "CornerPool")
+        self.mode = mode
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return corner_pool(x, self.mode)
+
+    def extra_repr(self) -> str:
+        return f"mode={self.mode!r}"
+
+
+@smoke_test("corner_pool")
+def _smoke(device: torch.device) -> None:
+    from ..reference.corner_pool import corner_pool_reference
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 4, (2, 3, 5, 6), generator=gen).double()
+    for mode in MODES:
+        got = corner_pool(x.to(device), mode).cpu()
+        want = corner_pool_reference(x, mode)
+        if not torch.equal(got, want):
+            raise AssertionError(f"corner_pool smoke ({mode}): wrong result")

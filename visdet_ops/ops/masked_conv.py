@@ -1,0 +1,133 @@
+"""masked_conv2d / MaskedConv2d with mmcv.ops semantics: a stride-1
+convolution evaluated only where mask > 0 (masked im2col, one GEMM, masked
+col2im), zeros elsewhere.
+
+Generalisations of mmcv (where mmcv asserts or misbehaves): features may have
+any batch size N, with a mask of [1, H, W] (shared) or [N, H, W]; mask may be
+bool or any real dtype (active where mask > 0); padding may be asymmetric
+(pad_h, pad_w). Positions of the mask outside the output (padding smaller than
+'same') are ignored, where mmcv writes out of bounds.
+
+Gradients: mmcv's masked_conv2d is not differentiable (its backward returns
+None for everything). Here gradients flow to features, weight and bias from
+the active outputs only; the mask gets none. The backward is deterministic
+(the input gradient is a gather over an index map, no atomics).
+
+Like mmcv, finding the active positions synchronises a CUDA stream with the
+host. Autograd is registered in C++ (csrc/ops/masked_conv/masked_conv_autograd.cpp).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.modules.utils import _pair
+
+from . import note_device, smoke_test
+
+
+@torch.library.register_fake("visdet_ops::masked_conv2d")
+def _masked_conv2d_fake(features, mask, weight, bias, pad_h, pad_w):
+    torch._check(
+        features.dim() == 4,
+        lambda: f"masked_conv2d: features must have 4 dimensions, got shape {list(features.shape)}",
+    )
+    torch._check(
+        weight.dim() == 4, lambda: f"masked_conv2d: weight must have 4 dimensions, got shape {list(weight.shape)}"
+    )
+    out_h = features.size(2) + 2 * pad_h - weight.size(2) + 1
+    out_w = features.size(3) + 2 * pad_w - weight.size(3) + 1
+    return features.new_empty((features.size(0), weight.size(0), out_h, out_w))
+
+
+@torch.library.register_fake("visdet_ops::_masked_conv2d_backward")
+def _masked_conv2d_backward_fake(grad_output, features, mask, weight, pad_h, pad_w):
+    return (
+        features.new_empty(features.shape),
+        weight.new_empty(weight.shape),
+        weight.new_empty((weight.size(0),)),
+    )
+
+
+def masked_conv2d(
+    features: torch.Tensor,
+    mask: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    padding=0,
+    stride=1,
+) -> torch.Tensor:
+    """Convolution at the positions where mask > 0 (mmcv.ops.masked_conv2d).
+
+    Args:
+        features: [N, C_in, H, W] (float32/float64; on CUDA also
+            float16/bfloat16, computed in float32).
+        mask: [1, H, W] or [N, H, W]; an output position (h, w) is computed
+            where mask[., h, w] > 0 and is 0 elsewhere.
+        weight: [C_out, C_in, KH, KW] (groups=1, dilation=1).
+        bias: [C_out] or None.
+        padding: int or (pad_h, pad_w).
+        stride: must be 1 (as in mmcv).
+
+    Returns:
+        [N, C_out, H + 2 * pad_h - KH + 1, W + 2 * pad_w - KW + 1].
+    """
+    stride_h, stride_w = _pair(stride)
+    if stride_h != 1 or stride_w != 1:
+        raise ValueError(f"masked_conv2d: stride must be 1 (as in mmcv), got {stride!r}")
+    pad_h, pad_w = _pair(padding)
+    note_device(features)
+    return torch.ops.visdet_ops.masked_conv2d(features, mask, weight, bias, int(pad_h), int(pad_w))
+
+
+class MaskedConv2d(nn.Conv2d):
+    """mmcv.ops.MaskedConv2d: an nn.Conv2d (same arguments, same parameters and
+    state-dict keys) whose forward(input, mask) computes only where mask > 0;
+    without a mask it is the plain convolution.
+
+    mmcv passes only the padding to the masked op, silently ignoring stride,
+    dilation and groups; here a masked call with any of them != 1 raises.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+    ):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
+
+    def forward(self, input: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if mask is None:
+            return super().forward(input)
+        if self.stride != (1, 1) or self.dilation != (1, 1) or self.groups != 1:
+            raise ValueError(
+                "MaskedConv2d: a masked forward needs stride=1, dilation=1 and groups=1, got "
+                f"stride={self.stride}, dilation={self.dilation}, groups={self.groups}"
+            )
+        if isinstance(self.padding, str) or self.padding_mode != "zeros":
+            raise ValueError(
+                "MaskedConv2d: a masked forward needs numeric zero padding, got "
+                f"padding={self.padding!r}, padding_mode={self.padding_mode!r}"
+            )
+        return masked_conv2d(input, mask, self.weight, self.bias, self.padding)
+
+
+@smoke_test("masked_conv2d")
+def _smoke(device: torch.device) -> None:
+    from ..reference.masked_conv import masked_conv2d_reference
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 7, 8, generator=gen, dtype=torch.float64)
+    mask = torch.rand(2, 7, 8, generator=gen, dtype=torch.float64) > 0.5
+    w = torch.randn(4, 3, 3, 3, generator=gen, dtype=torch.float64)
+    b = torch.randn(4, generator=gen, dtype=torch.float64)
+    got = masked_conv2d(x.to(device), mask.to(device), w.to(device), b.to(device), 1).cpu()
+    want = masked_conv2d_reference(x, mask, w, b, (1, 1))
+    if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+        raise AssertionError(f"masked_conv2d smoke: max error {(got - want).abs().max().item():.3g}")
