@@ -536,12 +536,24 @@ def bench_multi_scale_deformable_attn(gen, tv, results: list, copy_gbs: float) -
 def bench_masked_conv(gen, tv, results: list, copy_gbs: float) -> None:
     # Guided-anchoring style: 256 -> 256 channels, 3x3, one FPN level, a
     # sparse location mask. Peer: the dense F.conv2d times the mask.
-    import torch.nn.functional as F
 
     x = torch.randn(1, 256, 100, 168, generator=gen).cuda()
     w = (torch.randn(256, 256, 3, 3, generator=gen) * 0.02).cuda()
     b = torch.randn(256, generator=gen).cuda()
     grad = torch.randn(1, 256, 100, 168, generator=gen).cuda()
+    # cuDNN convolutions use TF32 by default, our masked_conv2d's matmuls do not
+    # (torch's matmul default): compare and time both in full float32.
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        _bench_masked_conv(x, w, b, grad, gen, results)
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def _bench_masked_conv(x, w, b, grad, gen, results: list) -> None:
+    import torch.nn.functional as F
+
     for density in (0.05, 0.3):
         mask = (torch.rand(1, 100, 168, generator=gen) < density).float().cuda()
         torch.testing.assert_close(
@@ -554,12 +566,12 @@ def bench_masked_conv(gen, tv, results: list, copy_gbs: float) -> None:
         row = {"op": "masked_conv2d fwd+bwd", "case": f"1 x 256 -> 256, 100x168, 3x3, {density:.0%} active"}
         row["ours"] = cuda_time_ms(_fwd_bwd(lambda a, c, d: visdet_ops.masked_conv2d(a, mask, c, d, 1), leaves, grad))
         row["peer"] = cuda_time_ms(_fwd_bwd(lambda a, c, d: F.conv2d(a, c, d, padding=1) * mask[:, None], leaves, grad))
-        row["peer_name"] = "F.conv2d * mask"
+        row["peer_name"] = "F.conv2d * mask (cuDNN, TF32 off)"
         results.append(row)
         row = {"op": "masked_conv2d fwd", "case": f"1 x 256 -> 256, 100x168, 3x3, {density:.0%} active"}
         row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.masked_conv2d(x, mask, w, b, 1, 1))
         row["peer"] = cuda_time_ms(lambda: F.conv2d(x, w, b, padding=1) * mask[:, None])
-        row["peer_name"] = "F.conv2d * mask"
+        row["peer_name"] = "F.conv2d * mask (cuDNN, TF32 off)"
         results.append(row)
 
 
@@ -623,14 +635,23 @@ def main(argv: list[str] | None = None) -> int:
         "copy_gbs": copy_gbs,
     }
     results: list = []
+    failed = []
     for fn in BENCHES:
-        fn(gen, tv, results, copy_gbs)
+        # One family's failure (a wrong result, say) must not hide the others'
+        # figures; it still fails the run.
+        try:
+            fn(gen, tv, results, copy_gbs)
+        except Exception as exc:  # noqa: BLE001
+            failed.append(f"{fn.__name__}: {type(exc).__name__}: {exc}")
+            print(f"FAILED {failed[-1]}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench.json").write_text(json.dumps({"env": env, "results": results}, indent=2))
+    (args.out / "bench.json").write_text(json.dumps({"env": env, "results": results, "failed": failed}, indent=2))
     md = markdown(results, env)
+    if failed:
+        md += "\nFailed benchmark families (no figures):\n\n" + "\n".join(f"- {f}" for f in failed) + "\n"
     (args.out / "bench.md").write_text(md)
     print(md)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
