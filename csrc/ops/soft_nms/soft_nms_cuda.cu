@@ -4,6 +4,15 @@
 // working scores and the segment's boxes live in shared memory when they fit
 // (so the per-round loads and the picked box's broadcast never leave the SM),
 // else scores in global scratch and boxes read from global memory.
+//
+// One class of at most kMaxMaskBoxes boxes (plain soft_nms) first builds an
+// n x n "touches" bitmask in parallel: bit (i, j) is set when picking i may
+// change j's score (a superset: the IoU is near or above the threshold, or,
+// for gaussian, any overlap). A round then stages the pick's mask row in
+// shared memory and recomputes only the touched scores, with the same
+// arithmetic as the plain path; every other score is provably multiplied by
+// exactly 1, so the result is bit-identical and a round costs a bit test per
+// box instead of an IoU.
 #include <cstdint>
 
 #include "common/cuda_helpers.cuh"
@@ -54,11 +63,52 @@ __device__ __forceinline__ void load_box(const double* p, double* b) {
   b[3] = hi.y;
 }
 
+constexpr int kMaskBits = 64;
+constexpr int64_t kMaxMaskBoxes = 32768;  // mask <= 128 MiB
+
+// Whether picking a box overlapping another by `ovr` may change the other's
+// score. Superset of weight(ovr) != 1: a margin of 1e-4 in IoU absorbs any
+// difference in rounding between this kernel and the round kernel.
+template <typename T>
+__device__ __forceinline__ bool may_touch(T ovr, const SoftNmsParams<T>& p) {
+  if (p.method == soft_nms_detail::kGaussian) return ovr > T(0);
+  return ovr >= p.iou_threshold - T(1e-4);
+}
+
+template <typename T>
+__global__ void soft_nms_mask_kernel(const T* __restrict__ boxes, int n,
+                                     int words, SoftNmsParams<T> params,
+                                     uint64_t* __restrict__ mask) {
+  __shared__ T block_boxes[kMaskBits * 4];
+  const int row_start = blockIdx.y * kMaskBits;
+  const int col_start = blockIdx.x * kMaskBits;
+  const int col_size = min_of(n - col_start, kMaskBits);
+  if (static_cast<int>(threadIdx.x) < col_size) {
+    for (int k = 0; k < 4; ++k) {
+      block_boxes[threadIdx.x * 4 + k] = boxes[4 * (col_start + threadIdx.x) + k];
+    }
+  }
+  __syncthreads();
+  const int i = row_start + threadIdx.x;
+  if (i >= n) return;
+  T a[4];
+  for (int k = 0; k < 4; ++k) a[k] = boxes[4 * i + k];
+  uint64_t bits = 0;
+  for (int jj = 0; jj < col_size; ++jj) {
+    if (col_start + jj == i) continue;
+    const T ovr = soft_nms_detail::iou(a, block_boxes + 4 * jj, params.offset);
+    if (may_touch(ovr, params)) bits |= 1ULL << jj;
+  }
+  mask[static_cast<int64_t>(i) * words + blockIdx.x] = bits;
+}
+
 template <typename T>
 __global__ void soft_nms_kernel(const T* __restrict__ boxes,
                                 const T* __restrict__ scores,
                                 const int64_t* __restrict__ offsets,
                                 SoftNmsParams<T> params, T* global_scores,
+                                const uint64_t* __restrict__ mask,
+                                int mask_words,
                                 int64_t* __restrict__ picked,
                                 T* __restrict__ picked_scores,
                                 int64_t* __restrict__ counts) {
@@ -73,8 +123,11 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
   const int64_t start = offsets[segment];
   const int len = static_cast<int>(offsets[segment + 1] - start);
   const bool in_shared = global_scores == nullptr;
-  // Shared layout: boxes [len, 4], then scores [len].
-  T* box = in_shared ? reinterpret_cast<T*>(shared_raw)
+  // Shared layout: the pick's mask row (an even number of words, so the boxes
+  // stay 16-byte aligned), boxes [len, 4], scores [len].
+  uint64_t* row = reinterpret_cast<uint64_t*>(shared_raw);
+  const int row_words = mask != nullptr ? (mask_words + 1) / 2 * 2 : 0;
+  T* box = in_shared ? reinterpret_cast<T*>(row + row_words)
                      : const_cast<T*>(boxes + 4 * start);
   T* score = in_shared ? box + 4 * static_cast<int64_t>(len)
                        : global_scores + start;
@@ -101,6 +154,7 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
   while (true) {
     T best = T(0);
     int best_pos = -1;
+    const bool first_decay = count == 1;
     for (int j = threadIdx.x; j < len; j += blockDim.x) {
       T s = score[j];
       if (!alive(s)) continue;
@@ -108,7 +162,14 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
         score[j] = dead;
         continue;
       }
-      if (pick >= 0) {
+      if (pick >= 0 && mask != nullptr && !((row[j / kMaskBits] >> (j % kMaskBits)) & 1)) {
+        // weight is exactly 1: the score stands. Only the first decay drops
+        // input scores already below min_score (as mmcv's first pass does).
+        if (first_decay && !(s >= params.min_score)) {
+          score[j] = dead;
+          continue;
+        }
+      } else if (pick >= 0) {
         T b[4];
         load_box(box + 4 * j, b);
         const T ovr = iou(pick_box, b, params.offset);
@@ -138,6 +199,14 @@ __global__ void soft_nms_kernel(const T* __restrict__ boxes,
     }
     ++count;
     load_box(box + 4 * pick, pick_box);
+    if (mask != nullptr) {
+      // Safe to overwrite: every read of the previous row happened before the
+      // barrier above.
+      for (int w = threadIdx.x; w < mask_words; w += blockDim.x) {
+        row[w] = mask[static_cast<int64_t>(pick) * mask_words + w];
+      }
+      __syncthreads();
+    }
   }
   if (threadIdx.x == 0) counts[segment] = count;
 }
@@ -166,10 +235,23 @@ bool scores_fit_shared(int64_t max_len, int device) {
          static_cast<int64_t>(shared_limit(device)) - 4096;
 }
 
+// The touches-mask path: one segment that fits the mask and shared memory.
+template <typename T>
+bool use_mask(int64_t num_segments, int64_t max_len, int device) {
+  const int64_t words = (max_len + kMaskBits - 1) / kMaskBits;
+  return num_segments == 1 && max_len <= kMaxMaskBoxes &&
+         shared_bytes_for<T>(max_len) + (words + 1) / 2 * 2 * 8 <=
+             static_cast<int64_t>(shared_limit(device)) - 4096;
+}
+
 }  // namespace
 
 template <typename T>
-int64_t soft_nms_cuda_workspace_bytes(int64_t n, int64_t max_len, int device) {
+int64_t soft_nms_cuda_workspace_bytes(int64_t n, int64_t num_segments,
+                                      int64_t max_len, int device) {
+  if (use_mask<T>(num_segments, max_len, device)) {
+    return max_len * ((max_len + kMaskBits - 1) / kMaskBits) * 8;
+  }
   return scores_fit_shared<T>(max_len, device)
              ? 0
              : n * static_cast<int64_t>(sizeof(T));
@@ -187,9 +269,22 @@ cudaError_t soft_nms_cuda_launch(const T* boxes, const T* scores,
       max_len > 0x7fffffffLL) {
     return cudaErrorInvalidValue;  // the caller handles empty input
   }
-  const bool in_shared = scores_fit_shared<T>(max_len, device);
-  const size_t shared_bytes =
+  const bool masked = use_mask<T>(num_segments, max_len, device);
+  const bool in_shared = masked || scores_fit_shared<T>(max_len, device);
+  const int words = static_cast<int>((max_len + kMaskBits - 1) / kMaskBits);
+  size_t shared_bytes =
       in_shared ? static_cast<size_t>(shared_bytes_for<T>(max_len)) : 0;
+  uint64_t* mask = nullptr;
+  if (masked) {
+    shared_bytes += static_cast<size_t>((words + 1) / 2 * 2) * 8;
+    mask = static_cast<uint64_t*>(workspace);
+    const dim3 grid(static_cast<unsigned int>(words),
+                    static_cast<unsigned int>(words));
+    soft_nms_mask_kernel<T><<<grid, kMaskBits, 0, stream>>>(
+        boxes, static_cast<int>(max_len), words, params, mask);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
   if (shared_bytes > 48 * 1024) {
     const cudaError_t err = cudaFuncSetAttribute(
         soft_nms_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -203,13 +298,14 @@ cudaError_t soft_nms_cuda_launch(const T* boxes, const T* scores,
   soft_nms_kernel<T><<<static_cast<unsigned int>(num_segments), threads,
                        shared_bytes, stream>>>(
       boxes, scores, offsets, params,
-      in_shared ? nullptr : static_cast<T*>(workspace), picked, picked_scores,
-      counts);
+      in_shared ? nullptr : static_cast<T*>(workspace), mask, words, picked,
+      picked_scores, counts);
   return cudaGetLastError();
 }
 
 #define VISDET_INSTANTIATE_SOFT_NMS(T)                                        \
-  template int64_t soft_nms_cuda_workspace_bytes<T>(int64_t, int64_t, int);   \
+  template int64_t soft_nms_cuda_workspace_bytes<T>(int64_t, int64_t,         \
+                                                    int64_t, int);            \
   template cudaError_t soft_nms_cuda_launch<T>(                               \
       const T*, const T*, const int64_t*, int64_t, int64_t, int64_t,          \
       SoftNmsParams<T>, int64_t*, T*, int64_t*, void*, int, cudaStream_t);

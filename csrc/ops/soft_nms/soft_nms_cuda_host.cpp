@@ -36,7 +36,8 @@ std::tuple<at::Tensor, at::Tensor> soft_nms_cuda_kernel(
         static_cast<scalar_t>(min_score), static_cast<scalar_t>(offset),
         static_cast<int>(method)};
     at::Tensor workspace = at::empty(
-        {soft_nms_cuda_workspace_bytes<scalar_t>(p.n, p.max_len, device)},
+        {soft_nms_cuda_workspace_bytes<scalar_t>(p.n, p.num_segments,
+                                                p.max_len, device)},
         boxes.options().dtype(at::kByte));
     C10_CUDA_CHECK(soft_nms_cuda_launch<scalar_t>(
         p.boxes.data_ptr<scalar_t>(), p.scores.data_ptr<scalar_t>(),

@@ -33,11 +33,11 @@ void soft_nms_cpu(const T* boxes, const T* scores, const int64_t* offsets,
                   int64_t* picked, T* picked_scores, int64_t* counts);
 
 #if defined(VISDET_OPS_WITH_CUDA)
-// Scratch bytes soft_nms_cuda_launch needs for segments of at most max_len
-// boxes and n boxes in all (0 when the working scores fit in shared memory
-// of `device`).
+// Scratch bytes soft_nms_cuda_launch needs for num_segments segments of at
+// most max_len boxes and n boxes in all, on `device`.
 template <typename T>
-int64_t soft_nms_cuda_workspace_bytes(int64_t n, int64_t max_len, int device);
+int64_t soft_nms_cuda_workspace_bytes(int64_t n, int64_t num_segments,
+                                      int64_t max_len, int device);
 
 // As soft_nms_cpu, all pointers device memory (offsets too); one thread block
 // per segment.
