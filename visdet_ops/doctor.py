@@ -191,11 +191,12 @@ def _print_text(report: dict) -> None:
         ):
             print(f"    {key.lower():<{w + 6}} {info.get(key)}")
     if report["ops"]:
-        print("  ops            CPU   CUDA  smoke")
+        width = max(len(name) for name in report["ops"])
+        print(f"  {'ops':<{width + 2}} CPU   CUDA  smoke")
         for name, row in report["ops"].items():
             smoke = ", ".join(f"{d}: {r}" for d, r in row["smoke"].items())
             cpu, cuda = ("yes" if row[k] else "no" for k in ("cpu_kernel", "cuda_kernel"))
-            print(f"    {name:<12} {cpu:<5} {cuda:<5} {smoke}")
+            print(f"    {name:<{width}} {cpu:<5} {cuda:<5} {smoke}")
     print("  checks")
     for c in report["checks"]:
         print(f"    [{c.status:<4}] {c.name}: {c.detail}")
