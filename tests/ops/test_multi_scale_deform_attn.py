@@ -316,6 +316,33 @@ def test_bad_inputs_cuda():
     assert out.is_cuda
 
 
+def test_backward_bad_device_tables_stay_in_bounds(rng):
+    """The CUDA backward does not read level tables that live on the GPU on the
+    host (no sync; its forward validated them): the kernel bounds-checks each
+    level, so a level outside the keys contributes nothing instead of
+    touching memory out of bounds."""
+    require_cuda()
+    spatial, start = levels([(2, 3), (1, 2)])  # 8 keys
+    value = torch.randn(2, 8, 2, 4, generator=rng, dtype=torch.float64).cuda()
+    loc = torch.rand(2, 5, 2, 2, 3, 2, generator=rng, dtype=torch.float64).cuda()
+    attn = torch.rand(2, 5, 2, 2, 3, generator=rng, dtype=torch.float64).cuda()
+    grad_out = torch.randn(2, 5, 8, generator=rng, dtype=torch.float64).cuda()
+    good = BACKWARD_OP(grad_out, value, spatial.cuda(), start.cuda(), loc, attn, 64)
+    for bad_start in ([0, 7], [0, -3], [0, 1 << 40]):
+        got = BACKWARD_OP(grad_out, value, spatial.cuda(), torch.tensor(bad_start).cuda(), loc, attn, 64)
+        torch.cuda.synchronize()
+        # level 0 as with good tables; level 1 dropped.
+        torch.testing.assert_close(got[1][:, :, :, 0], good[1][:, :, :, 0])
+        torch.testing.assert_close(got[2][:, :, :, 0], good[2][:, :, :, 0])
+        assert torch.equal(got[1][:, :, :, 1], torch.zeros_like(got[1][:, :, :, 1]))
+        assert torch.equal(got[2][:, :, :, 1], torch.zeros_like(got[2][:, :, :, 1]))
+        torch.testing.assert_close(got[0][:, :6], good[0][:, :6])
+        assert torch.equal(got[0][:, 6:], torch.zeros_like(got[0][:, 6:]))
+    # tables on the CPU are still validated
+    with pytest.raises(RuntimeError, match=r"value_level_start_index\[1\] = 7"):
+        BACKWARD_OP(grad_out, value, spatial, torch.tensor([0, 7]), loc, attn, 64)
+
+
 def test_deterministic_alert_cuda(rng):
     require_cuda()
     value, spatial, start, loc, attn = case(rng)
