@@ -109,7 +109,9 @@ def test_mixed_precision_inputs_are_cast_to_value_dtype(device, rng):
     """mmcv casts sampling_locations/attention_weights to value's dtype (AMP)."""
     value, spatial, start, loc, attn = case(rng)
     loc32 = loc.float().requires_grad_()
-    got = multi_scale_deformable_attn(value.to(device), spatial.to(device), start.to(device), loc32.to(device), attn)
+    got = multi_scale_deformable_attn(
+        value.to(device), spatial.to(device), start.to(device), loc32.to(device), attn.to(device)
+    )
     assert got.dtype == torch.float64
     want = multi_scale_deformable_attn_reference(value, spatial, loc32.double(), attn)
     torch.testing.assert_close(got.cpu(), want.detach())
@@ -180,9 +182,10 @@ def test_non_contiguous(device, dtype, rng):
     loc_nc = torch.cat([loc, loc], -1).to(device, dtype)[..., ::2]
     loc_nc[:] = loc.to(device, dtype)
     attn_nc = attn.transpose(0, 1).contiguous().transpose(0, 1).to(device, dtype)
-    spatial_nc = torch.cat([spatial, spatial], 1)[:, ::2].to(device)
+    # Strided views built on the device (.to() would make them contiguous).
+    spatial_nc = torch.cat([spatial, spatial], 1).to(device)[:, ::2]
     spatial_nc[:] = spatial
-    start_nc = torch.stack([start, start], 1)[:, 0].to(device)
+    start_nc = torch.stack([start, start], 1).to(device)[:, 0]
     for t in (v_nc, loc_nc, attn_nc, spatial_nc, start_nc):
         assert not t.is_contiguous()
     got = multi_scale_deformable_attn(v_nc, spatial_nc, start_nc, loc_nc, attn_nc)
@@ -205,7 +208,9 @@ def test_boundary_semantics(device):
     pts = [(0.5 / 3, 0.25), (0.0, 0.25), (1.0, 0.75), (-1 / 6, 0.25), (0.5, 1.0), (1.2, 0.5), (0.5, 0.5)]
     loc = torch.tensor(pts, dtype=torch.float64).reshape(1, len(pts), 1, 1, 1, 2)
     attn = torch.ones(1, len(pts), 1, 1, 1, dtype=torch.float64)
-    got = multi_scale_deformable_attn(value.to(device), spatial.to(device), start.to(device), loc.to(device), attn)
+    got = multi_scale_deformable_attn(
+        value.to(device), spatial.to(device), start.to(device), loc.to(device), attn.to(device)
+    )
     # pixel centre (0, 0): 1; left edge: half of 1; right edge of row 1: half of 6;
     # x = -1 px: dropped; bottom edge at x = 1.0 px: half of 5; x beyond W: 0;
     # centre of the map (y 0.5, x 1.0): mean of 2 and 5.
@@ -309,6 +314,33 @@ def test_bad_inputs_cuda():
     assert out.is_cuda
     out = multi_scale_deformable_attn(**{**args, "value_level_start_index": bad_case()["value_level_start_index"]})
     assert out.is_cuda
+
+
+def test_backward_bad_device_tables_stay_in_bounds(rng):
+    """The CUDA backward does not read level tables that live on the GPU on the
+    host (no sync; its forward validated them): the kernel bounds-checks each
+    level, so a level outside the keys contributes nothing instead of
+    touching memory out of bounds."""
+    require_cuda()
+    spatial, start = levels([(2, 3), (1, 2)])  # 8 keys
+    value = torch.randn(2, 8, 2, 4, generator=rng, dtype=torch.float64).cuda()
+    loc = torch.rand(2, 5, 2, 2, 3, 2, generator=rng, dtype=torch.float64).cuda()
+    attn = torch.rand(2, 5, 2, 2, 3, generator=rng, dtype=torch.float64).cuda()
+    grad_out = torch.randn(2, 5, 8, generator=rng, dtype=torch.float64).cuda()
+    good = BACKWARD_OP(grad_out, value, spatial.cuda(), start.cuda(), loc, attn, 64)
+    for bad_start in ([0, 7], [0, -3], [0, 1 << 40]):
+        got = BACKWARD_OP(grad_out, value, spatial.cuda(), torch.tensor(bad_start).cuda(), loc, attn, 64)
+        torch.cuda.synchronize()
+        # level 0 as with good tables; level 1 dropped.
+        torch.testing.assert_close(got[1][:, :, :, 0], good[1][:, :, :, 0])
+        torch.testing.assert_close(got[2][:, :, :, 0], good[2][:, :, :, 0])
+        assert torch.equal(got[1][:, :, :, 1], torch.zeros_like(got[1][:, :, :, 1]))
+        assert torch.equal(got[2][:, :, :, 1], torch.zeros_like(got[2][:, :, :, 1]))
+        torch.testing.assert_close(got[0][:, :6], good[0][:, :6])
+        assert torch.equal(got[0][:, 6:], torch.zeros_like(got[0][:, 6:]))
+    # tables on the CPU are still validated
+    with pytest.raises(RuntimeError, match=r"value_level_start_index\[1\] = 7"):
+        BACKWARD_OP(grad_out, value, spatial, torch.tensor([0, 7]), loc, attn, 64)
 
 
 def test_deterministic_alert_cuda(rng):

@@ -122,8 +122,11 @@ void check_levels(const at::Tensor& spatial_shapes,
               " keys (dim 1)");
 }
 
+// A CPU table goes to the GPU without a stream sync (a pageable copy is
+// staged before cudaMemcpyAsync returns).
 at::Tensor level_table(const at::Tensor& t, const at::Device& device) {
-  return t.to(device, at::kLong).contiguous();
+  return t.to(at::kLong).contiguous().to(device, at::kLong,
+                                        /*non_blocking=*/true);
 }
 
 }  // namespace
@@ -133,10 +136,13 @@ MSDAInputs msda_prepare(const at::Tensor& value,
                         const at::Tensor& level_start_index,
                         const at::Tensor& sampling_locations,
                         const at::Tensor& attention_weights,
-                        int64_t im2col_step) {
+                        int64_t im2col_step, bool check_device_tables) {
   check_shapes(value, spatial_shapes, level_start_index, sampling_locations,
                attention_weights, im2col_step);
-  check_levels(spatial_shapes, level_start_index, value.size(1));
+  if (check_device_tables || spatial_shapes.device().is_cpu() ||
+      level_start_index.device().is_cpu()) {
+    check_levels(spatial_shapes, level_start_index, value.size(1));
+  }
   MSDAInputs in;
   in.shape = MSDAShape{value.size(0),
                        value.size(1),
@@ -160,10 +166,11 @@ MSDAInputs msda_prepare_backward(const at::Tensor& grad_output,
                                  const at::Tensor& sampling_locations,
                                  const at::Tensor& attention_weights,
                                  int64_t im2col_step,
-                                 at::Tensor* grad_output_contiguous) {
+                                 at::Tensor* grad_output_contiguous,
+                                 bool check_device_tables) {
   MSDAInputs in = msda_prepare(value, spatial_shapes, level_start_index,
                                sampling_locations, attention_weights,
-                               im2col_step);
+                               im2col_step, check_device_tables);
   const MSDAShape& s = in.shape;
   check_same_dtype(grad_output, value, kOp, "grad_output", "value");
   check_same_device(grad_output, value, kOp, "grad_output", "value");
