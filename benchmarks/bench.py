@@ -275,6 +275,8 @@ def bench_focal_loss(gen, tv, results: list, copy_gbs: float) -> None:
         ("sigmoid", torch.float32, "none"),
         ("sigmoid", torch.bfloat16, "mean"),
         ("softmax", torch.float32, "mean"),
+        ("softmax", torch.float32, "none"),
+        ("softmax", torch.bfloat16, "mean"),
     )
     for kind, dtype, reduction in cases:
         x = (torch.randn(n, c, generator=gen) * 3).cuda().to(dtype).requires_grad_()
@@ -316,6 +318,9 @@ def bench_focal_loss(gen, tv, results: list, copy_gbs: float) -> None:
             "ours_peak_mib": peak_memory_bytes(ours) / 2**20,
             "peer_peak_mib": peak_memory_bytes(peer) / 2**20,
         }
+        with torch.no_grad():
+            row["ours_forward_ms"] = cuda_time_ms(lambda: ours_fn(x, target, 2.0, 0.25, None, reduction))["median_ms"]
+            row["peer_forward_ms"] = cuda_time_ms(lambda: peer_fn(x, target, 2.0, 0.25, reduction))["median_ms"]
         # Compulsory traffic of the fused pair: the forward reads input and target (and writes
         # the [N, C] loss for 'none'), the backward reads them again and writes grad_input.
         logits = n * c * x.element_size()

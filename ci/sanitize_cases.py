@@ -9,6 +9,7 @@ float16 and bfloat16; a case returns None at once for a dtype its op rejects
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -218,13 +219,15 @@ def deform_roi_pool_case(gen: torch.Generator, dtype: torch.dtype) -> str | None
 @case
 def focal_loss_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
     # Both losses, every reduction (elementwise and block-sum + finalize kernels), every softmax
-    # lane-group size (C = 3, 7, 16, 80), forward and backward, and the bad-target flag path.
+    # kernel shape (C = 3, 7, 16: lanes = C rounded up; 40: 2 logits a lane; 80: 8; 200: row
+    # re-read), forward and backward, and the bad-target paths (NaN rows; the flag and its error
+    # with VISDET_OPS_SYNC_TARGET_CHECKS=1).
     rtol = {torch.float32: 1e-4, torch.float64: 1e-9, torch.float16: 4e-3, torch.bfloat16: 3e-2}[dtype]
     kinds = (
         (visdet_ops.sigmoid_focal_loss, sigmoid_focal_loss_reference, "sigmoid"),
         (visdet_ops.softmax_focal_loss, softmax_focal_loss_reference, "softmax"),
     )
-    for classes in (3, 7, 16, 80):
+    for classes in (3, 7, 16, 40, 80, 200):
         x = (torch.randn(300, classes, generator=gen, dtype=torch.float64) * 3).to(dtype).double()
         target = torch.randint(0, classes + 1, (300,), generator=gen)
         weight = (torch.rand(classes, generator=gen, dtype=torch.float64) + 0.5).to(dtype).double()
@@ -242,13 +245,19 @@ def focal_loss_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
                     atol = rtol * exp.abs().max().item() * 1e-2 + 1e-7
                     if not torch.allclose(got.cpu().double(), exp, rtol=rtol, atol=atol):
                         return f"{name}_focal_loss C={classes} {reduction} {what}: wrong result"
+            bad = torch.full((300,), classes + 1).cuda()
+            if not fn(x.cuda().to(dtype), bad, 2.0, 0.25, None, "sum").isnan().item():
+                return f"{name}_focal_loss: a bad target did not give a NaN loss"
+            os.environ["VISDET_OPS_SYNC_TARGET_CHECKS"] = "1"
             try:
-                fn(x.cuda().to(dtype), torch.full((300,), classes + 1).cuda(), 2.0, 0.25, None, "sum")
+                fn(x.cuda().to(dtype), bad, 2.0, 0.25, None, "sum")
             except RuntimeError as exc:
                 if "target values must" not in str(exc):
                     return f"{name}_focal_loss: unexpected error for a bad target: {exc}"
             else:
                 return f"{name}_focal_loss: a bad target was not reported"
+            finally:
+                del os.environ["VISDET_OPS_SYNC_TARGET_CHECKS"]
     return None
 
 

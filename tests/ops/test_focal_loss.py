@@ -387,9 +387,34 @@ def test_bad_backward_inputs(kind):
         backward(torch.ones((), dtype=torch.float64), x, t, 2.0, 0.25, None, "sum")
 
 
-def test_bad_inputs_cuda():
-    """On CUDA an out-of-range target is flagged by the kernel and raised on the host."""
+def test_bad_targets_cuda_give_nan_without_sync():
+    """By default the CUDA forward does not make the host wait for a target check: a row with an
+    out-of-range target gets a NaN loss (a NaN 'mean' / 'sum') and NaN gradients, the other rows
+    their values; nothing is read out of bounds and the device stays usable."""
     require_cuda()
+    x = torch.randn(4, 3, device="cuda")
+    cases = (
+        (sigmoid_focal_loss, torch.tensor([0, 9, 1, 3], device="cuda")),
+        (sigmoid_focal_loss, torch.tensor([0, -2, 1, 3], device="cuda")),
+        (softmax_focal_loss, torch.tensor([0, 3, -1, 2], device="cuda")),
+    )
+    for fn, t in cases:
+        xg = x.clone().requires_grad_()
+        loss = fn(xg, t, reduction="none")
+        (grad,) = torch.autograd.grad(loss.sum(), xg)
+        row_loss = loss if loss.dim() == 1 else loss.sum(1)
+        assert torch.isnan(row_loss[1]) and torch.isfinite(row_loss[[0, 2, 3]]).all()
+        assert torch.isnan(grad[1]).all() and torch.isfinite(grad[[0, 2, 3]]).all()
+        for reduction in ("mean", "sum"):
+            assert torch.isnan(fn(x, t, reduction=reduction))
+    assert sigmoid_focal_loss(x, torch.tensor([0, 3, 1, 2], device="cuda")).isfinite().item()
+
+
+def test_bad_inputs_cuda(monkeypatch):
+    """VISDET_OPS_SYNC_TARGET_CHECKS=1: an out-of-range target is flagged by the kernel and raised
+    on the host (a 4-byte copy, the host waits for the kernel)."""
+    require_cuda()
+    monkeypatch.setenv("VISDET_OPS_SYNC_TARGET_CHECKS", "1")
     x = torch.zeros(4, 3, device="cuda")
     for reduction in REDUCTIONS:
         with pytest.raises(
@@ -453,6 +478,22 @@ def test_large_random_float32_matches_reference(device, rng):
         torch.testing.assert_close(got, want, rtol=2e-5, atol=1e-6)
         mean = fn(x.float().to(device), target.to(device), 2.0, 0.25, None, "mean").cpu().double()
         torch.testing.assert_close(mean, want.sum() / 3000, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("classes", [3, 7, 16, 31, 33, 64, 65, 80, 128, 129, 300])
+def test_softmax_every_kernel_shape(device, dtype, rng, classes):
+    """Each softmax kernel shape of the CUDA dispatch (4-32 lanes, 1, 2 or 8 logits per lane in
+    registers, or the row re-read for C > 128), at its edges: loss and gradient (with a per-row
+    grad_output and a per-class weight) against the float64 reference."""
+    x, target = case("softmax", rng, rows=301, classes=classes)
+    weight = torch.rand(classes, generator=rng, dtype=torch.float64) + 0.5
+    grad_out = random_grad_out("softmax", "none", 301, classes, rng)
+    xd = x.to(device, dtype).requires_grad_()
+    got = softmax_focal_loss(xd, target.to(device), 2.0, 0.25, weight.to(device, dtype), "none")
+    (got_grad,) = torch.autograd.grad(got, xd, grad_out.to(device, dtype))
+    want, want_grad = reference_and_grad("softmax", x, target, 2.0, 0.25, weight, "none", grad_out)
+    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **TOL[dtype])
 
 
 def test_cuda_64bit_indexing():

@@ -10,13 +10,14 @@ reduction 'none' gives [N].
 'mean' divides the sum by N (mmcv's loss.sum() / input.size(0)), so N == 0 gives NaN, like mmcv
 and torch.mean of an empty tensor; 'sum' of nothing is 0.
 
-Unlike mmcv, targets outside those ranges raise an error naming the argument (mmcv reads out of
-bounds or silently treats them as background), and the losses use a stable log-sigmoid /
-log-sum-exp: mmcv's float kernels saturate (log(max(p, FLT_MIN)), 1 - p == 0 from logit ~17),
-ours stay exact for every finite logit and equal mmcv's elsewhere.
-
-On CUDA the forward reads one flag that its kernel sets on a bad target (a 4-byte
-device-to-host copy); the backward is elementwise (no atomics), so deterministic.
+Unlike mmcv, targets outside those ranges never read out of bounds (mmcv does, or silently treats
+them as background): CPU targets raise an error naming the argument; on CUDA the host does not
+wait for a check, and the rows with such a target get a NaN loss (so a NaN 'mean' / 'sum') and NaN
+gradients. VISDET_OPS_SYNC_TARGET_CHECKS=1 makes the CUDA forward raise the same error instead
+(its kernel flags the bad target and the host reads the flag: a 4-byte copy, a host sync). The
+losses use a stable log-sigmoid / log-sum-exp: mmcv's float kernels saturate (log(max(p,
+FLT_MIN)), 1 - p == 0 from logit ~17), ours stay exact for every finite logit and equal mmcv's
+elsewhere. The backward is elementwise (no atomics), so deterministic.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -121,6 +123,11 @@ void focal_loss_check_targets(FocalKind kind, const at::Tensor& target,
                 ": target values must be < num_classes = ", classes,
                 " (negative values mark ignored rows), got a maximum of ", hi);
   }
+}
+
+bool sync_target_checks_enabled() {
+  const char* value = std::getenv("VISDET_OPS_SYNC_TARGET_CHECKS");
+  return value != nullptr && std::strcmp(value, "1") == 0;
 }
 
 FocalLossBackward focal_loss_prepare_backward(

@@ -46,6 +46,12 @@ at::Tensor focal_loss_empty_forward(const FocalLossForward& f);
 void focal_loss_check_targets(FocalKind kind, const at::Tensor& target,
                               int64_t classes);
 
+// Whether VISDET_OPS_SYNC_TARGET_CHECKS=1 (read on every call): the CUDA
+// forward then makes the host wait for its kernel's bad-target flag and raises
+// the target error; without it a bad target gives NaN loss and gradients on
+// CUDA (CPU targets are always checked, which costs no device sync).
+bool sync_target_checks_enabled();
+
 // A backward: grad_output keeps its strides (an expanded grad is read in
 // place, never materialised); scale is 1 / N for 'mean', else 1; grad_input
 // is [N, C], contiguous, uninitialised.

@@ -1,6 +1,7 @@
-// CUDA focal losses. Sigmoid: one thread per logit (grid-stride loop).
+// CUDA focal losses. Sigmoid: elementwise, a grid-stride loop unrolled by 4.
 // Softmax: a group of 4-32 lanes per row (row max and sum of exponentials by
-// shuffles). Nothing of size N x C is allocated but the output of reduction
+// shuffles), the row held in registers for C <= 128 (read once, each
+// exponential computed once). Nothing of size N x C is allocated but the output of reduction
 // 'none' and grad_input. Reductions: one partial sum per block, then one block
 // sums them, both in a fixed order: no atomics, bitwise reproducible.
 #include <cuda_bf16.h>
@@ -25,6 +26,14 @@ constexpr unsigned int kReduceBlocks = 2048;
 // Workspace: word 0 the bad-target flag, word 1 padding, then the partial
 // sums (8-byte aligned).
 constexpr int64_t kPartialsOffsetWords = 2;
+
+// A softmax kernel shape: lanes per row, logits per lane in registers (0: any
+// number, re-read from cache).
+template <int kGroupV, int kPerLaneV>
+struct Shape {
+  static constexpr int kGroup = kGroupV;
+  static constexpr int kPerLane = kPerLaneV;
+};
 
 template <typename T>
 struct Acc {
@@ -100,6 +109,46 @@ __device__ __forceinline__ A group_max(A v) {
 
 // ---------------------------------------------------------------- sigmoid
 
+// What the sigmoid kernels load for logit i = n * C + c: its value, its row's
+// target, its class index and (backward) its grad_output.
+template <typename A, typename I>
+struct Logit {
+  A x;
+  A go;
+  int64_t t;
+  I c;
+};
+
+// Grid-stride loop unrolled by 4: elements i, i + S, i + 2S, i + 3S (S the
+// grid's thread count) are loaded together, then computed, so their memory
+// latencies overlap (one logit costs a dependent target load and an input
+// load; one at a time the kernels wait on memory). The bounds are written so
+// that nothing overflows I when n <= cuda::kMaxInt32LoopSize and the grid is
+// at most cuda::blocks_for's cap.
+template <typename I, typename Load, typename Body>
+__device__ __forceinline__ void grid_stride_unrolled(I n, Load load,
+                                                     Body body) {
+  constexpr int kUnroll = 4;
+  const I stride = static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x);
+  I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +
+        static_cast<I>(threadIdx.x);
+  using Item = decltype(load(i));
+  for (; i < n - (kUnroll - 1) * stride; i += kUnroll * stride) {
+    Item item[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) item[k] = load(i + k * stride);
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) body(i + k * stride, item[k]);
+  }
+  for (; i < n; i += stride) body(i, load(i));
+}
+
+// Blocks of a sigmoid kernel without a reduction: about four logits a thread
+// (one unrolled step of grid_stride_unrolled).
+inline unsigned int sigmoid_blocks(int64_t numel) {
+  return cuda::blocks_for((numel + 3) / 4);
+}
+
 template <typename T, typename I, bool kReduce>
 __global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_forward_kernel(
     const T* __restrict__ input, const int64_t* __restrict__ target,
@@ -109,28 +158,32 @@ __global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_forward_kernel(
     int32_t* __restrict__ bad_target) {
   using A = typename Acc<T>::type;
   A sum = A(0);
-  cuda::grid_stride_loop<I>(numel, [&](I i) {
-    const I n = i / classes;
-    const I c = i - n * classes;
-    const int64_t t = target[n];
-    A value;
-    if (t >= 0 && t <= static_cast<int64_t>(classes)) {
-      value = sigmoid_focal_loss_value(to_acc(input[i]),
-                                       static_cast<int64_t>(c) == t, gamma,
-                                       alpha);
-      if (weight != nullptr && t < static_cast<int64_t>(classes)) {
-        value *= to_acc(weight[t]);
-      }
-    } else {
-      *bad_target = 1;  // every writer stores the same value
-      value = quiet_nan<A>();
-    }
-    if constexpr (kReduce) {
-      sum += value;
-    } else {
-      loss[i] = from_acc<T>(value);
-    }
-  });
+  grid_stride_unrolled<I>(
+      numel,
+      [&](I i) {
+        const I n = i / classes;
+        return Logit<A, I>{to_acc(input[i]), A(0), target[n], i - n * classes};
+      },
+      [&](I i, const Logit<A, I>& l) {
+        const int64_t t = l.t;
+        A value;
+        if (t >= 0 && t <= static_cast<int64_t>(classes)) {
+          value = sigmoid_focal_loss_value(
+              l.x, static_cast<int64_t>(l.c) == t, gamma, alpha);
+          if (weight != nullptr && t < static_cast<int64_t>(classes)) {
+            value *= to_acc(weight[t]);
+          }
+        } else {
+          // Every writer stores the same value; nullptr: no check asked for.
+          if (bad_target != nullptr) *bad_target = 1;
+          value = quiet_nan<A>();
+        }
+        if constexpr (kReduce) {
+          sum += value;
+        } else {
+          loss[i] = from_acc<T>(value);
+        }
+      });
   if constexpr (kReduce) {
     sum = block_sum(sum);
     if (threadIdx.x == 0) partials[blockIdx.x] = sum;
@@ -146,55 +199,101 @@ __global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_backward_kernel(
     typename Acc<T>::type gamma, typename Acc<T>::type alpha,
     T* __restrict__ grad_input) {
   using A = typename Acc<T>::type;
-  cuda::grid_stride_loop<I>(numel, [&](I i) {
-    const I n = i / classes;
-    const I c = i - n * classes;
-    const int64_t t = target[n];
-    A grad;
-    if (t >= 0 && t <= static_cast<int64_t>(classes)) {
-      A w = scale;
-      if (weight != nullptr && t < static_cast<int64_t>(classes)) {
-        w *= to_acc(weight[t]);
-      }
-      const A go = to_acc(grad_output[static_cast<int64_t>(n) * go_stride_n +
-                                      static_cast<int64_t>(c) * go_stride_c]);
-      grad = go * w *
-             sigmoid_focal_loss_grad(to_acc(input[i]),
-                                     static_cast<int64_t>(c) == t, gamma,
-                                     alpha);
-    } else {
-      grad = quiet_nan<A>();
-    }
-    grad_input[i] = from_acc<T>(grad);
-  });
+  grid_stride_unrolled<I>(
+      numel,
+      [&](I i) {
+        const I n = i / classes;
+        const I c = i - n * classes;
+        const A go = to_acc(grad_output[static_cast<int64_t>(n) * go_stride_n +
+                                        static_cast<int64_t>(c) * go_stride_c]);
+        return Logit<A, I>{to_acc(input[i]), go, target[n], c};
+      },
+      [&](I i, const Logit<A, I>& l) {
+        const int64_t t = l.t;
+        A grad;
+        if (t >= 0 && t <= static_cast<int64_t>(classes)) {
+          A w = scale;
+          if (weight != nullptr && t < static_cast<int64_t>(classes)) {
+            w *= to_acc(weight[t]);
+          }
+          grad = l.go * w *
+                 sigmoid_focal_loss_grad(l.x, static_cast<int64_t>(l.c) == t,
+                                         gamma, alpha);
+        } else {
+          grad = quiet_nan<A>();
+        }
+        grad_input[i] = from_acc<T>(grad);
+      });
 }
 
 // ---------------------------------------------------------------- softmax
 
-// Softmax statistics of row x for target t, reduced over the kGroup lanes of
-// the row (every lane returns them). Rows that need no statistics (inactive:
-// past the end, ignored or invalid target) read nothing but still take part
-// in the shuffles.
-template <typename T, int kGroup>
-__device__ __forceinline__ SoftmaxTarget<typename Acc<T>::type>
-softmax_row_stats(const T* __restrict__ x, int64_t classes, int64_t t,
-                  int lane, bool active, typename Acc<T>::type* m_out) {
+// A softmax row as seen by one lane of its group: the row max m, the target's
+// statistics and, when kPerLane > 0, exp(x_c - m) of the lane's classes
+// c = lane + j * kGroup (j < kPerLane), kept in registers so that the row is
+// read from memory once and each exponential computed once. kPerLane == 0:
+// any C, the row is re-read (from cache) instead.
+template <typename A, int kPerLane>
+struct SoftmaxRow {
+  A e[kPerLane > 0 ? kPerLane : 1];
+  A m;
+  SoftmaxTarget<A> st;
+};
+
+// Statistics of row x for target t, reduced over the kGroup lanes of the row
+// (every lane gets them). Rows that need no statistics (inactive: past the
+// end, ignored or invalid target) read nothing but still take part in the
+// shuffles.
+template <typename T, int kGroup, int kPerLane>
+__device__ __forceinline__ void softmax_row_stats(
+    const T* __restrict__ x, int64_t classes, int64_t t, int lane, bool active,
+    SoftmaxRow<typename Acc<T>::type, kPerLane>& r) {
   using A = typename Acc<T>::type;
   A m = -static_cast<A>(INFINITY);
-  if (active) {
-    for (int64_t c = lane; c < classes; c += kGroup) m = nan_max(m, to_acc(x[c]));
-  }
-  m = group_max<kGroup>(m);
   A s_other = A(0), e_t = A(0), d_t = A(0);
-  if (active) {
-    for (int64_t c = lane; c < classes; c += kGroup) {
-      const A d = to_acc(x[c]) - m;
-      const A e = exp_of(d);
-      if (c == t) {
-        d_t = d;
-        e_t = e;
-      } else {
-        s_other += e;
+  if constexpr (kPerLane > 0) {
+    A v[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int c = lane + j * kGroup;
+      v[j] = (active && c < classes) ? to_acc(x[c]) : -static_cast<A>(INFINITY);
+    }
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) m = nan_max(m, v[j]);
+    m = group_max<kGroup>(m);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int c = lane + j * kGroup;
+      A e = A(0);
+      if (active && c < classes) {
+        const A d = v[j] - m;
+        e = exp_of(d);
+        if (c == t) {
+          d_t = d;
+          e_t = e;
+        } else {
+          s_other += e;
+        }
+      }
+      r.e[j] = e;
+    }
+  } else {
+    if (active) {
+      for (int64_t c = lane; c < classes; c += kGroup) {
+        m = nan_max(m, to_acc(x[c]));
+      }
+    }
+    m = group_max<kGroup>(m);
+    if (active) {
+      for (int64_t c = lane; c < classes; c += kGroup) {
+        const A d = to_acc(x[c]) - m;
+        const A e = exp_of(d);
+        if (c == t) {
+          d_t = d;
+          e_t = e;
+        } else {
+          s_other += e;
+        }
       }
     }
   }
@@ -202,13 +301,13 @@ softmax_row_stats(const T* __restrict__ x, int64_t classes, int64_t t,
   s_other = group_sum<kGroup>(s_other);
   e_t = group_sum<kGroup>(e_t);
   d_t = group_sum<kGroup>(d_t);
-  *m_out = m;
-  return softmax_target(d_t, e_t, s_other);
+  r.m = m;
+  r.st = softmax_target(d_t, e_t, s_other);
 }
 
 // Rows are visited in block-uniform steps, so every warp runs the same number
 // of iterations and its shuffles always see all 32 lanes.
-template <typename T, int kGroup, bool kReduce>
+template <typename T, int kGroup, int kPerLane, bool kReduce>
 __global__ void __launch_bounds__(kThreads) softmax_focal_loss_forward_kernel(
     const T* __restrict__ input, const int64_t* __restrict__ target,
     const T* __restrict__ weight, int64_t rows, int64_t classes,
@@ -226,19 +325,19 @@ __global__ void __launch_bounds__(kThreads) softmax_focal_loss_forward_kernel(
     const bool in_range = n < rows;
     const int64_t t = in_range ? target[n] : -1;
     const bool has_class = t >= 0 && t < classes;
-    A m;
-    const SoftmaxTarget<A> st = softmax_row_stats<T, kGroup>(
-        input + (in_range ? n : 0) * classes, classes, t, lane,
-        in_range && has_class, &m);
+    SoftmaxRow<A, kPerLane> r;
+    softmax_row_stats<T, kGroup, kPerLane>(input + (in_range ? n : 0) * classes,
+                                           classes, t, lane,
+                                           in_range && has_class, r);
     if (!in_range || lane != 0) continue;
     A value;
     if (has_class) {
-      value = softmax_focal_loss_value(st, gamma, alpha);
+      value = softmax_focal_loss_value(r.st, gamma, alpha);
       if (weight != nullptr) value *= to_acc(weight[t]);
     } else if (t < 0) {
       value = A(0);
     } else {
-      *bad_target = 1;
+      if (bad_target != nullptr) *bad_target = 1;
       value = quiet_nan<A>();
     }
     if constexpr (kReduce) {
@@ -253,7 +352,7 @@ __global__ void __launch_bounds__(kThreads) softmax_focal_loss_forward_kernel(
   }
 }
 
-template <typename T, int kGroup>
+template <typename T, int kGroup, int kPerLane>
 __global__ void __launch_bounds__(kThreads) softmax_focal_loss_backward_kernel(
     const T* __restrict__ grad_output, int64_t go_stride_n,
     typename Acc<T>::type scale, const T* __restrict__ input,
@@ -271,9 +370,9 @@ __global__ void __launch_bounds__(kThreads) softmax_focal_loss_backward_kernel(
     const int64_t t = in_range ? target[n] : -1;
     const bool has_class = t >= 0 && t < classes;
     const T* x = input + (in_range ? n : 0) * classes;
-    A m;
-    const SoftmaxTarget<A> st = softmax_row_stats<T, kGroup>(
-        x, classes, t, lane, in_range && has_class, &m);
+    SoftmaxRow<A, kPerLane> r;
+    softmax_row_stats<T, kGroup, kPerLane>(x, classes, t, lane,
+                                           in_range && has_class, r);
     if (!in_range) continue;
     T* g = grad_input + n * classes;
     if (!has_class) {
@@ -283,13 +382,24 @@ __global__ void __launch_bounds__(kThreads) softmax_focal_loss_backward_kernel(
       continue;
     }
     A k = to_acc(grad_output[n * go_stride_n]) * scale *
-          softmax_focal_loss_coef(st, gamma, alpha);
+          softmax_focal_loss_coef(r.st, gamma, alpha);
     if (weight != nullptr) k *= to_acc(weight[t]);
-    const A minus_k_over_s = -k / st.s;
-    for (int64_t c = lane; c < classes; c += kGroup) {
-      const A grad =
-          c == t ? k * st.u : minus_k_over_s * exp_of(to_acc(x[c]) - m);
-      g[c] = from_acc<T>(grad);
+    const A minus_k_over_s = -k / r.st.s;
+    const A grad_t = k * r.st.u;
+    if constexpr (kPerLane > 0) {
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int c = lane + j * kGroup;
+        if (c < classes) {
+          g[c] = from_acc<T>(c == t ? grad_t : minus_k_over_s * r.e[j]);
+        }
+      }
+    } else {
+      for (int64_t c = lane; c < classes; c += kGroup) {
+        const A grad =
+            c == t ? grad_t : minus_k_over_s * exp_of(to_acc(x[c]) - r.m);
+        g[c] = from_acc<T>(grad);
+      }
     }
   }
 }
@@ -318,56 +428,49 @@ cudaError_t launch_finalize(const typename Acc<T>::type* partials,
   return cudaGetLastError();
 }
 
-// Lanes per softmax row: the smallest power of two >= C, from 4 to 32.
-int softmax_group(int64_t classes) {
-  if (classes <= 4) return 4;
-  if (classes <= 8) return 8;
-  if (classes <= 16) return 16;
-  return 32;
+// Lanes per softmax row and logits per lane held in registers:
+//   C <= 32: the smallest power of two >= C (4 to 32) lanes, one logit each;
+//   C <= 64: 32 lanes, two each; C <= 128: 16 lanes, eight each (C = 80: five
+//   each, every lane busy); larger C: 32 lanes re-reading the row.
+template <typename F>
+cudaError_t dispatch_softmax_shape(int64_t classes, F&& launch) {
+  if (classes <= 4) return launch(Shape<4, 1>{});
+  if (classes <= 8) return launch(Shape<8, 1>{});
+  if (classes <= 16) return launch(Shape<16, 1>{});
+  if (classes <= 32) return launch(Shape<32, 1>{});
+  if (classes <= 64) return launch(Shape<32, 2>{});
+  if (classes <= 128) return launch(Shape<16, 8>{});
+  return launch(Shape<32, 0>{});
 }
 
-template <typename T, int kGroup>
-cudaError_t softmax_forward_group(const T* input, const int64_t* target,
+template <typename T, int kGroup, int kPerLane>
+cudaError_t softmax_forward_shape(const T* input, const int64_t* target,
                                   const T* weight, int64_t rows,
                                   int64_t classes, double gamma, double alpha,
                                   int reduction, T* loss, int32_t* workspace,
-                                  cudaStream_t stream) {
+                                  bool check_targets, cudaStream_t stream) {
   using A = typename Acc<T>::type;
-  A* partials = reinterpret_cast<A*>(workspace + kPartialsOffsetWords);
+  int32_t* flag = check_targets ? workspace : nullptr;
+  A* partials = workspace == nullptr
+                    ? nullptr
+                    : reinterpret_cast<A*>(workspace + kPartialsOffsetWords);
   constexpr int kRowsPerBlock = kThreads / kGroup;
   unsigned int blocks = cuda::blocks_for(rows, kRowsPerBlock);
   const A g = static_cast<A>(gamma);
   const A a = static_cast<A>(alpha);
   if (reduction == kNone) {
-    softmax_focal_loss_forward_kernel<T, kGroup, false>
+    softmax_focal_loss_forward_kernel<T, kGroup, kPerLane, false>
         <<<blocks, kThreads, 0, stream>>>(input, target, weight, rows, classes,
-                                          g, a, loss, partials, workspace);
+                                          g, a, loss, partials, flag);
     return cudaGetLastError();
   }
   if (blocks > kReduceBlocks) blocks = kReduceBlocks;
-  softmax_focal_loss_forward_kernel<T, kGroup, true>
+  softmax_focal_loss_forward_kernel<T, kGroup, kPerLane, true>
       <<<blocks, kThreads, 0, stream>>>(input, target, weight, rows, classes, g,
-                                        a, loss, partials, workspace);
+                                        a, loss, partials, flag);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   return launch_finalize<T>(partials, blocks, reduction, rows, loss, stream);
-}
-
-template <typename T, int kGroup>
-cudaError_t softmax_backward_group(const T* grad_output, int64_t go_stride_n,
-                                   double scale, const T* input,
-                                   const int64_t* target, const T* weight,
-                                   int64_t rows, int64_t classes, double gamma,
-                                   double alpha, T* grad_input,
-                                   cudaStream_t stream) {
-  using A = typename Acc<T>::type;
-  constexpr int kRowsPerBlock = kThreads / kGroup;
-  softmax_focal_loss_backward_kernel<T, kGroup>
-      <<<cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(
-          grad_output, go_stride_n, static_cast<A>(scale), input, target,
-          weight, rows, classes, static_cast<A>(gamma), static_cast<A>(alpha),
-          grad_input);
-  return cudaGetLastError();
 }
 
 template <typename T, typename I>
@@ -375,24 +478,27 @@ cudaError_t sigmoid_forward_index(const T* input, const int64_t* target,
                                   const T* weight, int64_t rows,
                                   int64_t classes, double gamma, double alpha,
                                   int reduction, T* loss, int32_t* workspace,
-                                  cudaStream_t stream) {
+                                  bool check_targets, cudaStream_t stream) {
   using A = typename Acc<T>::type;
-  A* partials = reinterpret_cast<A*>(workspace + kPartialsOffsetWords);
+  int32_t* flag = check_targets ? workspace : nullptr;
+  A* partials = workspace == nullptr
+                    ? nullptr
+                    : reinterpret_cast<A*>(workspace + kPartialsOffsetWords);
   const int64_t numel = rows * classes;
-  unsigned int blocks = cuda::blocks_for(numel);
+  unsigned int blocks = sigmoid_blocks(numel);
   const A g = static_cast<A>(gamma);
   const A a = static_cast<A>(alpha);
   if (reduction == kNone) {
     sigmoid_focal_loss_forward_kernel<T, I, false>
         <<<blocks, kThreads, 0, stream>>>(
             input, target, weight, static_cast<I>(numel),
-            static_cast<I>(classes), g, a, loss, partials, workspace);
+            static_cast<I>(classes), g, a, loss, partials, flag);
     return cudaGetLastError();
   }
   if (blocks > kReduceBlocks) blocks = kReduceBlocks;
   sigmoid_focal_loss_forward_kernel<T, I, true><<<blocks, kThreads, 0, stream>>>(
       input, target, weight, static_cast<I>(numel), static_cast<I>(classes), g,
-      a, loss, partials, workspace);
+      a, loss, partials, flag);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   return launch_finalize<T>(partials, blocks, reduction, rows, loss, stream);
@@ -409,44 +515,38 @@ template <typename T>
 cudaError_t sigmoid_focal_loss_forward_cuda_launch(
     const T* input, const int64_t* target, const T* weight, int64_t rows,
     int64_t classes, double gamma, double alpha, int reduction, T* loss,
-    int32_t* workspace, cudaStream_t stream) {
-  cudaError_t err = cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream);
-  if (err != cudaSuccess) return err;
+    int32_t* workspace, bool check_targets, cudaStream_t stream) {
+  if (check_targets) {
+    const cudaError_t err =
+        cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream);
+    if (err != cudaSuccess) return err;
+  }
   if (rows * classes <= cuda::kMaxInt32LoopSize) {
-    return sigmoid_forward_index<T, int32_t>(input, target, weight, rows,
-                                             classes, gamma, alpha, reduction,
-                                             loss, workspace, stream);
+    return sigmoid_forward_index<T, int32_t>(
+        input, target, weight, rows, classes, gamma, alpha, reduction, loss,
+        workspace, check_targets, stream);
   }
   return sigmoid_forward_index<T, int64_t>(input, target, weight, rows, classes,
                                            gamma, alpha, reduction, loss,
-                                           workspace, stream);
+                                           workspace, check_targets, stream);
 }
 
 template <typename T>
 cudaError_t softmax_focal_loss_forward_cuda_launch(
     const T* input, const int64_t* target, const T* weight, int64_t rows,
     int64_t classes, double gamma, double alpha, int reduction, T* loss,
-    int32_t* workspace, cudaStream_t stream) {
-  cudaError_t err = cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream);
-  if (err != cudaSuccess) return err;
-  switch (softmax_group(classes)) {
-    case 4:
-      return softmax_forward_group<T, 4>(input, target, weight, rows, classes,
-                                         gamma, alpha, reduction, loss,
-                                         workspace, stream);
-    case 8:
-      return softmax_forward_group<T, 8>(input, target, weight, rows, classes,
-                                         gamma, alpha, reduction, loss,
-                                         workspace, stream);
-    case 16:
-      return softmax_forward_group<T, 16>(input, target, weight, rows, classes,
-                                          gamma, alpha, reduction, loss,
-                                          workspace, stream);
-    default:
-      return softmax_forward_group<T, 32>(input, target, weight, rows, classes,
-                                          gamma, alpha, reduction, loss,
-                                          workspace, stream);
+    int32_t* workspace, bool check_targets, cudaStream_t stream) {
+  if (check_targets) {
+    const cudaError_t err =
+        cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream);
+    if (err != cudaSuccess) return err;
   }
+  return dispatch_softmax_shape(classes, [&](auto shape) {
+    using S = decltype(shape);
+    return softmax_forward_shape<T, S::kGroup, S::kPerLane>(
+        input, target, weight, rows, classes, gamma, alpha, reduction, loss,
+        workspace, check_targets, stream);
+  });
 }
 
 template <typename T>
@@ -457,7 +557,7 @@ cudaError_t sigmoid_focal_loss_backward_cuda_launch(
     cudaStream_t stream) {
   using A = typename Acc<T>::type;
   const int64_t numel = rows * classes;
-  const unsigned int blocks = cuda::blocks_for(numel);
+  const unsigned int blocks = sigmoid_blocks(numel);
   if (numel <= cuda::kMaxInt32LoopSize) {
     sigmoid_focal_loss_backward_kernel<T, int32_t>
         <<<blocks, kThreads, 0, stream>>>(
@@ -480,33 +580,26 @@ cudaError_t softmax_focal_loss_backward_cuda_launch(
     const T* grad_output, int64_t go_stride_n, double scale, const T* input,
     const int64_t* target, const T* weight, int64_t rows, int64_t classes,
     double gamma, double alpha, T* grad_input, cudaStream_t stream) {
-  switch (softmax_group(classes)) {
-    case 4:
-      return softmax_backward_group<T, 4>(grad_output, go_stride_n, scale,
-                                          input, target, weight, rows, classes,
-                                          gamma, alpha, grad_input, stream);
-    case 8:
-      return softmax_backward_group<T, 8>(grad_output, go_stride_n, scale,
-                                          input, target, weight, rows, classes,
-                                          gamma, alpha, grad_input, stream);
-    case 16:
-      return softmax_backward_group<T, 16>(grad_output, go_stride_n, scale,
-                                           input, target, weight, rows, classes,
-                                           gamma, alpha, grad_input, stream);
-    default:
-      return softmax_backward_group<T, 32>(grad_output, go_stride_n, scale,
-                                           input, target, weight, rows, classes,
-                                           gamma, alpha, grad_input, stream);
-  }
+  using A = typename Acc<T>::type;
+  return dispatch_softmax_shape(classes, [&](auto shape) {
+    using S = decltype(shape);
+    constexpr int kRowsPerBlock = kThreads / S::kGroup;
+    softmax_focal_loss_backward_kernel<T, S::kGroup, S::kPerLane>
+        <<<cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(
+            grad_output, go_stride_n, static_cast<A>(scale), input, target,
+            weight, rows, classes, static_cast<A>(gamma),
+            static_cast<A>(alpha), grad_input);
+    return cudaGetLastError();
+  });
 }
 
 #define VISDET_INSTANTIATE(T)                                                  \
   template cudaError_t sigmoid_focal_loss_forward_cuda_launch<T>(              \
       const T*, const int64_t*, const T*, int64_t, int64_t, double, double,    \
-      int, T*, int32_t*, cudaStream_t);                                        \
+      int, T*, int32_t*, bool, cudaStream_t);                                  \
   template cudaError_t softmax_focal_loss_forward_cuda_launch<T>(              \
       const T*, const int64_t*, const T*, int64_t, int64_t, double, double,    \
-      int, T*, int32_t*, cudaStream_t);                                        \
+      int, T*, int32_t*, bool, cudaStream_t);                                  \
   template cudaError_t sigmoid_focal_loss_backward_cuda_launch<T>(             \
       const T*, int64_t, int64_t, double, const T*, const int64_t*, const T*,  \
       int64_t, int64_t, double, double, T*, cudaStream_t);                     \

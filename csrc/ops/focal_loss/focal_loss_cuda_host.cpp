@@ -8,6 +8,7 @@
 
 #include "common/checks.h"
 #include "focal_loss.h"
+#include "focal_loss_kernel.h"
 #include "focal_loss_launch.h"
 
 namespace visdet_ops {
@@ -63,8 +64,19 @@ at::Tensor focal_loss_forward_cuda_kernel(
   FocalLossForward f = focal_loss_prepare_forward(kind, input, target, gamma,
                                                   alpha, weight, reduction);
   if (f.empty()) return focal_loss_empty_forward(f);
-  at::Tensor workspace = at::empty({focal_loss_cuda_workspace_words()},
-                                   f.input.options().dtype(at::kInt));
+  // Without VISDET_OPS_SYNC_TARGET_CHECKS=1 the host does not wait for the
+  // kernel: a row with an out-of-range target gets a NaN loss (so a NaN
+  // 'mean' / 'sum') and NaN gradients, never an out-of-bounds read. With it,
+  // the kernel raises a flag and a 4-byte copy turns it into an error naming
+  // the argument (a host sync, which also breaks CUDA graph capture).
+  const bool sync_check = sync_target_checks_enabled();
+  at::Tensor workspace;
+  if (sync_check || f.reduction != focal_loss_detail::kNone) {
+    workspace = at::empty({focal_loss_cuda_workspace_words()},
+                          f.input.options().dtype(at::kInt));
+  }
+  int32_t* workspace_ptr =
+      workspace.defined() ? workspace.mutable_data_ptr<int32_t>() : nullptr;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, f.input.scalar_type(), "focal_loss_forward_cuda", [&] {
@@ -78,12 +90,9 @@ at::Tensor focal_loss_forward_cuda_kernel(
                               cuda_ptr<scalar_t>(f.weight), f.rows, f.classes,
                               gamma, alpha, f.reduction,
                               cuda_mutable_ptr<scalar_t>(f.output),
-                              workspace.mutable_data_ptr<int32_t>(), stream));
+                              workspace_ptr, sync_check, stream));
       });
-  // The kernel flags out-of-range targets as it reads them; this 4-byte copy
-  // (the host waits for the kernel) turns the flag into an error that names
-  // the argument instead of a NaN loss or a device-side assert.
-  if (workspace[0].item<int32_t>() != 0) {
+  if (sync_check && workspace[0].item<int32_t>() != 0) {
     focal_loss_check_targets(kind, f.target, f.classes);
     TORCH_CHECK(false, focal_loss_op_name(kind),
                 ": internal error: the CUDA kernel flagged a target that the "

@@ -7,7 +7,8 @@
 // Valid targets: sigmoid 0 <= t <= classes (t == classes: background, every
 // class negative, weight factor 1); softmax t < classes (t < 0: the row is
 // ignored, loss and gradient 0, as in mmcv). Rows with any other target get
-// NaN loss / gradient; the CUDA forward also raises *bad_target.
+// NaN loss / gradient; the CUDA forward with check_targets also raises the
+// flag in workspace[0].
 #pragma once
 
 #include <cstdint>
@@ -57,8 +58,10 @@ void softmax_focal_loss_backward_cpu(const T* grad_output, int64_t go_stride_n,
 
 #if defined(VISDET_OPS_WITH_CUDA)
 // Scratch of a CUDA forward, in int32 words: word 0 is the bad-target flag
-// (the host reads it after the launch), the rest the per-block partial sums
-// of reduction 'mean' / 'sum'. Contents on entry are ignored.
+// (check_targets: zeroed, then raised by the kernel on a bad target; the host
+// reads it after the launch), the rest the per-block partial sums of
+// reduction 'mean' / 'sum'. Contents on entry are ignored. workspace may be
+// nullptr for reduction kNone without check_targets.
 int64_t focal_loss_cuda_workspace_words();
 
 // T: float, double, __half, __nv_bfloat16 (computed in float, double for
@@ -70,13 +73,13 @@ template <typename T>
 cudaError_t sigmoid_focal_loss_forward_cuda_launch(
     const T* input, const int64_t* target, const T* weight, int64_t rows,
     int64_t classes, double gamma, double alpha, int reduction, T* loss,
-    int32_t* workspace, cudaStream_t stream);
+    int32_t* workspace, bool check_targets, cudaStream_t stream);
 
 template <typename T>
 cudaError_t softmax_focal_loss_forward_cuda_launch(
     const T* input, const int64_t* target, const T* weight, int64_t rows,
     int64_t classes, double gamma, double alpha, int reduction, T* loss,
-    int32_t* workspace, cudaStream_t stream);
+    int32_t* workspace, bool check_targets, cudaStream_t stream);
 
 // No sync, no scratch; rows with an invalid target get a NaN gradient.
 template <typename T>
