@@ -597,6 +597,24 @@ def test_cuda_many_channels_use_channel_slices(rng):
     check_against_reference(case, torch.device("cuda"), torch.float64, rng)
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(n=2, c=8, cout=4),
+        dict(n=2, c=12, cout=6, dg=3, offset_range=12),
+        dict(n=1, c=256, h=4, w=5, cout=4, dg=2),
+        dict(n=2, c=6, cout=4, dg=2),
+    ],
+    ids=["c8", "c12_dg3_far", "c256_dg2_slices", "c6_dg2_portable"],
+)
+def test_cuda_float32_backward(rng, config):
+    """float32 on CUDA: with channels per deform group divisible by 4 the backward
+    accumulates grad_input channels-last with 4-channel vector atomics (sm_90+);
+    otherwise (c6_dg2) the portable path. Both match the float64 reference."""
+    require_cuda()
+    check_against_reference(make_case(rng, **config), torch.device("cuda"), torch.float32, rng)
+
+
 def test_matches_torchvision(device, rng):
     tv = torchvision_or_skip()
     for with_mask in (True, False):
