@@ -1,13 +1,22 @@
-"""Temporary probe: deform_conv timings vs torchvision, breakdown, knob sweep."""
+"""Probe for deform_conv on CUDA: timings vs torchvision (same process), backward
+check against torchvision on both col2im paths, a torch.profiler kernel breakdown of
+the 128-channel case (--profile), GEMM variants, and a sweep of the tuning knobs
+VISDET_DCN_NHWC / VISDET_DCN_TARGET / VISDET_DCN_IM2COL_TARGET and im2col_step
+(--sweep).
+
+  python3 benchmarks/dcn_probe.py --profile --sweep
+"""
 
 import os
 import statistics
 import sys
+from pathlib import Path
 
 import torch
 import torchvision.ops as tv
 
-import visdet_ops
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source tree
+import visdet_ops  # noqa: E402
 
 
 def t_ms(fn, warmup=5, repeat=30):
