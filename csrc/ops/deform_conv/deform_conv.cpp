@@ -208,11 +208,7 @@ deform_conv_backward_impl(const at::Tensor& grad_output_in,
   const at::ScalarType acc = at::toOpMathType(dtype);
   const at::TensorOptions acc_options = a.input.options().dtype(acc);
 
-  const bool channels_last = kernels.grad_input_channels_last &&
-                             kernels.grad_input_channels_last(s, dtype);
-  at::Tensor grad_input = at::zeros(
-      a.input.sizes(), channels_last ? acc_options.memory_format(at::MemoryFormat::ChannelsLast)
-                                     : acc_options);
+  at::Tensor grad_input = at::zeros(a.input.sizes(), acc_options);
   at::Tensor grad_offset = at::zeros_like(a.offset);
   at::Tensor grad_mask =
       a.mask.defined() ? at::zeros_like(a.mask) : at::empty({0}, a.input.options());

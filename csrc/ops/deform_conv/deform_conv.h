@@ -51,10 +51,6 @@ struct DeformConvKernels {
                      at::Tensor& grad_input, at::Tensor& grad_offset,
                      at::Tensor& grad_mask)>
       col2im;
-  // Optional: true when col2im wants grad_input channels-last (the driver
-  // then allocates it with at::MemoryFormat::ChannelsLast; same shape).
-  std::function<bool(const DeformConvShape& s, at::ScalarType dtype)>
-      grad_input_channels_last;
 };
 
 at::Tensor deform_conv_forward_impl(const DeformConvArgs& a,

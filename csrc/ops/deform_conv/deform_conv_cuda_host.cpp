@@ -70,23 +70,6 @@ DeformConvKernels cuda_kernels() {
                 at::Tensor& grad_input, at::Tensor& grad_offset,
                 at::Tensor& grad_mask) {
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    if (deform_conv_cuda_grad_input_channels_last(s, input.scalar_type() != at::kDouble)) {
-      TORCH_INTERNAL_ASSERT(grad_input.is_contiguous(at::MemoryFormat::ChannelsLast) &&
-                            grad_input.scalar_type() == at::kFloat);
-      float* gi = grad_input.mutable_data_ptr<float>();
-      float* go = grad_offset.mutable_data_ptr<float>();
-      float* gm = mask.defined() ? grad_mask.mutable_data_ptr<float>() : nullptr;
-      AT_DISPATCH_FLOATING_TYPES_AND2(
-          at::kHalf, at::kBFloat16, input.scalar_type(), "deform_conv_col2im_nhwc_cuda", [&] {
-            if constexpr (!std::is_same_v<scalar_t, double>) {
-              C10_CUDA_CHECK(deform_conv_col2im_nhwc_cuda_launch(
-                  storage_ptr<scalar_t>(input), storage_ptr<scalar_t>(offset),
-                  storage_ptr<scalar_t>(mask), storage_ptr<scalar_t>(grad_columns), s, slices,
-                  gi, go, gm, stream));
-            }
-          });
-      return;
-    }
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kHalf, at::kBFloat16, input.scalar_type(), "deform_conv_col2im_cuda", [&] {
           using acc_t = at::opmath_type<scalar_t>;
@@ -99,9 +82,6 @@ DeformConvKernels cuda_kernels() {
                              : nullptr,
               stream));
         });
-  };
-  k.grad_input_channels_last = [](const DeformConvShape& s, at::ScalarType dtype) {
-    return deform_conv_cuda_grad_input_channels_last(s, dtype != at::kDouble);
   };
   return k;
 }

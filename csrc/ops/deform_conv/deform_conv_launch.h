@@ -88,21 +88,6 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
                                            A* grad_offset, A* grad_mask,
                                            cudaStream_t stream);
 
-// Whether the CUDA backward accumulates grad_input channels-last ([B, H, W,
-// C] float; deform_conv_col2im_nhwc_cuda_launch): float accumulation (not
-// float64), channels per deform group divisible by 4, and a device with
-// 16-byte vector atomics (sm_90+).
-bool deform_conv_cuda_grad_input_channels_last(const DeformConvShape& s,
-                                               bool float_accumulation);
-
-// As deform_conv_col2im_cuda_launch, but grad_input is the chunk's
-// channels-last float buffer [B, H, W, C] (+=). T: float, __half,
-// __nv_bfloat16.
-template <typename T>
-cudaError_t deform_conv_col2im_nhwc_cuda_launch(
-    const T* input, const T* offset, const T* mask, const T* grad_columns,
-    const DeformConvShape& s, int64_t slices, float* grad_input,
-    float* grad_offset, float* grad_mask, cudaStream_t stream);
 #endif
 
 }  // namespace visdet_ops
