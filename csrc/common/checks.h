@@ -5,7 +5,23 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
+#include <cstring>
+
 namespace visdet_ops {
+
+// Checks of tensor *values* on CUDA (RoI coordinates, class targets) would make
+// the host wait for the GPU. By default the kernels handle bad values
+// themselves (NaN results, never an out-of-bounds access); with
+// VISDET_OPS_SYNC_CHECKS=1 (every op) or the op family's own variable set to
+// 1, the host checks them first and raises an error naming the argument.
+inline bool sync_checks_enabled(const char* family_variable) {
+  for (const char* name : {"VISDET_OPS_SYNC_CHECKS", family_variable}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && std::strcmp(value, "1") == 0) return true;
+  }
+  return false;
+}
 
 inline void check_dim(const at::Tensor& t, int64_t dim, const char* op,
                       const char* arg) {

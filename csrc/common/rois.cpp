@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/checks.h"
 #include "common/rois_kernel.h"
 #include "common/rois_launch.h"
 
@@ -43,8 +44,7 @@ void check_rois_values(const at::Tensor& rois, int64_t batch_size,
 }
 
 bool sync_roi_checks_enabled() {
-  const char* value = std::getenv("VISDET_OPS_SYNC_ROI_CHECKS");
-  return value != nullptr && std::strcmp(value, "1") == 0;
+  return sync_checks_enabled("VISDET_OPS_SYNC_ROI_CHECKS");
 }
 
 void check_rois_values_nosync(const at::Tensor& rois, int64_t batch_size,

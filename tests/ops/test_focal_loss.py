@@ -410,11 +410,12 @@ def test_bad_targets_cuda_give_nan_without_sync():
     assert sigmoid_focal_loss(x, torch.tensor([0, 3, 1, 2], device="cuda")).isfinite().item()
 
 
-def test_bad_inputs_cuda(monkeypatch):
-    """VISDET_OPS_SYNC_TARGET_CHECKS=1: an out-of-range target is flagged by the kernel and raised
-    on the host (a 4-byte copy, the host waits for the kernel)."""
+@pytest.mark.parametrize("variable", ["VISDET_OPS_SYNC_TARGET_CHECKS", "VISDET_OPS_SYNC_CHECKS"])
+def test_bad_inputs_cuda(monkeypatch, variable):
+    """VISDET_OPS_SYNC_TARGET_CHECKS=1 (or VISDET_OPS_SYNC_CHECKS=1, every op): an out-of-range
+    target is flagged by the kernel and raised on the host (a 4-byte copy, the host waits)."""
     require_cuda()
-    monkeypatch.setenv("VISDET_OPS_SYNC_TARGET_CHECKS", "1")
+    monkeypatch.setenv(variable, "1")
     x = torch.zeros(4, 3, device="cuda")
     for reduction in REDUCTIONS:
         with pytest.raises(

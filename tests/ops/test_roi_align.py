@@ -159,10 +159,12 @@ def test_bad_inputs_cuda():
         visdet_ops.roi_align(x, torch.zeros(1, 5), 2)
 
 
-def test_cuda_sync_roi_checks_raise(monkeypatch):
-    """VISDET_OPS_SYNC_ROI_CHECKS=1: the synchronising check with its clear error."""
+@pytest.mark.parametrize("variable", ["VISDET_OPS_SYNC_ROI_CHECKS", "VISDET_OPS_SYNC_CHECKS"])
+def test_cuda_sync_roi_checks_raise(monkeypatch, variable):
+    """VISDET_OPS_SYNC_ROI_CHECKS=1 (or VISDET_OPS_SYNC_CHECKS=1, every op): the
+    synchronising check with its clear error."""
     require_cuda()
-    monkeypatch.setenv("VISDET_OPS_SYNC_ROI_CHECKS", "1")
+    monkeypatch.setenv(variable, "1")
     x = torch.zeros(2, 3, 4, 4, device="cuda")
     with pytest.raises(RuntimeError, match=r"roi_align: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
         visdet_ops.roi_align(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)

@@ -126,8 +126,7 @@ void focal_loss_check_targets(FocalKind kind, const at::Tensor& target,
 }
 
 bool sync_target_checks_enabled() {
-  const char* value = std::getenv("VISDET_OPS_SYNC_TARGET_CHECKS");
-  return value != nullptr && std::strcmp(value, "1") == 0;
+  return sync_checks_enabled("VISDET_OPS_SYNC_TARGET_CHECKS");
 }
 
 FocalLossBackward focal_loss_prepare_backward(
