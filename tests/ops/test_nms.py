@@ -449,3 +449,23 @@ def test_nms_match_opcheck(device, rng):
     torch.library.opcheck(
         torch.ops.visdet_ops.nms_match.default, (torch.cat([boxes, scores[:, None]], 1).to(device), 0.5)
     )
+
+
+def test_nms_family_compiles_fullgraph(rng, monkeypatch):
+    """The fake impls' unbacked sizes let torch.compile capture the data-dependent outputs."""
+    monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
+    boxes, scores = random_boxes(60, rng)
+    idxs = random_classes(60, 3, rng)
+    dets = torch.cat([boxes, scores[:, None]], 1)
+
+    def f(b, s, c, d):
+        keep = torch.ops.visdet_ops.nms(b, s, 0.5, 0)
+        keep_batched = torch.ops.visdet_ops.batched_nms(b, s, c, 0.5, 0)
+        inds, decayed = torch.ops.visdet_ops.soft_nms(b, s, 0.3, 0.5, 0.001, 1, 0)
+        leader = torch.ops.visdet_ops.nms_match(d, 0.5)
+        return b[keep].sum(1), keep_batched, inds, decayed, leader
+
+    torch._dynamo.reset()
+    got = torch.compile(f, fullgraph=True)(boxes, scores, idxs, dets)
+    for g, w in zip(got, f(boxes, scores, idxs, dets), strict=True):
+        torch.testing.assert_close(g, w)
