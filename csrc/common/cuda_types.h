@@ -34,6 +34,11 @@ template <typename scalar_t>
 const cuda_t<scalar_t>* cuda_data(const at::Tensor& t) {
   return reinterpret_cast<const cuda_t<scalar_t>*>(t.const_data_ptr<scalar_t>());
 }
+// As cuda_data, but nullptr for an undefined tensor (an optional input).
+template <typename scalar_t>
+const cuda_t<scalar_t>* cuda_data_or_null(const at::Tensor& t) {
+  return t.defined() ? cuda_data<scalar_t>(t) : nullptr;
+}
 template <typename scalar_t>
 cuda_t<scalar_t>* cuda_mutable_data(const at::Tensor& t) {
   return reinterpret_cast<cuda_t<scalar_t>*>(t.mutable_data_ptr<scalar_t>());

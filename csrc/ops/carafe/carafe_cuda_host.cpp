@@ -7,32 +7,10 @@
 #include <torch/library.h>
 
 #include "carafe.h"
+#include "common/cuda_types.h"
 
 namespace visdet_ops {
 namespace {
-
-// torch's 16-bit types have the layout of CUDA's.
-template <typename S>
-struct CudaType {
-  using type = S;
-};
-template <>
-struct CudaType<c10::Half> {
-  using type = __half;
-};
-template <>
-struct CudaType<c10::BFloat16> {
-  using type = __nv_bfloat16;
-};
-
-template <typename S>
-const typename CudaType<S>::type* cuda_ptr(const at::Tensor& t) {
-  return reinterpret_cast<const typename CudaType<S>::type*>(t.const_data_ptr<S>());
-}
-template <typename S>
-typename CudaType<S>::type* cuda_mut_ptr(at::Tensor& t) {
-  return reinterpret_cast<typename CudaType<S>::type*>(t.mutable_data_ptr<S>());
-}
 
 at::Tensor forward_cuda(const char* op, bool tiled, const at::Tensor& features,
                         const at::Tensor& masks, int64_t kernel_size, int64_t group_size,
@@ -49,8 +27,8 @@ at::Tensor forward_cuda(const char* op, bool tiled, const at::Tensor& features,
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(),
                                   "carafe_forward_cuda", [&] {
     const cudaError_t err = carafe_forward_cuda_launch(
-        cuda_ptr<scalar_t>(f), cuda_ptr<scalar_t>(m), s, tiled,
-        cuda_mut_ptr<scalar_t>(output), stream);
+        cuda_data<scalar_t>(f), cuda_data<scalar_t>(m), s, tiled,
+        cuda_mutable_data<scalar_t>(output), stream);
     C10_CUDA_CHECK(err);
   });
   return output;
@@ -74,8 +52,8 @@ std::tuple<at::Tensor, at::Tensor> backward_cuda(const char* op, bool tiled,
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(),
                                   "carafe_backward_cuda", [&] {
     const cudaError_t err = carafe_backward_cuda_launch(
-        cuda_ptr<scalar_t>(g), cuda_ptr<scalar_t>(f), cuda_ptr<scalar_t>(m), s, tiled,
-        cuda_mut_ptr<scalar_t>(grad_features), cuda_mut_ptr<scalar_t>(grad_masks), stream);
+        cuda_data<scalar_t>(g), cuda_data<scalar_t>(f), cuda_data<scalar_t>(m), s, tiled,
+        cuda_mutable_data<scalar_t>(grad_features), cuda_mutable_data<scalar_t>(grad_masks), stream);
     C10_CUDA_CHECK(err);
   });
   return {grad_features, grad_masks};

@@ -6,32 +6,10 @@
 #include <torch/library.h>
 
 #include "corner_pool.h"
+#include "common/cuda_types.h"
 
 namespace visdet_ops {
 namespace {
-
-// torch's 16-bit types have the layout of CUDA's.
-template <typename S>
-struct CudaType {
-  using type = S;
-};
-template <>
-struct CudaType<c10::Half> {
-  using type = __half;
-};
-template <>
-struct CudaType<c10::BFloat16> {
-  using type = __nv_bfloat16;
-};
-
-template <typename S>
-const typename CudaType<S>::type* cuda_ptr(const at::Tensor& t) {
-  return reinterpret_cast<const typename CudaType<S>::type*>(t.const_data_ptr<S>());
-}
-template <typename S>
-typename CudaType<S>::type* cuda_mut_ptr(at::Tensor& t) {
-  return reinterpret_cast<typename CudaType<S>::type*>(t.mutable_data_ptr<S>());
-}
 
 at::Tensor corner_pool_forward_cuda_kernel(const at::Tensor& input,
                                            c10::string_view mode) {
@@ -44,7 +22,7 @@ at::Tensor corner_pool_forward_cuda_kernel(const at::Tensor& input,
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, in.scalar_type(), "corner_pool_forward_cuda", [&] {
         C10_CUDA_CHECK(corner_pool_forward_cuda_launch(
-            cuda_ptr<scalar_t>(in), s, cuda_mut_ptr<scalar_t>(output), stream));
+            cuda_data<scalar_t>(in), s, cuda_mutable_data<scalar_t>(output), stream));
       });
   return output;
 }
@@ -62,8 +40,8 @@ at::Tensor corner_pool_backward_cuda_kernel(const at::Tensor& grad_output,
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, in.scalar_type(), "corner_pool_backward_cuda", [&] {
         C10_CUDA_CHECK(corner_pool_backward_cuda_launch(
-            cuda_ptr<scalar_t>(g), cuda_ptr<scalar_t>(in), s,
-            cuda_mut_ptr<scalar_t>(grad_input), stream));
+            cuda_data<scalar_t>(g), cuda_data<scalar_t>(in), s,
+            cuda_mutable_data<scalar_t>(grad_input), stream));
       });
   return grad_input;
 }

@@ -7,45 +7,13 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <torch/library.h>
 
-#include <type_traits>
-
+#include "common/cuda_types.h"
 #include "deform_conv.h"
 
 namespace visdet_ops {
 namespace {
-
-// ATen's 16-bit types have the layout of CUDA's; the torch-free kernels take
-// CUDA's.
-template <typename scalar_t>
-struct CudaStorage {
-  using type = scalar_t;
-};
-template <>
-struct CudaStorage<at::Half> {
-  using type = __half;
-};
-template <>
-struct CudaStorage<at::BFloat16> {
-  using type = __nv_bfloat16;
-};
-template <typename scalar_t>
-using storage_t = typename CudaStorage<scalar_t>::type;
-
-template <typename scalar_t>
-const storage_t<scalar_t>* storage_ptr(const at::Tensor& t) {
-  return t.defined() ? reinterpret_cast<const storage_t<scalar_t>*>(
-                           t.const_data_ptr<scalar_t>())
-                     : nullptr;
-}
-
-template <typename scalar_t>
-storage_t<scalar_t>* mutable_storage_ptr(const at::Tensor& t) {
-  return reinterpret_cast<storage_t<scalar_t>*>(t.mutable_data_ptr<scalar_t>());
-}
 
 DeformConvKernels cuda_kernels() {
   DeformConvKernels k;
@@ -56,9 +24,9 @@ DeformConvKernels cuda_kernels() {
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kHalf, at::kBFloat16, input.scalar_type(), "deform_conv_im2col_cuda", [&] {
           C10_CUDA_CHECK(deform_conv_im2col_cuda_launch(
-              storage_ptr<scalar_t>(input), storage_ptr<scalar_t>(offset),
-              storage_ptr<scalar_t>(mask), s,
-              mutable_storage_ptr<scalar_t>(columns), stream));
+              cuda_data_or_null<scalar_t>(input), cuda_data_or_null<scalar_t>(offset),
+              cuda_data_or_null<scalar_t>(mask), s,
+              cuda_mutable_data<scalar_t>(columns), stream));
         });
   };
   k.channel_slices = [](const DeformConvShape& s) {
@@ -74,8 +42,8 @@ DeformConvKernels cuda_kernels() {
         at::kHalf, at::kBFloat16, input.scalar_type(), "deform_conv_col2im_cuda", [&] {
           using acc_t = at::opmath_type<scalar_t>;
           C10_CUDA_CHECK(deform_conv_col2im_cuda_launch(
-              storage_ptr<scalar_t>(input), storage_ptr<scalar_t>(offset),
-              storage_ptr<scalar_t>(mask), storage_ptr<scalar_t>(grad_columns),
+              cuda_data_or_null<scalar_t>(input), cuda_data_or_null<scalar_t>(offset),
+              cuda_data_or_null<scalar_t>(mask), cuda_data_or_null<scalar_t>(grad_columns),
               s, slices, static_cast<acc_t*>(grad_input.mutable_data_ptr()),
               static_cast<acc_t*>(grad_offset.mutable_data_ptr()),
               mask.defined() ? static_cast<acc_t*>(grad_mask.mutable_data_ptr())

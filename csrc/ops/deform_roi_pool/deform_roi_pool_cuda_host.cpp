@@ -6,44 +6,13 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <torch/library.h>
 
+#include "common/cuda_types.h"
 #include "deform_roi_pool.h"
 
 namespace visdet_ops {
 namespace {
-
-// ATen's 16-bit types have the layout of CUDA's; the torch-free kernels take
-// CUDA's.
-template <typename scalar_t>
-struct CudaStorage {
-  using type = scalar_t;
-};
-template <>
-struct CudaStorage<at::Half> {
-  using type = __half;
-};
-template <>
-struct CudaStorage<at::BFloat16> {
-  using type = __nv_bfloat16;
-};
-
-template <typename scalar_t>
-using storage_t = typename CudaStorage<scalar_t>::type;
-
-template <typename scalar_t>
-const storage_t<scalar_t>* storage_ptr(const at::Tensor& t) {
-  return t.defined() ? reinterpret_cast<const storage_t<scalar_t>*>(
-                           t.const_data_ptr<scalar_t>())
-                     : nullptr;
-}
-
-template <typename scalar_t>
-storage_t<scalar_t>* mutable_storage_ptr(const at::Tensor& t) {
-  return reinterpret_cast<storage_t<scalar_t>*>(t.mutable_data_ptr<scalar_t>());
-}
 
 at::Tensor deform_roi_pool_forward_cuda_kernel(
     const at::Tensor& input, const at::Tensor& rois,
@@ -61,11 +30,11 @@ at::Tensor deform_roi_pool_forward_cuda_kernel(
       "deform_roi_pool_forward_cuda", [&] {
         using compute_t = at::opmath_type<scalar_t>;
         C10_CUDA_CHECK(deform_roi_pool_forward_cuda_launch(
-            storage_ptr<scalar_t>(f.input), f.rois.const_data_ptr<compute_t>(),
-            storage_ptr<scalar_t>(f.offset), f.shape,
+            cuda_data_or_null<scalar_t>(f.input), f.rois.const_data_ptr<compute_t>(),
+            cuda_data_or_null<scalar_t>(f.offset), f.shape,
             static_cast<compute_t>(spatial_scale),
             static_cast<compute_t>(gamma),
-            mutable_storage_ptr<scalar_t>(f.output), stream));
+            cuda_mutable_data<scalar_t>(f.output), stream));
       });
   return f.output;
 }
@@ -91,13 +60,13 @@ std::tuple<at::Tensor, at::Tensor> deform_roi_pool_backward_cuda_kernel(
       "deform_roi_pool_backward_cuda", [&] {
         using compute_t = at::opmath_type<scalar_t>;
         C10_CUDA_CHECK(deform_roi_pool_backward_cuda_launch(
-            storage_ptr<scalar_t>(b.grad_output),
-            storage_ptr<scalar_t>(b.input), b.rois.const_data_ptr<compute_t>(),
-            storage_ptr<scalar_t>(b.offset), b.shape,
+            cuda_data_or_null<scalar_t>(b.grad_output),
+            cuda_data_or_null<scalar_t>(b.input), b.rois.const_data_ptr<compute_t>(),
+            cuda_data_or_null<scalar_t>(b.offset), b.shape,
             static_cast<compute_t>(spatial_scale),
             static_cast<compute_t>(gamma),
             b.grad_input.mutable_data_ptr<compute_t>(),
-            b.offset.defined() ? mutable_storage_ptr<scalar_t>(b.grad_offset)
+            b.offset.defined() ? cuda_mutable_data<scalar_t>(b.grad_offset)
                                : nullptr,
             stream));
       });

@@ -7,39 +7,13 @@
 #include <torch/library.h>
 
 #include "common/checks.h"
+#include "common/cuda_types.h"
 #include "focal_loss.h"
 #include "focal_loss_kernel.h"
 #include "focal_loss_launch.h"
 
 namespace visdet_ops {
 namespace {
-
-// at::Half / at::BFloat16 have the layout of CUDA's __half / __nv_bfloat16.
-template <typename T>
-struct CudaType {
-  using type = T;
-};
-template <>
-struct CudaType<at::Half> {
-  using type = __half;
-};
-template <>
-struct CudaType<at::BFloat16> {
-  using type = __nv_bfloat16;
-};
-
-template <typename scalar_t>
-const typename CudaType<scalar_t>::type* cuda_ptr(const at::Tensor& t) {
-  return t.defined() ? reinterpret_cast<const typename CudaType<scalar_t>::type*>(
-                           t.const_data_ptr<scalar_t>())
-                     : nullptr;
-}
-
-template <typename scalar_t>
-typename CudaType<scalar_t>::type* cuda_mutable_ptr(at::Tensor& t) {
-  return reinterpret_cast<typename CudaType<scalar_t>::type*>(
-      t.mutable_data_ptr<scalar_t>());
-}
 
 // The CUDA kernel runs when any argument is on a GPU: name the one that is not.
 void check_on_cuda(FocalKind kind, const at::Tensor& input,
@@ -82,14 +56,14 @@ at::Tensor focal_loss_forward_cuda_kernel(
       at::kHalf, at::kBFloat16, f.input.scalar_type(), "focal_loss_forward_cuda", [&] {
         const auto launch = kind == FocalKind::kSigmoid
                                 ? &sigmoid_focal_loss_forward_cuda_launch<
-                                      typename CudaType<scalar_t>::type>
+                                      cuda_t<scalar_t>>
                                 : &softmax_focal_loss_forward_cuda_launch<
-                                      typename CudaType<scalar_t>::type>;
-        C10_CUDA_CHECK(launch(cuda_ptr<scalar_t>(f.input),
+                                      cuda_t<scalar_t>>;
+        C10_CUDA_CHECK(launch(cuda_data_or_null<scalar_t>(f.input),
                               f.target.const_data_ptr<int64_t>(),
-                              cuda_ptr<scalar_t>(f.weight), f.rows, f.classes,
+                              cuda_data_or_null<scalar_t>(f.weight), f.rows, f.classes,
                               gamma, alpha, f.reduction,
-                              cuda_mutable_ptr<scalar_t>(f.output),
+                              cuda_mutable_data<scalar_t>(f.output),
                               workspace_ptr, sync_check, stream));
       });
   if (sync_check && workspace[0].item<int32_t>() != 0) {
@@ -117,20 +91,20 @@ at::Tensor focal_loss_backward_cuda_kernel(
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, b.input.scalar_type(), "focal_loss_backward_cuda", [&] {
-        using cuda_t = typename CudaType<scalar_t>::type;
-        const cuda_t* go = cuda_ptr<scalar_t>(b.grad_output);
+        using storage = cuda_t<scalar_t>;
+        const storage* go = cuda_data_or_null<scalar_t>(b.grad_output);
         if (kind == FocalKind::kSigmoid) {
-          C10_CUDA_CHECK(sigmoid_focal_loss_backward_cuda_launch<cuda_t>(
+          C10_CUDA_CHECK(sigmoid_focal_loss_backward_cuda_launch<storage>(
               go, b.go_stride_n, b.go_stride_c, b.scale,
-              cuda_ptr<scalar_t>(b.input), b.target.const_data_ptr<int64_t>(),
-              cuda_ptr<scalar_t>(b.weight), b.rows, b.classes, gamma, alpha,
-              cuda_mutable_ptr<scalar_t>(b.grad_input), stream));
+              cuda_data_or_null<scalar_t>(b.input), b.target.const_data_ptr<int64_t>(),
+              cuda_data_or_null<scalar_t>(b.weight), b.rows, b.classes, gamma, alpha,
+              cuda_mutable_data<scalar_t>(b.grad_input), stream));
         } else {
-          C10_CUDA_CHECK(softmax_focal_loss_backward_cuda_launch<cuda_t>(
-              go, b.go_stride_n, b.scale, cuda_ptr<scalar_t>(b.input),
-              b.target.const_data_ptr<int64_t>(), cuda_ptr<scalar_t>(b.weight),
+          C10_CUDA_CHECK(softmax_focal_loss_backward_cuda_launch<storage>(
+              go, b.go_stride_n, b.scale, cuda_data_or_null<scalar_t>(b.input),
+              b.target.const_data_ptr<int64_t>(), cuda_data_or_null<scalar_t>(b.weight),
               b.rows, b.classes, gamma, alpha,
-              cuda_mutable_ptr<scalar_t>(b.grad_input), stream));
+              cuda_mutable_data<scalar_t>(b.grad_input), stream));
         }
       });
   return b.grad_input;
