@@ -125,48 +125,42 @@ def softmax_focal_loss(
     return torch.ops.visdet_ops.softmax_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
 
 
-class SigmoidFocalLoss(nn.Module):
+class _FocalLoss(nn.Module):
+    """The mmcv focal-loss modules: `weight` is a buffer (a per-class constant, absent from the
+    state dict when None). Subclasses name the loss function."""
+
+    _loss = staticmethod(sigmoid_focal_loss)
+
+    def __init__(self, gamma: float, alpha: float, weight: torch.Tensor | None = None, reduction: str = "mean"):
+        super().__init__()
+        _check_reduction(self.__class__.__name__, reduction)
+        self.gamma = gamma
+        self.alpha = alpha
+        self.register_buffer("weight", weight)
+        self.reduction = reduction
+
+    def forward(self, input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+        """weight, when given, replaces the module's per-class weight for this call."""
+        return self._loss(
+            input, target, self.gamma, self.alpha, self.weight if weight is None else weight, self.reduction
+        )
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(gamma={self.gamma}, alpha={self.alpha}, reduction={self.reduction})"
+
+
+class SigmoidFocalLoss(_FocalLoss):
     """mmcv.ops.SigmoidFocalLoss: same constructor arguments; `weight` is a buffer (a per-class
     constant, absent from the state dict when None)."""
 
-    def __init__(self, gamma: float, alpha: float, weight: torch.Tensor | None = None, reduction: str = "mean"):
-        super().__init__()
-        _check_reduction(self.__class__.__name__, reduction)
-        self.gamma = gamma
-        self.alpha = alpha
-        self.register_buffer("weight", weight)
-        self.reduction = reduction
-
-    def forward(self, input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
-        """weight, when given, replaces the module's per-class weight for this call."""
-        return sigmoid_focal_loss(
-            input, target, self.gamma, self.alpha, self.weight if weight is None else weight, self.reduction
-        )
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(gamma={self.gamma}, alpha={self.alpha}, reduction={self.reduction})"
+    _loss = staticmethod(sigmoid_focal_loss)
 
 
-class SoftmaxFocalLoss(nn.Module):
+class SoftmaxFocalLoss(_FocalLoss):
     """mmcv.ops.SoftmaxFocalLoss: same constructor arguments; `weight` is a buffer (a per-class
     constant, absent from the state dict when None)."""
 
-    def __init__(self, gamma: float, alpha: float, weight: torch.Tensor | None = None, reduction: str = "mean"):
-        super().__init__()
-        _check_reduction(self.__class__.__name__, reduction)
-        self.gamma = gamma
-        self.alpha = alpha
-        self.register_buffer("weight", weight)
-        self.reduction = reduction
-
-    def forward(self, input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
-        """weight, when given, replaces the module's per-class weight for this call."""
-        return softmax_focal_loss(
-            input, target, self.gamma, self.alpha, self.weight if weight is None else weight, self.reduction
-        )
-
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(gamma={self.gamma}, alpha={self.alpha}, reduction={self.reduction})"
+    _loss = staticmethod(softmax_focal_loss)
 
 
 def _smoke(kind: str, device: torch.device) -> None:
