@@ -228,6 +228,20 @@ class DeformConv2d(nn.Module):
         )
 
 
+def _conv_offset(conv, values_per_point: int) -> nn.Conv2d:
+    """mmcv's `conv_offset` of a *Pack module: values_per_point (2: y, x offsets;
+    3: and a mask) per deform group and kernel point, same geometry as `conv`."""
+    return nn.Conv2d(
+        conv.in_channels,
+        conv.deform_groups * values_per_point * conv.kernel_size[0] * conv.kernel_size[1],
+        kernel_size=conv.kernel_size,
+        stride=conv.stride,
+        padding=conv.padding,
+        dilation=conv.dilation,
+        bias=True,
+    )
+
+
 class DeformConv2dPack(DeformConv2d):
     """mmcv.ops.DeformConv2dPack ("DCN"): DeformConv2d whose offsets come from
     `conv_offset`, an nn.Conv2d (2 * deform_groups * KH * KW channels, bias,
@@ -241,15 +255,7 @@ class DeformConv2dPack(DeformConv2d):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.conv_offset = nn.Conv2d(
-            self.in_channels,
-            self.deform_groups * 2 * self.kernel_size[0] * self.kernel_size[1],
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-            bias=True,
-        )
+        self.conv_offset = _conv_offset(self, values_per_point=2)
         self.init_offset()
 
     def init_offset(self) -> None:
@@ -350,23 +356,11 @@ class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
     split as mmcv: o1, o2, mask = chunk(out, 3, dim=1); offset = cat(o1, o2);
     mask = sigmoid(mask). forward(x)."""
 
-    # mmcv's state-dict version. mmcv also renames pre-version-2 keys
-    # ("<name>_offset.*") in _load_from_state_dict; current torch hands a child
-    # only the keys under its own prefix, so that rename cannot see them and is
-    # not reproduced here (rename such keys before loading).
-    _version = 2
+    _version = 2  # as DeformConv2dPack
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.conv_offset = nn.Conv2d(
-            self.in_channels,
-            self.deform_groups * 3 * self.kernel_size[0] * self.kernel_size[1],
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-            bias=True,
-        )
+        self.conv_offset = _conv_offset(self, values_per_point=3)
         self.init_weights()
 
     def init_weights(self) -> None:
