@@ -621,7 +621,13 @@ def markdown(results: list, env: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--only", nargs="+", metavar="NAME", help="run only the families whose function name contains a NAME"
+    )
     args = parser.parse_args(argv)
+    benches = [fn for fn in BENCHES if not args.only or any(name in fn.__name__ for name in args.only)]
+    if not benches:
+        parser.error(f"--only {args.only} matches none of {[fn.__name__ for fn in BENCHES]}")
     if not torch.cuda.is_available():
         print("benchmarks need a CUDA device", file=sys.stderr)
         return 1
@@ -641,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     results: list = []
     failed = []
-    for fn in BENCHES:
+    for fn in benches:
         # One family's failure (a wrong result, say) must not hide the others'
         # figures; it still fails the run.
         try:

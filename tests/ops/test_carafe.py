@@ -256,3 +256,29 @@ def test_cuda_fpn_shape_matches_cpu(rng):
     for fn in FNS.values():
         got = fn(x.cuda(), masks.cuda(), 5, 1, 2)
         torch.testing.assert_close(got.cpu().double(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "n, c, h, w",
+    [
+        (1, 256, 100, 168),  # CARAFE-FPN's largest level: 8 channels a thread, masks gradient split
+        (4, 16, 100, 168),  # enough tiles to fill an H100: masks gradient not split
+        (2, 256, 25, 42),  # the smallest level: direct features gradient, many splits
+    ],
+)
+def test_cuda_backward_at_fpn_sizes(rng, n, c, h, w):
+    # carafe's CUDA backward picks its kernels by size (channels per thread of
+    # the features gradient, channel splits of the masks gradient); the small
+    # shapes above cover the small-size choices, these the large-size ones.
+    require_cuda()
+    dev = torch.device("cuda")
+    x = torch.randn(n, c, h, w, generator=rng, dtype=torch.float64).to(dev)
+    masks = torch.randn(n, 25, 2 * h, 2 * w, generator=rng, dtype=torch.float64).softmax(1).to(dev)
+    grad = torch.randn(n, c, 2 * h, 2 * w, generator=rng, dtype=torch.float64).to(dev)
+    xr, mr = x.clone().requires_grad_(), masks.clone().requires_grad_()
+    want_gx, want_gm = torch.autograd.grad(carafe_reference(xr, mr, 5, 1, 2), (xr, mr), grad)
+    xd, md = x.float().requires_grad_(), masks.float().requires_grad_()
+    gx, gm = torch.autograd.grad(visdet_ops.carafe(xd, md, 5, 1, 2), (xd, md), grad.float())
+    torch.testing.assert_close(gx.double(), want_gx, rtol=1e-4, atol=1e-4)
+    # A masks gradient sums c products: its scale grows with sqrt(c).
+    torch.testing.assert_close(gm.double(), want_gm, rtol=1e-4, atol=1e-4 * c**0.5)

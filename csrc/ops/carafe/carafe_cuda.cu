@@ -13,10 +13,15 @@
 // from DRAM once per chunk instead of once per channel, features once per
 // block and channel, and output writes stay coalesced. The masks gradient uses
 // the same tiling (K*K accumulators per thread in shared memory, looping over
-// the group's channels). The features gradient is a gather in both; carafe's
-// handles 8 channels per thread, reusing each mask value 8 times.
-// Where the shared memory would exceed 48 KiB (large K, float64) carafe falls
-// back to the direct kernels.
+// the group's channels); where the tiles alone are too few blocks to fill the
+// GPU (small maps), the group's channels are split over several blocks that
+// write float partial sums, added in a fixed order by a second kernel (so
+// still deterministic). The features gradient is a gather in both; carafe's
+// handles up to 8 channels per thread, reusing each mask value for all of
+// them, and fewer (down to the direct kernel) where that leaves too few
+// threads. Where the shared memory would exceed 48 KiB (large K, float64)
+// carafe falls back to the direct kernels.
+#include <algorithm>
 #include <cstdint>
 
 #include "carafe_kernel.h"
@@ -85,9 +90,7 @@ VISDET_HOST_DEVICE inline int64_t patch_extent(int64_t tile, int64_t scale,
 // chunk of kGradChunk channels of one group. Every (mask, position) value it
 // reads serves all the chunk's channels, so masks are read C/G/kGradChunk
 // times instead of C/G times (the direct gather's cost).
-constexpr int kGradChunk = 8;
-
-template <typename T>
+template <typename T, int kGradChunk>
 __global__ void carafe_grad_features_chunked_kernel(
     const T* __restrict__ grad_output, const T* __restrict__ masks,
     CarafeShape s, int64_t chunks_per_group, T* __restrict__ grad_features) {
@@ -222,12 +225,17 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
-// grid: (tiles across W*S, tiles across H*S, N * G).
+// grid: (tiles across W*S, tiles across H*S, N * G * splits). With one
+// split the block writes grad_masks; with more, split z of the group's
+// channels writes its partial sums to partial[z][mask element] (A, the
+// compute type) and carafe_sum_splits_kernel adds them.
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
     carafe_grad_masks_tiled_kernel(const T* __restrict__ grad_output,
                                    const T* __restrict__ features,
-                                   CarafeShape s, T* __restrict__ grad_masks) {
+                                   CarafeShape s, int64_t splits,
+                                   T* __restrict__ grad_masks,
+                                   cuda::acc_t<T>* __restrict__ partial) {
   using A = cuda::acc_t<T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   A* acc_s = reinterpret_cast<A*>(smem_raw);
@@ -236,13 +244,17 @@ __global__ void __launch_bounds__(kTileThreads)
 
   const int tid = threadIdx.y * kTileW + threadIdx.x;
   const Tile t = make_tile(s);
-  const int64_t n = blockIdx.z / s.groups;
-  const int64_t g = blockIdx.z % s.groups;
+  const int64_t split = blockIdx.z % splits;
+  const int64_t n = blockIdx.z / splits / s.groups;
+  const int64_t g = (blockIdx.z / splits) % s.groups;
   const int64_t cpg = s.channels / s.groups;
+  const int64_t per_split = (cpg + splits - 1) / splits;
+  const int64_t c_begin = g * cpg + split * per_split;
+  const int64_t c_end = min(c_begin + per_split, (g + 1) * cpg);
   const int64_t Ho = s.out_h(), Wo = s.out_w();
 
   for (int64_t j = 0; j < KK; ++j) acc_s[j * kTileThreads + tid] = A(0);
-  for (int64_t c = g * cpg; c < (g + 1) * cpg; ++c) {
+  for (int64_t c = c_begin; c < c_end; ++c) {
     __syncthreads();
     load_patch(features + (n * s.channels + c) * s.height * s.width, s, t, tid,
                patch);
@@ -257,9 +269,26 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   if (!t.valid) return;
   for (int64_t j = 0; j < KK; ++j) {
-    grad_masks[((n * s.mask_channels() + g * KK + j) * Ho + t.ph) * Wo + t.pw] =
-        cuda::from_acc<T>(acc_s[j * kTileThreads + tid]);
+    const int64_t e = ((n * s.mask_channels() + g * KK + j) * Ho + t.ph) * Wo + t.pw;
+    const A v = acc_s[j * kTileThreads + tid];
+    if (splits == 1) {
+      grad_masks[e] = cuda::from_acc<T>(v);
+    } else {
+      partial[split * s.masks_numel() + e] = v;
+    }
   }
+}
+
+// grad_masks[e] = sum over splits of partial[split][e], in split order.
+template <typename T>
+__global__ void carafe_sum_splits_kernel(const cuda::acc_t<T>* __restrict__ partial,
+                                         int64_t splits, int64_t numel,
+                                         T* __restrict__ grad_masks) {
+  cuda::grid_stride_loop<int64_t>(numel, [&](int64_t e) {
+    cuda::acc_t<T> v = partial[e];
+    for (int64_t i = 1; i < splits; ++i) v += partial[i * numel + e];
+    grad_masks[e] = cuda::from_acc<T>(v);
+  });
 }
 
 // Shared memory of the tiled kernels, or 0 when they do not fit.
@@ -283,6 +312,56 @@ dim3 tile_grid(const CarafeShape& s, int64_t z) {
 bool tile_grid_fits(const CarafeShape& s, int64_t z) {
   return (s.out_h() + kTileH - 1) / kTileH <= 65535 && z <= 65535 &&
          (s.out_w() + kTileW - 1) / kTileW <= 0x7fffffff;
+}
+
+// Streaming multiprocessors of the current device (132 on an H100 SXM).
+int64_t sm_count() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: the count only tunes the launch
+    return 1;
+  }
+  return sms > 0 ? sms : 1;
+}
+
+// The split count of the tiled masks gradient: enough blocks for about one
+// wave of 8 resident 256-thread blocks per SM, at least 8 channels a split.
+// 1 where the tiles alone fill the GPU (e.g. CARAFE-FPN's largest level at
+// batch >= 4 on an H100).
+int64_t grad_masks_splits(const CarafeShape& s) {
+  const int64_t tiles = ((s.out_w() + kTileW - 1) / kTileW) *
+                        ((s.out_h() + kTileH - 1) / kTileH) * s.batch * s.groups;
+  if (tiles <= 0) return 1;
+  const int64_t target = 8 * sm_count();
+  const int64_t most = std::max<int64_t>(1, (s.channels / s.groups) / 8);
+  const int64_t splits = std::min((target + tiles - 1) / tiles, most);
+  return splits < 1 ? 1 : splits;
+}
+
+// Channels per thread of carafe's features gradient: the largest of 8, 4, 2
+// that still gives a full wave (2048 threads per SM), else 1 (the direct
+// kernel).
+int grad_features_chunk(const CarafeShape& s) {
+  const int64_t positions = s.batch * s.height * s.width;
+  const int64_t cpg = s.channels / s.groups;
+  const int64_t wave = 2048 * sm_count();
+  for (int chunk : {8, 4, 2}) {
+    if (positions * s.groups * ((cpg + chunk - 1) / chunk) >= wave) return chunk;
+  }
+  return 1;
+}
+
+template <typename T, int kChunk>
+void launch_grad_features_chunked(const T* grad_output, const T* masks,
+                                  const CarafeShape& s, T* grad_features,
+                                  cudaStream_t stream) {
+  const int64_t cpg = s.channels / s.groups;
+  const int64_t chunks = (cpg + kChunk - 1) / kChunk;
+  const int64_t total = s.batch * s.groups * chunks * s.height * s.width;
+  carafe_grad_features_chunked_kernel<T, kChunk>
+      <<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, stream>>>(
+          grad_output, masks, s, chunks, grad_features);
 }
 
 }  // namespace
@@ -309,22 +388,35 @@ cudaError_t carafe_forward_cuda_launch(const T* features, const T* masks,
 }
 
 template <typename T>
+int64_t carafe_backward_cuda_workspace(const CarafeShape& s, bool tiled) {
+  if (!tiled || s.masks_numel() == 0 || tiled_shared_bytes<T>(s) == 0) return 0;
+  const int64_t splits = grad_masks_splits(s);
+  if (splits == 1 || !tile_grid_fits(s, s.batch * s.groups * splits)) return 0;
+  return splits * s.masks_numel();
+}
+
+template <typename T>
 cudaError_t carafe_backward_cuda_launch(const T* grad_output, const T* features,
                                         const T* masks, const CarafeShape& s,
                                         bool tiled, T* grad_features,
-                                        T* grad_masks, cudaStream_t stream) {
+                                        T* grad_masks, cuda::acc_t<T>* workspace,
+                                        int64_t workspace_numel,
+                                        cudaStream_t stream) {
   if (s.features_numel() > 0) {
-    if (tiled) {
-      const int64_t cpg = s.channels / s.groups;
-      const int64_t chunks = (cpg + kGradChunk - 1) / kGradChunk;
-      const int64_t total = s.batch * s.groups * chunks * s.height * s.width;
-      carafe_grad_features_chunked_kernel<T>
-          <<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, stream>>>(
-              grad_output, masks, s, chunks, grad_features);
-    } else {
-      carafe_grad_features_kernel<T>
-          <<<cuda::blocks_for(s.features_numel()), cuda::kThreadsPerBlock, 0,
-             stream>>>(grad_output, masks, s, grad_features);
+    switch (tiled ? grad_features_chunk(s) : 1) {
+      case 8:
+        launch_grad_features_chunked<T, 8>(grad_output, masks, s, grad_features, stream);
+        break;
+      case 4:
+        launch_grad_features_chunked<T, 4>(grad_output, masks, s, grad_features, stream);
+        break;
+      case 2:
+        launch_grad_features_chunked<T, 2>(grad_output, masks, s, grad_features, stream);
+        break;
+      default:
+        carafe_grad_features_kernel<T>
+            <<<cuda::blocks_for(s.features_numel()), cuda::kThreadsPerBlock, 0,
+               stream>>>(grad_output, masks, s, grad_features);
     }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
@@ -332,9 +424,21 @@ cudaError_t carafe_backward_cuda_launch(const T* grad_output, const T* features,
   if (s.masks_numel() == 0) return cudaSuccess;
   const size_t smem = tiled_shared_bytes<T>(s);
   if (tiled && smem > 0 && tile_grid_fits(s, s.batch * s.groups)) {
+    // The caller sized the workspace with carafe_backward_cuda_workspace;
+    // without it (0 elements) the channels are not split.
+    const int64_t want = carafe_backward_cuda_workspace<T>(s, tiled);
+    const int64_t splits =
+        want > 0 && workspace != nullptr && workspace_numel >= want ? want / s.masks_numel() : 1;
     carafe_grad_masks_tiled_kernel<T>
-        <<<tile_grid(s, s.batch * s.groups), dim3(kTileW, kTileH), smem, stream>>>(
-            grad_output, features, s, grad_masks);
+        <<<tile_grid(s, s.batch * s.groups * splits), dim3(kTileW, kTileH), smem, stream>>>(
+            grad_output, features, s, splits, grad_masks, workspace);
+    if (splits > 1) {
+      const cudaError_t err = cudaGetLastError();
+      if (err != cudaSuccess) return err;
+      carafe_sum_splits_kernel<T>
+          <<<cuda::blocks_for(s.masks_numel()), cuda::kThreadsPerBlock, 0, stream>>>(
+              workspace, splits, s.masks_numel(), grad_masks);
+    }
   } else {
     carafe_grad_masks_naive_kernel<T>
         <<<cuda::blocks_for(s.masks_numel()), cuda::kThreadsPerBlock, 0, stream>>>(
@@ -346,9 +450,11 @@ cudaError_t carafe_backward_cuda_launch(const T* grad_output, const T* features,
 #define VISDET_INSTANTIATE(T)                                                 \
   template cudaError_t carafe_forward_cuda_launch<T>(                         \
       const T*, const T*, const CarafeShape&, bool, T*, cudaStream_t);        \
+  template int64_t carafe_backward_cuda_workspace<T>(const CarafeShape&,    \
+                                                      bool);                  \
   template cudaError_t carafe_backward_cuda_launch<T>(                        \
       const T*, const T*, const T*, const CarafeShape&, bool, T*, T*,         \
-      cudaStream_t);
+      cuda::acc_t<T>*, int64_t, cudaStream_t);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)
 VISDET_INSTANTIATE(__half)

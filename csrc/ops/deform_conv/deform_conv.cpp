@@ -5,8 +5,9 @@
 //   forward:  columns = im2col(input, offset, mask)          [C*KK, B*OH*OW]
 //             out     = W_g @ columns_g (+ bias, fused in addmm), per group
 //   backward: grad_columns = W_g^T @ grad_out_g
-//             col2im(grad_columns) -> grad_input, grad_offset, grad_mask
-//             columns = im2col(...) again, in the same buffer
+//             col2im(grad_columns) -> grad_input, grad_offset, grad_mask,
+//               and, in place of each grad_columns element it consumed, the
+//               column value (col2im loads the same corners im2col would)
 //             grad_W_g += grad_out_g @ columns_g^T
 // A whole chunk goes through one GEMM per group (N = B * OH * OW columns):
 // fewer, larger GEMMs than a per-image loop.
@@ -246,7 +247,7 @@ deform_conv_backward_impl(const at::Tensor& grad_output_in,
       const at::Tensor offset = a.offset.narrow(0, n0, b);
       const at::Tensor mask = narrow_or_undefined(a.mask, n0, b);
       at::Tensor columns = buffer.narrow(0, 0, rows * b * plane).view({rows, b * plane});
-      // grad_columns, then (same buffer) the columns again.
+      // grad_columns, which col2im turns into the columns in place.
       for (int64_t g = 0; g < groups; ++g) {
         at::Tensor cg = columns.narrow(0, g * rows_g, rows_g);
         at::mm_out(cg, w.narrow(0, g * cout_g, cout_g).t(),
@@ -264,7 +265,6 @@ deform_conv_backward_impl(const at::Tensor& grad_output_in,
         grad_mask.narrow(0, n0, b).copy_(
             (slices == 1 ? part_mask.select(0, 0) : part_mask.sum(0)).view(mask.sizes()));
       }
-      kernels.im2col(input, offset, mask, cs, columns);
       for (int64_t g = 0; g < groups; ++g) {
         at::Tensor gwg = gw.narrow(0, g * cout_g, cout_g);
         const at::Tensor og = go_t.narrow(0, g * cout_g, cout_g);
@@ -307,7 +307,7 @@ DeformConvKernels cpu_kernels() {
   };
   k.channel_slices = [](const DeformConvShape&) -> int64_t { return 1; };
   k.col2im = [](const at::Tensor& input, const at::Tensor& offset,
-                const at::Tensor& mask, const at::Tensor& grad_columns,
+                const at::Tensor& mask, at::Tensor& columns,
                 const DeformConvShape& s, int64_t /*slices*/,
                 at::Tensor& grad_input, at::Tensor& grad_offset,
                 at::Tensor& grad_mask) {
@@ -315,7 +315,7 @@ DeformConvKernels cpu_kernels() {
       const scalar_t* in = input.const_data_ptr<scalar_t>();
       const scalar_t* off = offset.const_data_ptr<scalar_t>();
       const scalar_t* m = mask.defined() ? mask.const_data_ptr<scalar_t>() : nullptr;
-      const scalar_t* gc = grad_columns.const_data_ptr<scalar_t>();
+      scalar_t* gc = columns.mutable_data_ptr<scalar_t>();
       scalar_t* gi = grad_input.mutable_data_ptr<scalar_t>();
       scalar_t* go = grad_offset.mutable_data_ptr<scalar_t>();
       scalar_t* gm = mask.defined() ? grad_mask.mutable_data_ptr<scalar_t>() : nullptr;

@@ -41,12 +41,14 @@ struct DeformConvKernels {
       im2col;
   // Number of channel slices col2im splits a deform group into.
   std::function<int64_t(const DeformConvShape& s)> channel_slices;
+  // columns: grad_columns [C * KK, B * OH * OW] on entry, overwritten with
+  // the columns (what im2col writes) on exit.
   // grad_input: [B, C, H, W] in the accumulation type (+=);
   // grad_offset: [slices, B, 2 * DG * KK, OH * OW], grad_mask: [slices, B,
   // DG * KK, OH * OW] (or undefined without mask) in the accumulation type,
   // fully written.
   std::function<void(const at::Tensor& input, const at::Tensor& offset,
-                     const at::Tensor& mask, const at::Tensor& grad_columns,
+                     const at::Tensor& mask, at::Tensor& columns,
                      const DeformConvShape& s, int64_t slices,
                      at::Tensor& grad_input, at::Tensor& grad_offset,
                      at::Tensor& grad_mask)>

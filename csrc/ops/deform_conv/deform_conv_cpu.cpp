@@ -28,7 +28,7 @@ void deform_conv_im2col_cpu(const T* input, const T* offset, const T* mask,
 
 template <typename T>
 void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
-                            const T* grad_columns, const DeformConvShape& s,
+                            T* columns, const DeformConvShape& s,
                             int64_t image, T* grad_input, T* grad_offset,
                             T* grad_mask) {
   const int64_t cpg = s.channels_per_group();
@@ -44,8 +44,8 @@ void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
     const deform_conv_detail::Sample<T> p =
         deform_conv_detail::locate<T>(index, offset, mask, s, Identity<T>());
     const deform_conv_detail::SampleGrad<T> g =
-        deform_conv_detail::col2im_sample<T>(p, 0, cpg, input, grad_columns,
-                                             s, Identity<T>(), add);
+        deform_conv_detail::col2im_sample<T>(p, 0, cpg, input, columns, s,
+                                             Identity<T>(), Identity<T>(), add);
     grad_offset[p.offset_index] = g.y;
     grad_offset[p.offset_index + plane] = g.x;
     if (mask != nullptr) grad_mask[p.mask_index] = g.m;
@@ -57,7 +57,7 @@ void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
                                           const DeformConvShape&, int64_t,  \
                                           int64_t, T*);                     \
   template void deform_conv_col2im_cpu<T>(const T*, const T*, const T*,     \
-                                          const T*, const DeformConvShape&, \
+                                          T*, const DeformConvShape&,       \
                                           int64_t, T*, T*, T*);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)

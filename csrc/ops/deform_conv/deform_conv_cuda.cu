@@ -60,7 +60,7 @@ __global__ void deform_conv_im2col_kernel(const T* __restrict__ input,
 template <typename T, typename A>
 __global__ void deform_conv_col2im_kernel(
     const T* __restrict__ input, const T* __restrict__ offset,
-    const T* __restrict__ mask, const T* __restrict__ grad_columns,
+    const T* __restrict__ mask, T* __restrict__ columns,
     DeformConvShape s, int64_t slices, A* grad_input,
     A* __restrict__ grad_offset, A* __restrict__ grad_mask) {
   const int64_t samples = s.samples();
@@ -76,8 +76,8 @@ __global__ void deform_conv_col2im_kernel(
     const deform_conv_detail::Sample<A> p = deform_conv_detail::locate<A>(
         index - slice * samples, offset, mask, s, ToAcc());
     const deform_conv_detail::SampleGrad<A> g =
-        deform_conv_detail::col2im_sample<A>(p, begin, end, input,
-                                             grad_columns, s, ToAcc(), add);
+        deform_conv_detail::col2im_sample<A>(p, begin, end, input, columns,
+                                             s, ToAcc(), FromAcc<T>(), add);
     A* go = grad_offset + slice * offset_numel;
     go[p.offset_index] = g.y;
     go[p.offset_index + plane] = g.x;
@@ -122,7 +122,7 @@ cudaError_t deform_conv_im2col_cuda_launch(const T* input, const T* offset,
 template <typename T, typename A>
 cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
                                            const T* mask,
-                                           const T* grad_columns,
+                                           T* columns,
                                            const DeformConvShape& s,
                                            int64_t slices, A* grad_input,
                                            A* grad_offset, A* grad_mask,
@@ -131,7 +131,7 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
   if (n == 0) return cudaSuccess;
   deform_conv_col2im_kernel<T, A>
       <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-          input, offset, mask, grad_columns, s, slices, grad_input,
+          input, offset, mask, columns, s, slices, grad_input,
           grad_offset, grad_mask);
   return cudaGetLastError();
 }
@@ -141,7 +141,7 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
       const T*, const T*, const T*, const DeformConvShape&, T*,              \
       cudaStream_t);                                                         \
   template cudaError_t deform_conv_col2im_cuda_launch<T, cuda::acc_t<T>>(    \
-      const T*, const T*, const T*, const T*, const DeformConvShape&,        \
+      const T*, const T*, const T*, T*, const DeformConvShape&,              \
       int64_t, cuda::acc_t<T>*, cuda::acc_t<T>*, cuda::acc_t<T>*,            \
       cudaStream_t);
 VISDET_INSTANTIATE(float)

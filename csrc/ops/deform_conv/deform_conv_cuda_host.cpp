@@ -33,7 +33,7 @@ DeformConvKernels cuda_kernels() {
     return deform_conv_cuda_channel_slices(s);
   };
   k.col2im = [](const at::Tensor& input, const at::Tensor& offset,
-                const at::Tensor& mask, const at::Tensor& grad_columns,
+                const at::Tensor& mask, at::Tensor& columns,
                 const DeformConvShape& s, int64_t slices,
                 at::Tensor& grad_input, at::Tensor& grad_offset,
                 at::Tensor& grad_mask) {
@@ -43,7 +43,7 @@ DeformConvKernels cuda_kernels() {
           using acc_t = at::opmath_type<scalar_t>;
           C10_CUDA_CHECK(deform_conv_col2im_cuda_launch(
               cuda_data_or_null<scalar_t>(input), cuda_data_or_null<scalar_t>(offset),
-              cuda_data_or_null<scalar_t>(mask), cuda_data_or_null<scalar_t>(grad_columns),
+              cuda_data_or_null<scalar_t>(mask), cuda_mutable_data<scalar_t>(columns),
               s, slices, static_cast<acc_t*>(grad_input.mutable_data_ptr()),
               static_cast<acc_t*>(grad_offset.mutable_data_ptr()),
               mask.defined() ? static_cast<acc_t*>(grad_mask.mutable_data_ptr())

@@ -146,33 +146,54 @@ VISDET_HOST_DEVICE VISDET_INLINE void im2col_sample(
 // through add(index, value) and returns the partial sums of d/dy, d/dx (of
 // the offset) and d/dmask over those channels. Exact derivative of
 // im2col_sample (the fractional parts' derivative is 1; floor's is 0).
+//
+// `columns` holds grad_columns on entry; each element this sample reads is
+// overwritten with the column value im2col_sample would write there (same
+// expression, so the same bits). Every element of the column matrix belongs
+// to exactly one (sample, channel), so this in-place exchange is race-free and
+// the backward needs no second im2col pass for the weight gradient: the
+// corners it loads for the input/offset gradients are the ones im2col would
+// load again.
 template <typename A>
 struct SampleGrad {
   A y, x, m;
 };
 
-template <typename A, typename T, typename Load, typename Add>
+template <typename A, typename T, typename Load, typename Store, typename Add>
 VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
     const Sample<A>& p, int64_t c_begin, int64_t c_end, const T* input,
-    const T* grad_columns, const DeformConvShape& s, Load load, Add add) {
+    T* columns, const DeformConvShape& s, Load load, Store store, Add add) {
   SampleGrad<A> g{A(0), A(0), A(0)};
   const Corners<A> c = corners(p.y, p.x, s.height, s.width);
-  if (!c.inside) return g;
   const int64_t hw = s.height * s.width;
   const int64_t channel = p.group * s.channels_per_group() + c_begin;
   int64_t in_index = (p.b * s.channels + channel) * hw + c.y0 * s.width + c.x0;
   const int64_t row_stride = s.kernel_points() * s.columns_width();
-  const T* gcol = grad_columns +
-                  (channel * s.kernel_points() + p.point) * s.columns_width() +
-                  p.column;
+  T* col = columns + (channel * s.kernel_points() + p.point) * s.columns_width() +
+           p.column;
+  if (!c.inside) {  // the sample is 0: no gradient, and its columns are 0
+    for (int64_t ch = c_begin; ch < c_end; ++ch) {
+      *col = store(A(0));
+      col += row_stride;
+    }
+    return g;
+  }
   const A hy = A(1) - c.ly, hx = A(1) - c.lx;
   const A w00 = hy * hx, w01 = hy * c.lx, w10 = c.ly * hx, w11 = c.ly * c.lx;
+  // im2col_sample's weights (mask folded in), for the column values.
+  const A m00 = w00 * p.m, m01 = w01 * p.m, m10 = w10 * p.m, m11 = w11 * p.m;
   for (int64_t ch = c_begin; ch < c_end; ++ch) {
-    const A gc = load(*gcol);
+    const A gc = load(*col);
     const A v00 = c.v00 ? load(input[in_index]) : A(0);
     const A v01 = c.v01 ? load(input[in_index + 1]) : A(0);
     const A v10 = c.v10 ? load(input[in_index + s.width]) : A(0);
     const A v11 = c.v11 ? load(input[in_index + s.width + 1]) : A(0);
+    A v = A(0);
+    if (c.v00) v += m00 * v00;
+    if (c.v01) v += m01 * v01;
+    if (c.v10) v += m10 * v10;
+    if (c.v11) v += m11 * v11;
+    *col = store(v);
     g.m += gc * (w00 * v00 + w01 * v01 + w10 * v10 + w11 * v11);
     const A gm = gc * p.m;
     g.y += gm * (hx * (v10 - v00) + c.lx * (v11 - v01));
@@ -182,7 +203,7 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
     if (c.v10) add(in_index + s.width, gm * w10);
     if (c.v11) add(in_index + s.width + 1, gm * w11);
     in_index += hw;
-    gcol += row_stride;
+    col += row_stride;
   }
   return g;
 }

@@ -51,13 +51,14 @@ void deform_conv_im2col_cpu(const T* input, const T* offset, const T* mask,
                             const DeformConvShape& s, int64_t begin,
                             int64_t end, T* columns);
 
-// Backward of im2col for image `image` of the chunk, given grad_columns:
-// accumulates into grad_input (+=, [B, C, H, W]; the caller zeroes it) and
+// Backward of im2col for image `image` of the chunk. `columns` holds
+// grad_columns on entry and the image's columns (what im2col writes) on exit.
+// Accumulates into grad_input (+=, [B, C, H, W]; the caller zeroes it) and
 // writes grad_offset [B, 2 * DG * KK, OH, OW] and, when mask is not null,
 // grad_mask [B, DG * KK, OH, OW].
 template <typename T>
 void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
-                            const T* grad_columns, const DeformConvShape& s,
+                            T* columns, const DeformConvShape& s,
                             int64_t image, T* grad_input, T* grad_offset,
                             T* grad_mask);
 
@@ -74,7 +75,9 @@ cudaError_t deform_conv_im2col_cuda_launch(const T* input, const T* offset,
                                            const DeformConvShape& s,
                                            T* columns, cudaStream_t stream);
 
-// A = acc type of T (float, or double for double). grad_input is an A
+// A = acc type of T (float, or double for double). `columns` holds
+// grad_columns on entry and the columns (what im2col writes) on exit, so the
+// weight gradient needs no second im2col. grad_input is an A
 // buffer accumulated with atomicAdd (zeroed by the caller). grad_offset and
 // grad_mask are A buffers [slices, B, 2 * DG * KK, OH * OW] and
 // [slices, B, DG * KK, OH * OW] of per-slice partial sums (fully written;
@@ -82,7 +85,7 @@ cudaError_t deform_conv_im2col_cuda_launch(const T* input, const T* offset,
 template <typename T, typename A>
 cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
                                            const T* mask,
-                                           const T* grad_columns,
+                                           T* columns,
                                            const DeformConvShape& s,
                                            int64_t slices, A* grad_input,
                                            A* grad_offset, A* grad_mask,

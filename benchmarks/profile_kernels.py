@@ -1,0 +1,83 @@
+"""Per-kernel GPU time of one forward + backward, from torch.profiler: where
+the time of the ops whose goals are tight goes (DCNv2 against torchvision's
+deform_conv2d, carafe against carafe_naive), at the shapes of bench.py.
+
+  PYTHONPATH=. python3 benchmarks/profile_kernels.py [--steps 10]
+
+Prints one table per case: kernel name (shortened), calls per step, GPU
+microseconds per step. A diagnosis tool; bench.py's CUDA-event medians are
+the figures of record."""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import visdet_ops
+
+
+def kernel_table(fn, steps: int) -> list[tuple[str, float, float]]:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn()
+        torch.cuda.synchronize()
+    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            key = e.name[:90]
+            totals[key][0] += 1
+            totals[key][1] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+    rows = [(name, calls / steps, us / steps) for name, (calls, us) in totals.items()]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def show(title: str, fn, steps: int) -> None:
+    rows = kernel_table(fn, steps)
+    total = sum(r[2] for r in rows)
+    print(f"\n## {title}: {total:.1f} us GPU per step\n")
+    print("| kernel | calls | us |")
+    print("|---|---|---|")
+    for name, calls, us in rows:
+        print(f"| `{name}` | {calls:.0f} | {us:.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args()
+    from torchvision import ops as tv
+
+    gen = torch.Generator().manual_seed(0)
+    for channels, size in ((128, 64), (256, 32), (512, 16)):
+        n = 8
+        x = torch.randn(n, channels, size, size, generator=gen).cuda().requires_grad_()
+        w = (torch.randn(channels, channels, 3, 3, generator=gen) / (channels * 9) ** 0.5).cuda().requires_grad_()
+        b = torch.randn(channels, generator=gen).cuda().requires_grad_()
+        off = (torch.randn(n, 18, size, size, generator=gen) * 2).cuda().requires_grad_()
+        m = torch.rand(n, 9, size, size, generator=gen).cuda().requires_grad_()
+        g = torch.randn(n, channels, size, size, generator=gen).cuda()
+
+        def ours():
+            visdet_ops.modulated_deform_conv2d(x, off, m, w, b, 1, 1, 1, 1, 1).backward(g)
+
+        def peer():
+            tv.deform_conv2d(x, off, w, b, padding=(1, 1), mask=m).backward(g)
+
+        show(f"DCNv2 ours, {channels} ch {size}x{size}", ours, args.steps)
+        show(f"DCNv2 torchvision, {channels} ch {size}x{size}", peer, args.steps)
+    for h, wd in ((100, 168), (50, 84), (25, 42)):
+        x = torch.randn(2, 256, h, wd, generator=gen).cuda().requires_grad_()
+        masks = torch.randn(2, 25, 2 * h, 2 * wd, generator=gen).softmax(1).cuda().requires_grad_()
+        g = torch.randn(2, 256, 2 * h, 2 * wd, generator=gen).cuda()
+        for name, fn in (("carafe", visdet_ops.carafe), ("carafe_naive", visdet_ops.carafe_naive)):
+            show(f"{name} fwd+bwd, 2 x 256 x {h}x{wd}", lambda fn=fn: fn(x, masks, 5, 1, 2).backward(g), args.steps)
+
+
+if __name__ == "__main__":
+    main()
