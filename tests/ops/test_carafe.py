@@ -261,15 +261,17 @@ def test_cuda_fpn_shape_matches_cpu(rng):
 @pytest.mark.parametrize(
     "n, c, h, w",
     [
-        (1, 256, 100, 168),  # CARAFE-FPN's largest level: 8 channels a thread, masks gradient split
-        (4, 16, 100, 168),  # enough tiles to fill an H100: masks gradient not split
-        (2, 256, 25, 42),  # the smallest level: direct features gradient, many splits
+        # On a 132-SM H100, carafe's features gradient takes 8, 4, 2 and 1
+        # (the direct kernel) channels a thread at these sizes, in this order.
+        (1, 256, 100, 168),
+        (2, 256, 50, 84),
+        (4, 16, 100, 168),
+        (2, 256, 25, 42),
     ],
 )
 def test_cuda_backward_at_fpn_sizes(rng, n, c, h, w):
-    # carafe's CUDA backward picks its kernels by size (channels per thread of
-    # the features gradient, channel splits of the masks gradient); the small
-    # shapes above cover the small-size choices, these the large-size ones.
+    # carafe's CUDA backward picks its features-gradient kernel by size (how
+    # many channels a thread handles); CARAFE-FPN sizes cover every choice.
     require_cuda()
     dev = torch.device("cuda")
     x = torch.randn(n, c, h, w, generator=rng, dtype=torch.float64).to(dev)

@@ -11,17 +11,13 @@
 // loads the low-resolution feature patch the tile needs (with its K-1 halo)
 // and every thread sums its K*K products from shared memory. Masks are read
 // from DRAM once per chunk instead of once per channel, features once per
-// block and channel, and output writes stay coalesced. The masks gradient uses
-// the same tiling (K*K accumulators per thread in shared memory, looping over
-// the group's channels); where the tiles alone are too few blocks to fill the
-// GPU (small maps), the group's channels are split over several blocks that
-// write float partial sums, added in a fixed order by a second kernel (so
-// still deterministic). The features gradient is a gather in both; carafe's
-// handles up to 8 channels per thread, reusing each mask value for all of
-// them, and fewer (down to the direct kernel) where that leaves too few
-// threads. Where the shared memory would exceed 48 KiB (large K, float64)
-// carafe falls back to the direct kernels.
-#include <algorithm>
+// block and channel, and output writes stay coalesced. Where the shared memory
+// would exceed 48 KiB (large K, float64) carafe's forward falls back to the
+// direct kernel. Backward: the features gradient is a gather in both;
+// carafe's handles up to 8 channels per thread, reusing each mask value for
+// all of them, and fewer (down to the direct kernel) where that would leave
+// too few threads to fill the GPU. The masks gradient is the direct kernel in
+// both (see carafe_backward_cuda_launch).
 #include <cstdint>
 
 #include "carafe_kernel.h"
@@ -225,72 +221,6 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
-// grid: (tiles across W*S, tiles across H*S, N * G * splits). With one
-// split the block writes grad_masks; with more, split z of the group's
-// channels writes its partial sums to partial[z][mask element] (A, the
-// compute type) and carafe_sum_splits_kernel adds them.
-template <typename T>
-__global__ void __launch_bounds__(kTileThreads)
-    carafe_grad_masks_tiled_kernel(const T* __restrict__ grad_output,
-                                   const T* __restrict__ features,
-                                   CarafeShape s, int64_t splits,
-                                   T* __restrict__ grad_masks,
-                                   cuda::acc_t<T>* __restrict__ partial) {
-  using A = cuda::acc_t<T>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  A* acc_s = reinterpret_cast<A*>(smem_raw);
-  const int64_t KK = s.kernel * s.kernel;
-  A* patch = acc_s + KK * kTileThreads;
-
-  const int tid = threadIdx.y * kTileW + threadIdx.x;
-  const Tile t = make_tile(s);
-  const int64_t split = blockIdx.z % splits;
-  const int64_t n = blockIdx.z / splits / s.groups;
-  const int64_t g = (blockIdx.z / splits) % s.groups;
-  const int64_t cpg = s.channels / s.groups;
-  const int64_t per_split = (cpg + splits - 1) / splits;
-  const int64_t c_begin = g * cpg + split * per_split;
-  const int64_t c_end = min(c_begin + per_split, (g + 1) * cpg);
-  const int64_t Ho = s.out_h(), Wo = s.out_w();
-
-  for (int64_t j = 0; j < KK; ++j) acc_s[j * kTileThreads + tid] = A(0);
-  for (int64_t c = c_begin; c < c_end; ++c) {
-    __syncthreads();
-    load_patch(features + (n * s.channels + c) * s.height * s.width, s, t, tid,
-               patch);
-    __syncthreads();
-    if (!t.valid) continue;
-    const A go = cuda::to_acc(grad_output[((n * s.channels + c) * Ho + t.ph) * Wo + t.pw]);
-    for (int iy = 0; iy < s.kernel; ++iy) {
-      const A* row = patch + (t.local_y + iy) * t.patch_w + t.local_x;
-      A* a = acc_s + iy * s.kernel * kTileThreads + tid;
-      for (int ix = 0; ix < s.kernel; ++ix) a[ix * kTileThreads] += row[ix] * go;
-    }
-  }
-  if (!t.valid) return;
-  for (int64_t j = 0; j < KK; ++j) {
-    const int64_t e = ((n * s.mask_channels() + g * KK + j) * Ho + t.ph) * Wo + t.pw;
-    const A v = acc_s[j * kTileThreads + tid];
-    if (splits == 1) {
-      grad_masks[e] = cuda::from_acc<T>(v);
-    } else {
-      partial[split * s.masks_numel() + e] = v;
-    }
-  }
-}
-
-// grad_masks[e] = sum over splits of partial[split][e], in split order.
-template <typename T>
-__global__ void carafe_sum_splits_kernel(const cuda::acc_t<T>* __restrict__ partial,
-                                         int64_t splits, int64_t numel,
-                                         T* __restrict__ grad_masks) {
-  cuda::grid_stride_loop<int64_t>(numel, [&](int64_t e) {
-    cuda::acc_t<T> v = partial[e];
-    for (int64_t i = 1; i < splits; ++i) v += partial[i * numel + e];
-    grad_masks[e] = cuda::from_acc<T>(v);
-  });
-}
-
 // Shared memory of the tiled kernels, or 0 when they do not fit.
 template <typename T>
 size_t tiled_shared_bytes(const CarafeShape& s) {
@@ -323,20 +253,6 @@ int64_t sm_count() {
     return 1;
   }
   return sms > 0 ? sms : 1;
-}
-
-// The split count of the tiled masks gradient: enough blocks for about one
-// wave of 8 resident 256-thread blocks per SM, at least 8 channels a split.
-// 1 where the tiles alone fill the GPU (e.g. CARAFE-FPN's largest level at
-// batch >= 4 on an H100).
-int64_t grad_masks_splits(const CarafeShape& s) {
-  const int64_t tiles = ((s.out_w() + kTileW - 1) / kTileW) *
-                        ((s.out_h() + kTileH - 1) / kTileH) * s.batch * s.groups;
-  if (tiles <= 0) return 1;
-  const int64_t target = 8 * sm_count();
-  const int64_t most = std::max<int64_t>(1, (s.channels / s.groups) / 8);
-  const int64_t splits = std::min((target + tiles - 1) / tiles, most);
-  return splits < 1 ? 1 : splits;
 }
 
 // Channels per thread of carafe's features gradient: the largest of 8, 4, 2
@@ -388,20 +304,10 @@ cudaError_t carafe_forward_cuda_launch(const T* features, const T* masks,
 }
 
 template <typename T>
-int64_t carafe_backward_cuda_workspace(const CarafeShape& s, bool tiled) {
-  if (!tiled || s.masks_numel() == 0 || tiled_shared_bytes<T>(s) == 0) return 0;
-  const int64_t splits = grad_masks_splits(s);
-  if (splits == 1 || !tile_grid_fits(s, s.batch * s.groups * splits)) return 0;
-  return splits * s.masks_numel();
-}
-
-template <typename T>
 cudaError_t carafe_backward_cuda_launch(const T* grad_output, const T* features,
                                         const T* masks, const CarafeShape& s,
                                         bool tiled, T* grad_features,
-                                        T* grad_masks, cuda::acc_t<T>* workspace,
-                                        int64_t workspace_numel,
-                                        cudaStream_t stream) {
+                                        T* grad_masks, cudaStream_t stream) {
   if (s.features_numel() > 0) {
     switch (tiled ? grad_features_chunk(s) : 1) {
       case 8:
@@ -422,39 +328,22 @@ cudaError_t carafe_backward_cuda_launch(const T* grad_output, const T* features,
     if (err != cudaSuccess) return err;
   }
   if (s.masks_numel() == 0) return cudaSuccess;
-  const size_t smem = tiled_shared_bytes<T>(s);
-  if (tiled && smem > 0 && tile_grid_fits(s, s.batch * s.groups)) {
-    // The caller sized the workspace with carafe_backward_cuda_workspace;
-    // without it (0 elements) the channels are not split.
-    const int64_t want = carafe_backward_cuda_workspace<T>(s, tiled);
-    const int64_t splits =
-        want > 0 && workspace != nullptr && workspace_numel >= want ? want / s.masks_numel() : 1;
-    carafe_grad_masks_tiled_kernel<T>
-        <<<tile_grid(s, s.batch * s.groups * splits), dim3(kTileW, kTileH), smem, stream>>>(
-            grad_output, features, s, splits, grad_masks, workspace);
-    if (splits > 1) {
-      const cudaError_t err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
-      carafe_sum_splits_kernel<T>
-          <<<cuda::blocks_for(s.masks_numel()), cuda::kThreadsPerBlock, 0, stream>>>(
-              workspace, splits, s.masks_numel(), grad_masks);
-    }
-  } else {
-    carafe_grad_masks_naive_kernel<T>
-        <<<cuda::blocks_for(s.masks_numel()), cuda::kThreadsPerBlock, 0, stream>>>(
-            grad_output, features, s, grad_masks);
-  }
+  // The masks gradient is the direct kernel for both: a tiled version (K*K
+  // shared-memory accumulators per output, looping over channels) measured
+  // slower at every CARAFE-FPN level on the H100 (905 vs 711 us at 100x168,
+  // 257 vs 151 us at 50x84; docs/benchmarks.md, run 11).
+  carafe_grad_masks_naive_kernel<T>
+      <<<cuda::blocks_for(s.masks_numel()), cuda::kThreadsPerBlock, 0, stream>>>(
+          grad_output, features, s, grad_masks);
   return cudaGetLastError();
 }
 
 #define VISDET_INSTANTIATE(T)                                                 \
   template cudaError_t carafe_forward_cuda_launch<T>(                         \
       const T*, const T*, const CarafeShape&, bool, T*, cudaStream_t);        \
-  template int64_t carafe_backward_cuda_workspace<T>(const CarafeShape&,    \
-                                                      bool);                  \
   template cudaError_t carafe_backward_cuda_launch<T>(                        \
       const T*, const T*, const T*, const CarafeShape&, bool, T*, T*,         \
-      cuda::acc_t<T>*, int64_t, cudaStream_t);
+      cudaStream_t);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)
 VISDET_INSTANTIATE(__half)

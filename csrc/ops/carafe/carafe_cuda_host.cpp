@@ -51,19 +51,9 @@ std::tuple<at::Tensor, at::Tensor> backward_cuda(const char* op, bool tiled,
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(),
                                   "carafe_backward_cuda", [&] {
-    using T = cuda_t<scalar_t>;
-    using A = acc_t<T>;
-    const int64_t ws = carafe_backward_cuda_workspace<T>(s, tiled);
-    // Partial sums of the masks gradient (small maps only; the caching
-    // allocator makes this cheap).
-    at::Tensor workspace;
-    if (ws > 0) {
-      workspace = at::empty({ws}, f.options().dtype(c10::CppTypeToScalarType<A>::value));
-    }
     const cudaError_t err = carafe_backward_cuda_launch(
         cuda_data<scalar_t>(g), cuda_data<scalar_t>(f), cuda_data<scalar_t>(m), s, tiled,
-        cuda_mutable_data<scalar_t>(grad_features), cuda_mutable_data<scalar_t>(grad_masks),
-        ws > 0 ? static_cast<A*>(workspace.mutable_data_ptr()) : nullptr, ws, stream);
+        cuda_mutable_data<scalar_t>(grad_features), cuda_mutable_data<scalar_t>(grad_masks), stream);
     C10_CUDA_CHECK(err);
   });
   return {grad_features, grad_masks};

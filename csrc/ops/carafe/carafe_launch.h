@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include "carafe_kernel.h"
-#include "common/scalar.h"
 
 #if defined(VISDET_OPS_WITH_CUDA)
 #include <cuda_bf16.h>
@@ -40,20 +39,11 @@ template <typename T>
 cudaError_t carafe_forward_cuda_launch(const T* features, const T* masks,
                                        const CarafeShape& s, bool tiled,
                                        T* output, cudaStream_t stream);
-//
-// carafe's masks gradient splits the channels of small maps over several
-// blocks (deterministic partial sums in acc_t<T>): `workspace` of
-// carafe_backward_cuda_workspace(s, tiled) elements (0: none needed; a
-// smaller or null workspace just means no split).
-template <typename T>
-int64_t carafe_backward_cuda_workspace(const CarafeShape& s, bool tiled);
 template <typename T>
 cudaError_t carafe_backward_cuda_launch(const T* grad_output, const T* features,
                                         const T* masks, const CarafeShape& s,
                                         bool tiled, T* grad_features,
-                                        T* grad_masks, acc_t<T>* workspace,
-                                        int64_t workspace_numel,
-                                        cudaStream_t stream);
+                                        T* grad_masks, cudaStream_t stream);
 #endif
 
 }  // namespace visdet_ops

@@ -57,7 +57,7 @@ __global__ void deform_conv_im2col_kernel(const T* __restrict__ input,
   });
 }
 
-template <typename T, typename A>
+template <typename T, typename A, int kBatch>
 __global__ void deform_conv_col2im_kernel(
     const T* __restrict__ input, const T* __restrict__ offset,
     const T* __restrict__ mask, T* __restrict__ columns,
@@ -76,7 +76,7 @@ __global__ void deform_conv_col2im_kernel(
     const deform_conv_detail::Sample<A> p = deform_conv_detail::locate<A>(
         index - slice * samples, offset, mask, s, ToAcc());
     const deform_conv_detail::SampleGrad<A> g =
-        deform_conv_detail::col2im_sample<A>(p, begin, end, input, columns,
+        deform_conv_detail::col2im_sample<kBatch>(p, begin, end, input, columns,
                                              s, ToAcc(), FromAcc<T>(), add);
     A* go = grad_offset + slice * offset_numel;
     go[p.offset_index] = g.y;
@@ -129,10 +129,27 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
                                            cudaStream_t stream) {
   const int64_t n = s.samples() * slices;
   if (n == 0) return cudaSuccess;
-  deform_conv_col2im_kernel<T, A>
-      <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-          input, offset, mask, columns, s, slices, grad_input,
-          grad_offset, grad_mask);
+  // TEMPORARY tuning knob (removed once measured): channels batched per load.
+  static const int batch = [] {
+    const char* v = std::getenv("VISDET_OPS_DCN_BATCH");
+    return v != nullptr ? std::atoi(v) : 4;
+  }();
+  if (batch == 1) {
+    deform_conv_col2im_kernel<T, A, 1>
+        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
+            input, offset, mask, columns, s, slices, grad_input,
+            grad_offset, grad_mask);
+  } else if (batch == 8) {
+    deform_conv_col2im_kernel<T, A, 8>
+        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
+            input, offset, mask, columns, s, slices, grad_input,
+            grad_offset, grad_mask);
+  } else {
+    deform_conv_col2im_kernel<T, A, 4>
+        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
+            input, offset, mask, columns, s, slices, grad_input,
+            grad_offset, grad_mask);
+  }
   return cudaGetLastError();
 }
 

@@ -159,7 +159,8 @@ struct SampleGrad {
   A y, x, m;
 };
 
-template <typename A, typename T, typename Load, typename Store, typename Add>
+template <int kBatch = 4, typename A, typename T, typename Load, typename Store,
+          typename Add>
 VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
     const Sample<A>& p, int64_t c_begin, int64_t c_end, const T* input,
     T* columns, const DeformConvShape& s, Load load, Store store, Add add) {
@@ -182,28 +183,50 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
   const A w00 = hy * hx, w01 = hy * c.lx, w10 = c.ly * hx, w11 = c.ly * c.lx;
   // im2col_sample's weights (mask folded in), for the column values.
   const A m00 = w00 * p.m, m01 = w01 * p.m, m10 = w10 * p.m, m11 = w11 * p.m;
-  for (int64_t ch = c_begin; ch < c_end; ++ch) {
-    const A gc = load(*col);
-    const A v00 = c.v00 ? load(input[in_index]) : A(0);
-    const A v01 = c.v01 ? load(input[in_index + 1]) : A(0);
-    const A v10 = c.v10 ? load(input[in_index + s.width]) : A(0);
-    const A v11 = c.v11 ? load(input[in_index + s.width + 1]) : A(0);
-    A v = A(0);
-    if (c.v00) v += m00 * v00;
-    if (c.v01) v += m01 * v01;
-    if (c.v10) v += m10 * v10;
-    if (c.v11) v += m11 * v11;
-    *col = store(v);
-    g.m += gc * (w00 * v00 + w01 * v01 + w10 * v10 + w11 * v11);
-    const A gm = gc * p.m;
-    g.y += gm * (hx * (v10 - v00) + c.lx * (v11 - v01));
-    g.x += gm * (hy * (v01 - v00) + c.ly * (v11 - v10));
-    if (c.v00) add(in_index, gm * w00);
-    if (c.v01) add(in_index + 1, gm * w01);
-    if (c.v10) add(in_index + s.width, gm * w10);
-    if (c.v11) add(in_index + s.width + 1, gm * w11);
-    in_index += hw;
-    col += row_stride;
+  // Channels go in batches of kBatch whose loads all come before the batch's
+  // stores: the compiler may not move a load of `columns` above a store to
+  // it (the row stride is a runtime value), so a plain loop would wait for
+  // each channel's grad_columns load (from DRAM) in turn.
+  A gc[kBatch], v00[kBatch], v01[kBatch], v10[kBatch], v11[kBatch];
+  for (int64_t ch = c_begin; ch < c_end; ch += kBatch) {
+    const int n = c_end - ch < kBatch ? static_cast<int>(c_end - ch) : kBatch;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int u = 0; u < kBatch; ++u) {
+      if (u < n) {
+        const int64_t i = in_index + u * hw;
+        gc[u] = load(col[u * row_stride]);
+        v00[u] = c.v00 ? load(input[i]) : A(0);
+        v01[u] = c.v01 ? load(input[i + 1]) : A(0);
+        v10[u] = c.v10 ? load(input[i + s.width]) : A(0);
+        v11[u] = c.v11 ? load(input[i + s.width + 1]) : A(0);
+      }
+    }
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int u = 0; u < kBatch; ++u) {
+      if (u < n) {
+        const int64_t i = in_index + u * hw;
+        A v = A(0);
+        if (c.v00) v += m00 * v00[u];
+        if (c.v01) v += m01 * v01[u];
+        if (c.v10) v += m10 * v10[u];
+        if (c.v11) v += m11 * v11[u];
+        col[u * row_stride] = store(v);
+        g.m += gc[u] * (w00 * v00[u] + w01 * v01[u] + w10 * v10[u] + w11 * v11[u]);
+        const A gm = gc[u] * p.m;
+        g.y += gm * (hx * (v10[u] - v00[u]) + c.lx * (v11[u] - v01[u]));
+        g.x += gm * (hy * (v01[u] - v00[u]) + c.ly * (v11[u] - v10[u]));
+        if (c.v00) add(i, gm * w00);
+        if (c.v01) add(i + 1, gm * w01);
+        if (c.v10) add(i + s.width, gm * w10);
+        if (c.v11) add(i + s.width + 1, gm * w11);
+      }
+    }
+    in_index += kBatch * hw;
+    col += kBatch * row_stride;
   }
   return g;
 }
