@@ -61,7 +61,7 @@ template <typename T, typename A, int kBatch>
 __global__ void deform_conv_col2im_kernel(
     const T* __restrict__ input, const T* __restrict__ offset,
     const T* __restrict__ mask, T* __restrict__ columns,
-    DeformConvShape s, int64_t slices, A* grad_input,
+    DeformConvShape s, int64_t slices, bool rotate, A* grad_input,
     A* __restrict__ grad_offset, A* __restrict__ grad_mask) {
   const int64_t samples = s.samples();
   const int64_t plane = s.out_plane();
@@ -75,9 +75,14 @@ __global__ void deform_conv_col2im_kernel(
     channel_range(slice, slices, s.channels_per_group(), &begin, &end);
     const deform_conv_detail::Sample<A> p = deform_conv_detail::locate<A>(
         index - slice * samples, offset, mask, s, ToAcc());
+    // Kernel point k starts k * count / KK channels in (see col2im_sample).
+    const int64_t count = end - begin;
+    const int64_t step = count >= s.kernel_points() ? count / s.kernel_points() : 1;
+    const int64_t first = rotate && count > 0 ? (p.point * step) % count : 0;
     const deform_conv_detail::SampleGrad<A> g =
-        deform_conv_detail::col2im_sample<kBatch>(p, begin, end, input, columns,
-                                             s, ToAcc(), FromAcc<T>(), add);
+        deform_conv_detail::col2im_sample<kBatch>(p, begin, end, first, input,
+                                                  columns, s, ToAcc(),
+                                                  FromAcc<T>(), add);
     A* go = grad_offset + slice * offset_numel;
     go[p.offset_index] = g.y;
     go[p.offset_index + plane] = g.x;
@@ -129,25 +134,30 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
                                            cudaStream_t stream) {
   const int64_t n = s.samples() * slices;
   if (n == 0) return cudaSuccess;
-  // TEMPORARY tuning knob (removed once measured): channels batched per load.
+  // TEMPORARY tuning knobs (removed once measured): channels batched per
+  // load, channel rotation per kernel point.
   static const int batch = [] {
     const char* v = std::getenv("VISDET_OPS_DCN_BATCH");
     return v != nullptr ? std::atoi(v) : 4;
   }();
+  static const bool rotate = [] {
+    const char* v = std::getenv("VISDET_OPS_DCN_ROTATE");
+    return v == nullptr || std::atoi(v) != 0;
+  }();
   if (batch == 1) {
     deform_conv_col2im_kernel<T, A, 1>
         <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-            input, offset, mask, columns, s, slices, grad_input,
+            input, offset, mask, columns, s, slices, rotate, grad_input,
             grad_offset, grad_mask);
   } else if (batch == 8) {
     deform_conv_col2im_kernel<T, A, 8>
         <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-            input, offset, mask, columns, s, slices, grad_input,
+            input, offset, mask, columns, s, slices, rotate, grad_input,
             grad_offset, grad_mask);
   } else {
     deform_conv_col2im_kernel<T, A, 4>
         <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-            input, offset, mask, columns, s, slices, grad_input,
+            input, offset, mask, columns, s, slices, rotate, grad_input,
             grad_offset, grad_mask);
   }
   return cudaGetLastError();

@@ -159,11 +159,16 @@ struct SampleGrad {
   A y, x, m;
 };
 
+// The channels are visited starting at c_begin + first (wrapping around):
+// the GPU caller gives each kernel point a different start, so the samples
+// of neighbouring output pixels, which hit the same input pixels, do not add
+// to the same grad_input element at the same time.
 template <int kBatch = 4, typename A, typename T, typename Load, typename Store,
           typename Add>
 VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
-    const Sample<A>& p, int64_t c_begin, int64_t c_end, const T* input,
-    T* columns, const DeformConvShape& s, Load load, Store store, Add add) {
+    const Sample<A>& p, int64_t c_begin, int64_t c_end, int64_t first,
+    const T* input, T* columns, const DeformConvShape& s, Load load,
+    Store store, Add add) {
   SampleGrad<A> g{A(0), A(0), A(0)};
   const Corners<A> c = corners(p.y, p.x, s.height, s.width);
   const int64_t hw = s.height * s.width;
@@ -187,16 +192,20 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
   // stores: the compiler may not move a load of `columns` above a store to
   // it (the row stride is a runtime value), so a plain loop would wait for
   // each channel's grad_columns load (from DRAM) in turn.
+  const int64_t count = c_end - c_begin;
   A gc[kBatch], v00[kBatch], v01[kBatch], v10[kBatch], v11[kBatch];
-  for (int64_t ch = c_begin; ch < c_end; ch += kBatch) {
-    const int n = c_end - ch < kBatch ? static_cast<int>(c_end - ch) : kBatch;
+  int64_t rel[kBatch];  // channel - c_begin
+  for (int64_t j = 0; j < count; j += kBatch) {
+    const int n = count - j < kBatch ? static_cast<int>(count - j) : kBatch;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int u = 0; u < kBatch; ++u) {
       if (u < n) {
-        const int64_t i = in_index + u * hw;
-        gc[u] = load(col[u * row_stride]);
+        const int64_t r = j + u + first;
+        rel[u] = r < count ? r : r - count;
+        const int64_t i = in_index + rel[u] * hw;
+        gc[u] = load(col[rel[u] * row_stride]);
         v00[u] = c.v00 ? load(input[i]) : A(0);
         v01[u] = c.v01 ? load(input[i + 1]) : A(0);
         v10[u] = c.v10 ? load(input[i + s.width]) : A(0);
@@ -208,13 +217,13 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
 #endif
     for (int u = 0; u < kBatch; ++u) {
       if (u < n) {
-        const int64_t i = in_index + u * hw;
+        const int64_t i = in_index + rel[u] * hw;
         A v = A(0);
         if (c.v00) v += m00 * v00[u];
         if (c.v01) v += m01 * v01[u];
         if (c.v10) v += m10 * v10[u];
         if (c.v11) v += m11 * v11[u];
-        col[u * row_stride] = store(v);
+        col[rel[u] * row_stride] = store(v);
         g.m += gc[u] * (w00 * v00[u] + w01 * v01[u] + w10 * v10[u] + w11 * v11[u]);
         const A gm = gc[u] * p.m;
         g.y += gm * (hx * (v10[u] - v00[u]) + c.lx * (v11[u] - v01[u]));
@@ -225,8 +234,6 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
         if (c.v11) add(i + s.width + 1, gm * w11);
       }
     }
-    in_index += kBatch * hw;
-    col += kBatch * row_stride;
   }
   return g;
 }
