@@ -265,29 +265,36 @@ def focal_loss_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
 def deform_conv_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
     # DCNv2 (mask, bias, 2 groups, 2 deform groups, 2 images in one chunk) and DCNv1
     # (chunks of 1): im2col and the fused col2im, forward and backward, every dtype.
-    # 32 channels on a 3x4 map also take the channel-slice path of the backward.
-    for channels, h, w in ((8, 9, 10), (32, 3, 4)):
+    # 3x3 kernels take the tiled backward (shared-memory windows): a one-tile map, a
+    # map of several tiles and channel chunks with offsets past the window (global
+    # fallback); 32 channels of a 3x2 kernel on a 3x4 map take the plain backward's
+    # channel-slice path.
+    for channels, h, w, (kh, kw), reach in ((8, 9, 10, (3, 3), 2), (40, 12, 40, (3, 3), 6), (32, 3, 4, (3, 2), 2)):
+        kk = kh * kw
+        pad = (kh // 2, kw // 2)
+        oh, ow = h + 2 * pad[0] - kh + 1, w + 2 * pad[1] - kw + 1
         x = torch.randn(2, channels, h, w, generator=gen, dtype=torch.float64).to(dtype).double()
-        weight = (torch.randn(6, channels // 2, 3, 3, generator=gen, dtype=torch.float64) * 0.2).to(dtype).double()
+        weight = (torch.randn(6, channels // 2, kh, kw, generator=gen, dtype=torch.float64) * 0.2).to(dtype).double()
         bias = torch.randn(6, generator=gen, dtype=torch.float64).to(dtype).double()
-        offset = torch.randint(-2, 3, (2, 36, h, w), generator=gen) + 0.1 + 0.8 * torch.rand(2, 36, h, w, generator=gen)
+        offset = torch.randint(-reach, reach + 1, (2, 4 * kk, oh, ow), generator=gen)
+        offset = offset + 0.1 + 0.8 * torch.rand(2, 4 * kk, oh, ow, generator=gen)
         offset = offset.double().to(dtype).double()
-        mask = torch.rand(2, 18, h, w, generator=gen, dtype=torch.float64).to(dtype).double()
+        mask = torch.rand(2, 2 * kk, oh, ow, generator=gen, dtype=torch.float64).to(dtype).double()
         tol = 1e-4 if dtype in (torch.float32, torch.float64) else 5e-2
         for with_mask in (True, False):
             ref = [t.clone().requires_grad_() for t in (x, offset, mask, weight, bias)]
             want = deform_conv2d_reference(
                 ref[0], ref[1], ref[2] if with_mask else None, ref[3], ref[4] if with_mask else None,
-                (1, 1), (1, 1), (1, 1), 2, 2,
+                (1, 1), pad, (1, 1), 2, 2,
             )  # fmt: skip
             grad = torch.randn(want.shape, generator=gen, dtype=torch.float64).to(dtype).double()
             used = [0, 1, 2, 3, 4] if with_mask else [0, 1, 3]
             want_grads = torch.autograd.grad(want, [ref[i] for i in used], grad)
             dev = [t.cuda().to(dtype).requires_grad_() for t in (x, offset, mask, weight, bias)]
             if with_mask:
-                out = visdet_ops.modulated_deform_conv2d(dev[0], dev[1], dev[2], dev[3], dev[4], 1, 1, 1, 2, 2)
+                out = visdet_ops.modulated_deform_conv2d(dev[0], dev[1], dev[2], dev[3], dev[4], 1, pad, 1, 2, 2)
             else:
-                out = visdet_ops.deform_conv2d(dev[0], dev[1], dev[3], 1, 1, 1, 2, 2, False, 1)
+                out = visdet_ops.deform_conv2d(dev[0], dev[1], dev[3], 1, pad, 1, 2, 2, False, 1)
             got_grads = torch.autograd.grad(out, [dev[i] for i in used], grad.cuda().to(dtype))
             torch.cuda.synchronize()
             names = [("input", "offset", "mask", "weight", "bias")[i] for i in used]
