@@ -265,10 +265,9 @@ def focal_loss_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
 def deform_conv_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
     # DCNv2 (mask, bias, 2 groups, 2 deform groups, 2 images in one chunk) and DCNv1
     # (chunks of 1): im2col and the fused col2im, forward and backward, every dtype.
-    # 3x3 kernels take the tiled backward (shared-memory windows): a one-tile map, a
-    # map of several tiles and channel chunks with offsets past the window (global
-    # fallback); 32 channels of a 3x2 kernel on a 3x4 map take the plain backward's
-    # channel-slice path.
+    # A 9x10 map; a 12x40 map (width a multiple of 4: the paired vector atomics of
+    # the float backward on sm_90) with 40 channels and offsets up to 7 px; 32
+    # channels of a 3x2 kernel on a 3x4 map (the channel-slice path).
     for channels, h, w, (kh, kw), reach in ((8, 9, 10, (3, 3), 2), (40, 12, 40, (3, 3), 6), (32, 3, 4, (3, 2), 2)):
         kk = kh * kw
         pad = (kh // 2, kw // 2)

@@ -178,18 +178,18 @@ def test_large_offsets_outside_the_map(device, rng):
     [
         dict(),
         dict(offset_range=9),
-        dict(stride=(2, 2), h=37, w=75),
+        dict(stride=(2, 2), h=37, w=76),
         dict(dil=(2, 3), pad=(2, 3), dg=2),
         dict(with_mask=False, with_bias=False),
+        dict(w=70),
     ],
-    ids=["small_offsets", "offsets_past_the_window", "stride2", "dilation_dg2", "v1"],
+    ids=["small_offsets", "large_offsets", "stride2", "dilation_dg2", "v1", "width_not_multiple_of_4"],
 )
 def test_multi_tile_maps(device, dtype, rng, config):
-    """Maps of several 32 x 8 output tiles with more channels than one chunk (16): the
-    CUDA backward of 3x3 kernels stages each tile's input window (its receptive field
-    plus 4 px of offset) in shared memory; samples within 4 px use it, larger offsets
-    read and add globally, and window cells are added to grad_input across tile edges."""
-    base = dict(n=2, c=40, h=20, w=70, cout=8, offset_range=2)
+    """Larger maps, 40 channels (several CUDA channel slices), offsets of up to 10 px,
+    stride, dilation, deform groups: the CUDA backward's paired (vector) grad_input
+    atomics see every alignment of the sample's left column and the map's edges."""
+    base = dict(n=2, c=40, h=20, w=72, cout=8, offset_range=2)
     check_against_reference(make_case(rng, **{**base, **config}), device, dtype, rng)
 
 

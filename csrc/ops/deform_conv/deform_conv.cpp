@@ -253,7 +253,7 @@ deform_conv_backward_impl(const at::Tensor& grad_output_in,
         at::mm_out(cg, w.narrow(0, g * cout_g, cout_g).t(),
                    go_t.narrow(0, g * cout_g, cout_g));
       }
-      const int64_t slices = kernels.channel_slices(cs, dtype);
+      const int64_t slices = kernels.channel_slices(cs);
       at::Tensor part_offset = at::empty({slices, b, offset_channels, plane}, acc_options);
       at::Tensor part_mask;
       if (mask.defined()) part_mask = at::empty({slices, b, mask_channels, plane}, acc_options);
@@ -305,9 +305,7 @@ DeformConvKernels cpu_kernels() {
       });
     });
   };
-  k.channel_slices = [](const DeformConvShape&, at::ScalarType) -> int64_t {
-    return 1;
-  };
+  k.channel_slices = [](const DeformConvShape&) -> int64_t { return 1; };
   k.col2im = [](const at::Tensor& input, const at::Tensor& offset,
                 const at::Tensor& mask, at::Tensor& columns,
                 const DeformConvShape& s, int64_t /*slices*/,

@@ -40,8 +40,7 @@ struct DeformConvKernels {
                      at::Tensor& columns)>
       im2col;
   // Number of channel slices col2im splits a deform group into.
-  std::function<int64_t(const DeformConvShape& s, at::ScalarType dtype)>
-      channel_slices;
+  std::function<int64_t(const DeformConvShape& s)> channel_slices;
   // columns: grad_columns [C * KK, B * OH * OW] on entry, overwritten with
   // the columns (what im2col writes) on exit.
   // grad_input: [B, C, H, W] in the accumulation type (+=);

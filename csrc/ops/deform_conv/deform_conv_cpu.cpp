@@ -33,8 +33,9 @@ void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
                             T* grad_mask) {
   const int64_t cpg = s.channels_per_group();
   const int64_t plane = s.out_plane();
-  auto add = [grad_input](int64_t index, T value) {
-    grad_input[index] += value;
+  auto add_pair = [grad_input](int64_t index, T a, T b, bool use_a, bool use_b) {
+    if (use_a) grad_input[index] += a;
+    if (use_b) grad_input[index + 1] += b;
   };
   const int64_t points = s.deform_groups * s.kernel_points();
   for (int64_t sample = 0; sample < points * plane; ++sample) {
@@ -44,8 +45,8 @@ void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
     const deform_conv_detail::Sample<T> p =
         deform_conv_detail::locate<T>(index, offset, mask, s, Identity<T>());
     const deform_conv_detail::SampleGrad<T> g =
-        deform_conv_detail::col2im_sample<4>(p, 0, cpg, 0, input, columns, s,
-                                             Identity<T>(), Identity<T>(), add);
+        deform_conv_detail::col2im_sample<4>(p, 0, cpg, input, columns, s,
+                                             Identity<T>(), Identity<T>(), add_pair);
     grad_offset[p.offset_index] = g.y;
     grad_offset[p.offset_index + plane] = g.x;
     if (mask != nullptr) grad_mask[p.mask_index] = g.m;

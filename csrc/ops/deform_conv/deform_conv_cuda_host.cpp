@@ -29,8 +29,8 @@ DeformConvKernels cuda_kernels() {
               cuda_mutable_data<scalar_t>(columns), stream));
         });
   };
-  k.channel_slices = [](const DeformConvShape& s, at::ScalarType dtype) {
-    return deform_conv_cuda_channel_slices(s, dtype == at::kDouble);
+  k.channel_slices = [](const DeformConvShape& s) {
+    return deform_conv_cuda_channel_slices(s);
   };
   k.col2im = [](const at::Tensor& input, const at::Tensor& offset,
                 const at::Tensor& mask, at::Tensor& columns,

@@ -143,7 +143,9 @@ VISDET_HOST_DEVICE VISDET_INLINE void im2col_sample(
 }
 
 // Backward of one sample for channels [c_begin, c_end): adds into grad_input
-// through add(index, value) and returns the partial sums of d/dy, d/dx (of
+// through add_pair(index, a, b, use_a, use_b) (a to grad_input[index] if
+// use_a, b to grad_input[index + 1] if use_b: the two corners of one row, so
+// a GPU can add both with one vector atomic) and returns the partial sums of d/dy, d/dx (of
 // the offset) and d/dmask over those channels. Exact derivative of
 // im2col_sample (the fractional parts' derivative is 1; floor's is 0).
 //
@@ -159,16 +161,11 @@ struct SampleGrad {
   A y, x, m;
 };
 
-// The channels are visited starting at c_begin + first (wrapping around):
-// the GPU caller gives each kernel point a different start, so the samples
-// of neighbouring output pixels, which hit the same input pixels, do not add
-// to the same grad_input element at the same time.
 template <int kBatch = 4, typename A, typename T, typename Load, typename Store,
-          typename Add>
+          typename AddPair>
 VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
-    const Sample<A>& p, int64_t c_begin, int64_t c_end, int64_t first,
-    const T* input, T* columns, const DeformConvShape& s, Load load,
-    Store store, Add add) {
+    const Sample<A>& p, int64_t c_begin, int64_t c_end, const T* input, T* columns, const DeformConvShape& s, Load load,
+    Store store, AddPair add_pair) {
   SampleGrad<A> g{A(0), A(0), A(0)};
   const Corners<A> c = corners(p.y, p.x, s.height, s.width);
   const int64_t hw = s.height * s.width;
@@ -194,7 +191,6 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
   // each channel's grad_columns load (from DRAM) in turn.
   const int64_t count = c_end - c_begin;
   A gc[kBatch], v00[kBatch], v01[kBatch], v10[kBatch], v11[kBatch];
-  int64_t rel[kBatch];  // channel - c_begin
   for (int64_t j = 0; j < count; j += kBatch) {
     const int n = count - j < kBatch ? static_cast<int>(count - j) : kBatch;
 #if defined(__CUDA_ARCH__)
@@ -202,10 +198,8 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
 #endif
     for (int u = 0; u < kBatch; ++u) {
       if (u < n) {
-        const int64_t r = j + u + first;
-        rel[u] = r < count ? r : r - count;
-        const int64_t i = in_index + rel[u] * hw;
-        gc[u] = load(col[rel[u] * row_stride]);
+        const int64_t i = in_index + (j + u) * hw;
+        gc[u] = load(col[(j + u) * row_stride]);
         v00[u] = c.v00 ? load(input[i]) : A(0);
         v01[u] = c.v01 ? load(input[i + 1]) : A(0);
         v10[u] = c.v10 ? load(input[i + s.width]) : A(0);
@@ -217,21 +211,19 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
 #endif
     for (int u = 0; u < kBatch; ++u) {
       if (u < n) {
-        const int64_t i = in_index + rel[u] * hw;
+        const int64_t i = in_index + (j + u) * hw;
         A v = A(0);
         if (c.v00) v += m00 * v00[u];
         if (c.v01) v += m01 * v01[u];
         if (c.v10) v += m10 * v10[u];
         if (c.v11) v += m11 * v11[u];
-        col[rel[u] * row_stride] = store(v);
+        col[(j + u) * row_stride] = store(v);
         g.m += gc[u] * (w00 * v00[u] + w01 * v01[u] + w10 * v10[u] + w11 * v11[u]);
         const A gm = gc[u] * p.m;
         g.y += gm * (hx * (v10[u] - v00[u]) + c.lx * (v11[u] - v01[u]));
         g.x += gm * (hy * (v01[u] - v00[u]) + c.ly * (v11[u] - v10[u]));
-        if (c.v00) add(i, gm * w00);
-        if (c.v01) add(i + 1, gm * w01);
-        if (c.v10) add(i + s.width, gm * w10);
-        if (c.v11) add(i + s.width + 1, gm * w11);
+        add_pair(i, gm * w00, gm * w01, c.v00, c.v01);
+        add_pair(i + s.width, gm * w10, gm * w11, c.v10, c.v11);
       }
     }
   }

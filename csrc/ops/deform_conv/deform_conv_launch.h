@@ -64,11 +64,8 @@ void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
 
 #if defined(VISDET_OPS_WITH_CUDA)
 // Channel slices the CUDA backward splits each deform group into (enough
-// threads to fill the GPU when DG * KK * B * OH * OW is small; for the tiled
-// 3x3 kernel, its channel chunks). double_precision: T is double (the tiled
-// kernel's shared memory depends on it).
-int64_t deform_conv_cuda_channel_slices(const DeformConvShape& s,
-                                        bool double_precision);
+// threads to fill the GPU when DG * KK * B * OH * OW is small).
+int64_t deform_conv_cuda_channel_slices(const DeformConvShape& s);
 
 // T: float, double, __half, __nv_bfloat16 (instantiated in the .cu); the
 // kernels compute in float (double for double).
