@@ -20,9 +20,9 @@ void deform_conv_im2col_cpu(const T* input, const T* offset, const T* mask,
                             int64_t end, T* columns) {
   const int64_t cpg = s.channels_per_group();
   for (int64_t sample = begin; sample < end; ++sample) {
-    deform_conv_detail::im2col_sample<T>(
-        sample, 0, cpg, input, offset, mask, s, columns, Identity<T>(),
-        Identity<T>(), deform_conv_detail::ScalarPairLoader<Identity<T>>{});
+    deform_conv_detail::im2col_sample<T>(sample, 0, cpg, input, offset, mask,
+                                         s, columns, Identity<T>(),
+                                         Identity<T>());
   }
 }
 
@@ -46,9 +46,7 @@ void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
         deform_conv_detail::locate<T>(index, offset, mask, s, Identity<T>());
     const deform_conv_detail::SampleGrad<T> g =
         deform_conv_detail::col2im_sample<4>(p, 0, cpg, input, columns, s,
-                                             Identity<T>(), Identity<T>(),
-                                             deform_conv_detail::ScalarPairLoader<Identity<T>>{},
-                                             add_pair);
+                                             Identity<T>(), Identity<T>(), add_pair);
     grad_offset[p.offset_index] = g.y;
     grad_offset[p.offset_index + plane] = g.x;
     if (mask != nullptr) grad_mask[p.mask_index] = g.m;

@@ -41,31 +41,7 @@ __device__ __forceinline__ void channel_range(int64_t slice, int64_t slices,
   *end = min_of(channels, *begin + per);
 }
 
-// A row's two corners (ScalarPairLoader's contract). With kVector (float
-// input, rows of a multiple of 4 floats, 16-byte aligned) one float4 load
-// reads both whenever they share an aligned float4 (3 of 4 positions): half
-// the load instructions of the L2-bound gathers.
-template <bool kVector>
-struct PairLoader {
-  template <typename T, typename A>
-  __device__ __forceinline__ void operator()(const T* __restrict__ input,
-                                             int64_t i, bool use_a, bool use_b,
-                                             A& a, A& b) const {
-    if constexpr (kVector && std::is_same<T, float>::value) {
-      const int r = static_cast<int>(i & 3);
-      if (use_a && use_b && r != 3) {
-        const float4 q = __ldg(reinterpret_cast<const float4*>(input + (i - r)));
-        a = r == 0 ? q.x : (r == 1 ? q.y : q.z);
-        b = r == 0 ? q.y : (r == 1 ? q.z : q.w);
-        return;
-      }
-    }
-    a = use_a ? cuda::to_acc(input[i]) : A(0);
-    b = use_b ? cuda::to_acc(input[i + 1]) : A(0);
-  }
-};
-
-template <typename T, bool kVectorLoad>
+template <typename T>
 __global__ void deform_conv_im2col_kernel(const T* __restrict__ input,
                                           const T* __restrict__ offset,
                                           const T* __restrict__ mask,
@@ -79,8 +55,7 @@ __global__ void deform_conv_im2col_kernel(const T* __restrict__ input,
     channel_range(slice, slices, s.channels_per_group(), &begin, &end);
     deform_conv_detail::im2col_sample<A>(index - slice * samples, begin, end,
                                          input, offset, mask, s, columns,
-                                         ToAcc(), FromAcc<T>(),
-                                         PairLoader<kVectorLoad>());
+                                         ToAcc(), FromAcc<T>());
   });
 }
 
@@ -121,7 +96,7 @@ struct AddPair {
   }
 };
 
-template <typename T, typename A, bool kVectorAdd, bool kVectorLoad>
+template <typename T, typename A, bool kVector>
 __global__ void deform_conv_col2im_kernel(
     const T* __restrict__ input, const T* __restrict__ offset,
     const T* __restrict__ mask, T* __restrict__ columns,
@@ -130,7 +105,7 @@ __global__ void deform_conv_col2im_kernel(
   const int64_t samples = s.samples();
   const int64_t plane = s.out_plane();
   const int64_t offset_numel = 2 * samples;  // [B, 2 * DG * KK, OH * OW]
-  const AddPair<kVectorAdd, A> add_pair{grad_input};
+  const AddPair<kVector, A> add_pair{grad_input};
   cuda::grid_stride_loop<int64_t>(samples * slices, [&](int64_t index) {
     const int64_t slice = index / samples;
     int64_t begin, end;
@@ -139,8 +114,7 @@ __global__ void deform_conv_col2im_kernel(
         index - slice * samples, offset, mask, s, ToAcc());
     const deform_conv_detail::SampleGrad<A> g =
         deform_conv_detail::col2im_sample<4>(p, begin, end, input, columns, s,
-                                             ToAcc(), FromAcc<T>(),
-                                             PairLoader<kVectorLoad>(), add_pair);
+                                             ToAcc(), FromAcc<T>(), add_pair);
     A* go = grad_offset + slice * offset_numel;
     go[p.offset_index] = g.y;
     go[p.offset_index + plane] = g.x;
@@ -148,16 +122,6 @@ __global__ void deform_conv_col2im_kernel(
   });
 }
 
-
-// The vector paths need float data (loads: float input; atomics: float
-// accumulation), rows of a multiple of 4 elements and a 16-byte aligned
-// buffer, so that every row starts on a float4. Whether the GPU has vector
-// atomics (sm_90+) is decided in the kernel.
-template <typename U>
-bool vector_rows(const DeformConvShape& s, const U* data) {
-  return std::is_same<U, float>::value && s.width % 4 == 0 &&
-         reinterpret_cast<std::uintptr_t>(data) % 16 == 0;
-}
 
 }  // namespace
 
@@ -186,15 +150,9 @@ cudaError_t deform_conv_im2col_cuda_launch(const T* input, const T* offset,
   const int64_t slices = slices_for(s, kTargetThreads);
   const int64_t n = s.samples() * slices;
   if (n == 0 || s.channels == 0) return cudaSuccess;
-  if (vector_rows(s, input)) {
-    deform_conv_im2col_kernel<T, true>
-        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-            input, offset, mask, s, slices, columns);
-  } else {
-    deform_conv_im2col_kernel<T, false>
-        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-            input, offset, mask, s, slices, columns);
-  }
+  deform_conv_im2col_kernel<T>
+      <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
+          input, offset, mask, s, slices, columns);
   return cudaGetLastError();
 }
 
@@ -208,26 +166,24 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
                                            cudaStream_t stream) {
   const int64_t n = s.samples() * slices;
   if (n == 0) return cudaSuccess;
-  // TEMPORARY knob VISDET_OPS_DCN_VEC (0: scalar, 1: vector atomics only,
-  // 2: vector atomics and loads) to measure each; removed once measured.
-  static const int vec_mode = [] {
+  // Vector atomics: float accumulation, rows of a multiple of 4 floats and
+  // a 16-byte aligned buffer; the kernel checks the architecture (sm_90+),
+  // older ones take the scalar path. TEMPORARY knob VISDET_OPS_DCN_VEC=0 to
+  // measure the scalar path.
+  static const bool vec_enabled = [] {
     const char* v = std::getenv("VISDET_OPS_DCN_VEC");
-    return v == nullptr ? 2 : std::atoi(v);
+    return v == nullptr || std::atoi(v) != 0;
   }();
-  const bool add4 = vec_mode >= 1 && vector_rows(s, grad_input);
-  const bool load4 = vec_mode >= 2 && vector_rows(s, input);
-  if (add4 && load4) {
-    deform_conv_col2im_kernel<T, A, true, true>
-        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-            input, offset, mask, columns, s, slices, grad_input, grad_offset,
-            grad_mask);
-  } else if (add4) {
-    deform_conv_col2im_kernel<T, A, true, false>
+  const bool vector = vec_enabled && std::is_same<A, float>::value &&
+                      s.width % 4 == 0 &&
+                      reinterpret_cast<std::uintptr_t>(grad_input) % 16 == 0;
+  if (vector) {
+    deform_conv_col2im_kernel<T, A, true>
         <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
             input, offset, mask, columns, s, slices, grad_input, grad_offset,
             grad_mask);
   } else {
-    deform_conv_col2im_kernel<T, A, false, false>
+    deform_conv_col2im_kernel<T, A, false>
         <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
             input, offset, mask, columns, s, slices, grad_input, grad_offset,
             grad_mask);

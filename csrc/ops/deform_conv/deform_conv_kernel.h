@@ -103,31 +103,14 @@ VISDET_HOST_DEVICE VISDET_INLINE Corners<A> corners(A y, A x, int64_t height,
   return c;
 }
 
-// Reads the two corners of one row of a sample: a = input[i] if use_a,
-// b = input[i + 1] if use_b, else 0. This one loads them one by one; the GPU
-// has a vector version (deform_conv_cuda.cu).
-template <typename Load>
-struct ScalarPairLoader {
-  Load load;
-  template <typename T, typename A>
-  VISDET_HOST_DEVICE VISDET_INLINE void operator()(const T* input, int64_t i,
-                                                   bool use_a, bool use_b,
-                                                   A& a, A& b) const {
-    a = use_a ? load(input[i]) : A(0);
-    b = use_b ? load(input[i + 1]) : A(0);
-  }
-};
-
 // Columns of one sample for channels [c_begin, c_end) of its deform group.
-// `input` is the chunk's [B, C, H, W]. load_pair: a row's two corners (as
-// ScalarPairLoader).
-template <typename A, typename T, typename Load, typename Store,
-          typename LoadPair>
+// `input` is the chunk's [B, C, H, W].
+template <typename A, typename T, typename Load, typename Store>
 VISDET_HOST_DEVICE VISDET_INLINE void im2col_sample(
     int64_t sample, int64_t c_begin, int64_t c_end,
     const T* __restrict__ input, const T* __restrict__ offset,
     const T* __restrict__ mask, const DeformConvShape& s,
-    T* __restrict__ columns, Load load, Store store, LoadPair load_pair) {
+    T* __restrict__ columns, Load load, Store store) {
   const Sample<A> p = locate<A>(sample, offset, mask, s, load);
   const Corners<A> c = corners(p.y, p.x, s.height, s.width);
   const int64_t hw = s.height * s.width;
@@ -148,13 +131,10 @@ VISDET_HOST_DEVICE VISDET_INLINE void im2col_sample(
   for (int64_t ch = c_begin; ch < c_end; ++ch) {
     A v = A(0);
     if (c.inside) {
-      A v00, v01, v10, v11;
-      load_pair(input, in_index, c.v00, c.v01, v00, v01);
-      load_pair(input, in_index + s.width, c.v10, c.v11, v10, v11);
-      if (c.v00) v += w00 * v00;
-      if (c.v01) v += w01 * v01;
-      if (c.v10) v += w10 * v10;
-      if (c.v11) v += w11 * v11;
+      if (c.v00) v += w00 * load(input[in_index]);
+      if (c.v01) v += w01 * load(input[in_index + 1]);
+      if (c.v10) v += w10 * load(input[in_index + s.width]);
+      if (c.v11) v += w11 * load(input[in_index + s.width + 1]);
     }
     *col = store(v);
     in_index += hw;
@@ -182,11 +162,10 @@ struct SampleGrad {
 };
 
 template <int kBatch = 4, typename A, typename T, typename Load, typename Store,
-          typename LoadPair, typename AddPair>
+          typename AddPair>
 VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
-    const Sample<A>& p, int64_t c_begin, int64_t c_end, const T* input,
-    T* columns, const DeformConvShape& s, Load load, Store store,
-    LoadPair load_pair, AddPair add_pair) {
+    const Sample<A>& p, int64_t c_begin, int64_t c_end, const T* input, T* columns, const DeformConvShape& s, Load load,
+    Store store, AddPair add_pair) {
   SampleGrad<A> g{A(0), A(0), A(0)};
   const Corners<A> c = corners(p.y, p.x, s.height, s.width);
   const int64_t hw = s.height * s.width;
@@ -221,8 +200,10 @@ VISDET_HOST_DEVICE VISDET_INLINE SampleGrad<A> col2im_sample(
       if (u < n) {
         const int64_t i = in_index + (j + u) * hw;
         gc[u] = load(col[(j + u) * row_stride]);
-        load_pair(input, i, c.v00, c.v01, v00[u], v01[u]);
-        load_pair(input, i + s.width, c.v10, c.v11, v10[u], v11[u]);
+        v00[u] = c.v00 ? load(input[i]) : A(0);
+        v01[u] = c.v01 ? load(input[i + 1]) : A(0);
+        v10[u] = c.v10 ? load(input[i + s.width]) : A(0);
+        v11[u] = c.v11 ? load(input[i + s.width + 1]) : A(0);
       }
     }
 #if defined(__CUDA_ARCH__)
