@@ -161,6 +161,13 @@ at::Tensor deform_conv_forward_impl(const DeformConvArgs& a,
   const int64_t rows_g = rows / groups, cout_g = cout / groups;
   const int64_t step = chunk_size(a);
   at::Tensor buffer = at::empty({rows * step * plane}, a.input.options());
+  // One GEMM per group over the whole chunk, [cout_g, B * OH * OW], then one
+  // copy into NCHW order (none for a single image). A batched GEMM writing
+  // NCHW directly (a GEMM per image) measured 258 vs 201 us at 512 ch 16x16
+  // batch 8 on the H100: cuBLAS picks a smaller tile for the per-image
+  // shape; the copy costs ~5 us.
+  at::Tensor out_buffer;
+  if (step > 1) out_buffer = at::empty({cout * step * plane}, a.input.options());
   const at::Tensor w = a.weight.view({cout, rows_g});
   for (int64_t n0 = 0; n0 < n; n0 += step) {
     const int64_t b = std::min(step, n - n0);
@@ -169,22 +176,21 @@ at::Tensor deform_conv_forward_impl(const DeformConvArgs& a,
     at::Tensor columns = buffer.narrow(0, 0, rows * b * plane).view({rows, b * plane});
     kernels.im2col(a.input.narrow(0, n0, b), a.offset.narrow(0, n0, b),
                    narrow_or_undefined(a.mask, n0, b), cs, columns);
-    // One batched GEMM per group writes the output in NCHW order: image i
-    // of the batch multiplies W_g by its columns [rows_g, plane] (a strided
-    // view: row stride b * plane, batch stride plane), so no transposing
-    // copy of the output is needed.
-    const at::Tensor cols3 = columns.view({rows, b, plane}).transpose(0, 1);
-    at::Tensor out3 = output.narrow(0, n0, b).view({b, cout, plane});
+    at::Tensor out_t = b == 1 ? output.select(0, n0).view({cout, plane})
+                              : out_buffer.narrow(0, 0, cout * b * plane).view({cout, b * plane});
     for (int64_t g = 0; g < groups; ++g) {
-      at::Tensor og = out3.narrow(1, g * cout_g, cout_g);
-      const at::Tensor wg = w.narrow(0, g * cout_g, cout_g).expand({b, cout_g, rows_g});
-      const at::Tensor cg = cols3.narrow(1, g * rows_g, rows_g);
+      at::Tensor og = out_t.narrow(0, g * cout_g, cout_g);
+      const at::Tensor wg = w.narrow(0, g * cout_g, cout_g);
+      const at::Tensor cg = columns.narrow(0, g * rows_g, rows_g);
       if (a.bias.defined()) {
-        at::baddbmm_out(og, a.bias.narrow(0, g * cout_g, cout_g).view({1, cout_g, 1}).expand({b, cout_g, plane}),
-                        wg, cg);
+        at::addmm_out(og, a.bias.narrow(0, g * cout_g, cout_g).view({cout_g, 1}).expand({cout_g, b * plane}),
+                      wg, cg);
       } else {
-        at::bmm_out(og, wg, cg);
+        at::mm_out(og, wg, cg);
       }
+    }
+    if (b > 1) {
+      output.narrow(0, n0, b).view({b, cout, plane}).copy_(out_t.view({cout, b, plane}).transpose(0, 1));
     }
   }
   return output;

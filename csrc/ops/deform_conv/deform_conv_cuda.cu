@@ -168,14 +168,10 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
   if (n == 0) return cudaSuccess;
   // Vector atomics: float accumulation, rows of a multiple of 4 floats and
   // a 16-byte aligned buffer; the kernel checks the architecture (sm_90+),
-  // older ones take the scalar path. TEMPORARY knob VISDET_OPS_DCN_VEC=0 to
-  // measure the scalar path.
-  static const bool vec_enabled = [] {
-    const char* v = std::getenv("VISDET_OPS_DCN_VEC");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
-  const bool vector = vec_enabled && std::is_same<A, float>::value &&
-                      s.width % 4 == 0 &&
+  // older ones take the scalar path. (Measured on the H100, 128 ch 64x64
+  // batch 8: col2im 1398 -> 1142 us. Reading the corner pairs with float4
+  // loads as well was slower, 1196 us, and im2col 200 -> 275 us: dropped.)
+  const bool vector = std::is_same<A, float>::value && s.width % 4 == 0 &&
                       reinterpret_cast<std::uintptr_t>(grad_input) % 16 == 0;
   if (vector) {
     deform_conv_col2im_kernel<T, A, true>
