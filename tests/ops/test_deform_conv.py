@@ -185,7 +185,7 @@ def test_large_offsets_outside_the_map(device, rng):
     ],
     ids=["small_offsets", "large_offsets", "stride2", "dilation_dg2", "v1", "width_not_multiple_of_4"],
 )
-def test_multi_tile_maps(device, dtype, rng, config):
+def test_larger_maps(device, dtype, rng, config):
     """Larger maps, 40 channels (several CUDA channel slices), offsets of up to 10 px,
     stride, dilation, deform groups: the CUDA backward's paired (vector) grad_input
     atomics see every alignment of the sample's left column and the map's edges."""

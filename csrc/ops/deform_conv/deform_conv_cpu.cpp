@@ -45,7 +45,7 @@ void deform_conv_col2im_cpu(const T* input, const T* offset, const T* mask,
     const deform_conv_detail::Sample<T> p =
         deform_conv_detail::locate<T>(index, offset, mask, s, Identity<T>());
     const deform_conv_detail::SampleGrad<T> g =
-        deform_conv_detail::col2im_sample<4>(p, 0, cpg, input, columns, s,
+        deform_conv_detail::col2im_sample<T>(p, 0, cpg, input, columns, s,
                                              Identity<T>(), Identity<T>(), add_pair);
     grad_offset[p.offset_index] = g.y;
     grad_offset[p.offset_index + plane] = g.x;

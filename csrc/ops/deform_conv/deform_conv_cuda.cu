@@ -113,7 +113,7 @@ __global__ void deform_conv_col2im_kernel(
     const deform_conv_detail::Sample<A> p = deform_conv_detail::locate<A>(
         index - slice * samples, offset, mask, s, ToAcc());
     const deform_conv_detail::SampleGrad<A> g =
-        deform_conv_detail::col2im_sample<4>(p, begin, end, input, columns, s,
+        deform_conv_detail::col2im_sample<A>(p, begin, end, input, columns, s,
                                              ToAcc(), FromAcc<T>(), add_pair);
     A* go = grad_offset + slice * offset_numel;
     go[p.offset_index] = g.y;
