@@ -41,6 +41,16 @@ inline void check_floating(const at::Tensor& t, const char* op,
               " must be a floating point tensor, got ", t.scalar_type());
 }
 
+// Any integer dtype (bool excluded).
+inline void check_integer(const at::Tensor& t, const char* op,
+                          const char* arg) {
+  TORCH_CHECK(!at::isFloatingType(t.scalar_type()) &&
+                  !at::isComplexType(t.scalar_type()) &&
+                  t.scalar_type() != at::kBool,
+              op, ": ", arg, " must be an integer tensor, got ",
+              t.scalar_type());
+}
+
 inline void check_same_dtype(const at::Tensor& a, const at::Tensor& b,
                              const char* op, const char* arg_a,
                              const char* arg_b) {

@@ -39,11 +39,7 @@ void check_shapes(const at::Tensor& value, const at::Tensor& spatial_shapes,
        {std::pair<const at::Tensor&, const char*>{spatial_shapes,
                                                   "value_spatial_shapes"},
         {level_start_index, "value_level_start_index"}}) {
-    TORCH_CHECK(!at::isFloatingType(t.scalar_type()) &&
-                    !at::isComplexType(t.scalar_type()) &&
-                    t.scalar_type() != at::kBool,
-                kOp, ": ", name, " must be an integer tensor, got ",
-                t.scalar_type());
+    check_integer(t, kOp, name);
     TORCH_CHECK(t.device() == value.device() || t.device().is_cpu(), kOp,
                 ": ", name, " must be on the device of value (", value.device(),
                 ") or on the CPU, got ", t.device());

@@ -42,10 +42,10 @@ at::Tensor sorted_boxes(const at::Tensor& boxes, const at::Tensor& order) {
 
 }  // namespace
 
-NmsPrepared nms_prepare(const char* op, const at::Tensor& boxes,
-                        const at::Tensor& scores,
-                        const c10::optional<at::Tensor>& idxs,
-                        double iou_threshold, int64_t offset) {
+void check_nms_inputs(const char* op, const at::Tensor& boxes,
+                      const at::Tensor& scores,
+                      const c10::optional<at::Tensor>& idxs,
+                      double iou_threshold, int64_t offset) {
   check_boxes(op, boxes, "boxes", 4, "[N, 4]");
   check_dim(scores, 1, op, "scores");
   TORCH_CHECK(scores.size(0) == boxes.size(0), op,
@@ -62,13 +62,16 @@ NmsPrepared nms_prepare(const char* op, const at::Tensor& boxes,
     TORCH_CHECK(classes.size(0) == boxes.size(0), op,
                 ": idxs must have shape [N] with N = boxes.size(0) = ",
                 boxes.size(0), ", got ", classes.sizes());
-    TORCH_CHECK(!at::isFloatingType(classes.scalar_type()) &&
-                    !at::isComplexType(classes.scalar_type()) &&
-                    classes.scalar_type() != at::kBool,
-                op, ": idxs must be an integer tensor, got ",
-                classes.scalar_type());
+    check_integer(classes, op, "idxs");
     check_same_device(boxes, classes, op, "boxes", "idxs");
   }
+}
+
+NmsPrepared nms_prepare(const char* op, const at::Tensor& boxes,
+                        const at::Tensor& scores,
+                        const c10::optional<at::Tensor>& idxs,
+                        double iou_threshold, int64_t offset) {
+  check_nms_inputs(op, boxes, scores, idxs, iou_threshold, offset);
   NmsPrepared p;
   p.n = boxes.size(0);
   if (p.n == 0) return p;

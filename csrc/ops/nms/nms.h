@@ -1,5 +1,5 @@
 // Torch-facing helpers shared by the CPU and CUDA host layers of the NMS
-// family (nms, batched_nms, nms_match).
+// family (nms, batched_nms, nms_match; soft_nms shares the input checks).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -16,6 +16,14 @@ struct NmsPrepared {
   at::Tensor order, boxes, classes;
   int64_t n = 0;
 };
+
+// The checks of nms_prepare, for the family's other ops (soft_nms): boxes
+// [N, 4] floating, scores [N] of the same dtype and device, offset 0 or 1,
+// iou_threshold not NaN, idxs (optional) [N] integer on the same device.
+void check_nms_inputs(const char* op, const at::Tensor& boxes,
+                      const at::Tensor& scores,
+                      const c10::optional<at::Tensor>& idxs,
+                      double iou_threshold, int64_t offset);
 
 NmsPrepared nms_prepare(const char* op, const at::Tensor& boxes,
                         const at::Tensor& scores,

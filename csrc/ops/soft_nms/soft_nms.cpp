@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/checks.h"
+#include "ops/nms/nms.h"
 #include "soft_nms.h"
 #include "soft_nms_kernel.h"
 #include "soft_nms_launch.h"
@@ -17,41 +18,16 @@ SoftNmsPrepared soft_nms_prepare(const at::Tensor& boxes,
                                  int64_t method, int64_t offset,
                                  const c10::optional<at::Tensor>& idxs) {
   constexpr const char* op = "soft_nms";
-  check_dim(boxes, 2, op, "boxes");
-  check_size(boxes, 1, 4, op, "boxes", "[N, 4]");
-  check_floating(boxes, op, "boxes");
-  check_dim(scores, 1, op, "scores");
-  TORCH_CHECK(scores.size(0) == boxes.size(0), op,
-              ": scores must have shape [N] with N = boxes.size(0) = ",
-              boxes.size(0), ", got ", scores.sizes());
-  check_same_dtype(boxes, scores, op, "boxes", "scores");
-  check_same_device(boxes, scores, op, "boxes", "scores");
-  TORCH_CHECK(offset == 0 || offset == 1, op,
-              ": offset must be 0 or 1, got ", offset);
+  check_nms_inputs(op, boxes, scores, idxs, iou_threshold, offset);
   TORCH_CHECK(method == soft_nms_detail::kNaive ||
                   method == soft_nms_detail::kLinear ||
                   method == soft_nms_detail::kGaussian,
               op, ": method must be 0 (naive), 1 (linear) or 2 (gaussian), got ",
               method);
-  TORCH_CHECK(!std::isnan(iou_threshold), op,
-              ": iou_threshold must be a number, got nan");
   TORCH_CHECK(!std::isnan(min_score), op,
               ": min_score must be a number, got nan");
   TORCH_CHECK(method != soft_nms_detail::kGaussian || sigma > 0, op,
               ": sigma must be > 0 for the gaussian method, got ", sigma);
-  if (idxs.has_value()) {
-    const at::Tensor& classes = *idxs;
-    check_dim(classes, 1, op, "idxs");
-    TORCH_CHECK(classes.size(0) == boxes.size(0), op,
-                ": idxs must have shape [N] with N = boxes.size(0) = ",
-                boxes.size(0), ", got ", classes.sizes());
-    TORCH_CHECK(!at::isFloatingType(classes.scalar_type()) &&
-                    !at::isComplexType(classes.scalar_type()) &&
-                    classes.scalar_type() != at::kBool,
-                op, ": idxs must be an integer tensor, got ",
-                classes.scalar_type());
-    check_same_device(boxes, classes, op, "boxes", "idxs");
-  }
 
   SoftNmsPrepared p;
   p.n = boxes.size(0);
