@@ -110,49 +110,34 @@ at::Tensor focal_loss_backward_cuda_kernel(
   return b.grad_input;
 }
 
-at::Tensor sigmoid_focal_loss_cuda_op(const at::Tensor& input,
-                                      const at::Tensor& target, double gamma,
-                                      double alpha,
-                                      const std::optional<at::Tensor>& weight,
-                                      c10::string_view reduction) {
-  return focal_loss_forward_cuda_kernel(FocalKind::kSigmoid, input, target,
-                                        gamma, alpha, weight, reduction);
+// The schema's ops, one per kind (the kind is a template argument so that
+// each registers as a plain function).
+template <FocalKind kKind>
+at::Tensor forward_cuda_op(const at::Tensor& input, const at::Tensor& target,
+                           double gamma, double alpha,
+                           const std::optional<at::Tensor>& weight,
+                           c10::string_view reduction) {
+  return focal_loss_forward_cuda_kernel(kKind, input, target, gamma, alpha,
+                                        weight, reduction);
 }
 
-at::Tensor softmax_focal_loss_cuda_op(const at::Tensor& input,
-                                      const at::Tensor& target, double gamma,
-                                      double alpha,
-                                      const std::optional<at::Tensor>& weight,
-                                      c10::string_view reduction) {
-  return focal_loss_forward_cuda_kernel(FocalKind::kSoftmax, input, target,
-                                        gamma, alpha, weight, reduction);
-}
-
-at::Tensor sigmoid_focal_loss_backward_cuda_op(
-    const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& target, double gamma, double alpha,
-    const std::optional<at::Tensor>& weight, c10::string_view reduction) {
-  return focal_loss_backward_cuda_kernel(FocalKind::kSigmoid, grad_output,
-                                         input, target, gamma, alpha, weight,
-                                         reduction);
-}
-
-at::Tensor softmax_focal_loss_backward_cuda_op(
-    const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& target, double gamma, double alpha,
-    const std::optional<at::Tensor>& weight, c10::string_view reduction) {
-  return focal_loss_backward_cuda_kernel(FocalKind::kSoftmax, grad_output,
-                                         input, target, gamma, alpha, weight,
-                                         reduction);
+template <FocalKind kKind>
+at::Tensor backward_cuda_op(const at::Tensor& grad_output,
+                            const at::Tensor& input, const at::Tensor& target,
+                            double gamma, double alpha,
+                            const std::optional<at::Tensor>& weight,
+                            c10::string_view reduction) {
+  return focal_loss_backward_cuda_kernel(kKind, grad_output, input, target,
+                                         gamma, alpha, weight, reduction);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
-  m.impl("sigmoid_focal_loss", &sigmoid_focal_loss_cuda_op);
-  m.impl("_sigmoid_focal_loss_backward", &sigmoid_focal_loss_backward_cuda_op);
-  m.impl("softmax_focal_loss", &softmax_focal_loss_cuda_op);
-  m.impl("_softmax_focal_loss_backward", &softmax_focal_loss_backward_cuda_op);
+  m.impl("sigmoid_focal_loss", &forward_cuda_op<FocalKind::kSigmoid>);
+  m.impl("_sigmoid_focal_loss_backward", &backward_cuda_op<FocalKind::kSigmoid>);
+  m.impl("softmax_focal_loss", &forward_cuda_op<FocalKind::kSoftmax>);
+  m.impl("_softmax_focal_loss_backward", &backward_cuda_op<FocalKind::kSoftmax>);
 }
 
 }  // namespace visdet_ops
