@@ -148,6 +148,38 @@ def _deprecated_deformable_groups(cls_name: str, deform_groups: int, deformable_
     return deformable_groups
 
 
+def _init_conv(
+    module: nn.Module,
+    in_channels: int,
+    out_channels: int,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    groups: int,
+    deform_groups: int,
+) -> None:
+    """The nn.Conv2d-like attributes and the `weight` parameter that DeformConv2d and
+    ModulatedDeformConv2d share (mmcv's names; `transposed` and `output_padding` for
+    compatibility with nn.Conv2d, as mmcv)."""
+    name = type(module).__name__
+    if in_channels % groups != 0:
+        raise ValueError(f"{name}: in_channels {in_channels} is not divisible by groups {groups}")
+    if out_channels % groups != 0:
+        raise ValueError(f"{name}: out_channels {out_channels} is not divisible by groups {groups}")
+    module.in_channels = in_channels
+    module.out_channels = out_channels
+    module.kernel_size = _pair(kernel_size)
+    module.stride = _pair(stride)
+    module.padding = _pair(padding)
+    module.dilation = _pair(dilation)
+    module.groups = groups
+    module.deform_groups = deform_groups
+    module.transposed = False
+    module.output_padding = _single(0)
+    module.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *module.kernel_size))
+
+
 class DeformConv2d(nn.Module):
     """mmcv.ops.DeformConv2d: same constructor arguments and parameters (`weight`, no bias).
 
@@ -173,23 +205,8 @@ class DeformConv2d(nn.Module):
         deform_groups = _deprecated_deformable_groups(type(self).__name__, deform_groups, deformable_groups)
         if bias:
             raise ValueError(f"{type(self).__name__}: bias={bias} is not supported (mmcv's DCNv1 has no bias)")
-        if in_channels % groups != 0:
-            raise ValueError(f"{type(self).__name__}: in_channels {in_channels} is not divisible by groups {groups}")
-        if out_channels % groups != 0:
-            raise ValueError(f"{type(self).__name__}: out_channels {out_channels} is not divisible by groups {groups}")
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride)
-        self.padding = _pair(padding)
-        self.dilation = _pair(dilation)
-        self.groups = groups
-        self.deform_groups = deform_groups
+        _init_conv(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, deform_groups)
         self.im2col_step = im2col_step
-        # compatibility with nn.Conv2d, as mmcv
-        self.transposed = False
-        self.output_padding = _single(0)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -299,21 +316,7 @@ class ModulatedDeformConv2d(nn.Module):
     ):
         super().__init__()
         deform_groups = _deprecated_deformable_groups(type(self).__name__, deform_groups, deformable_groups)
-        if in_channels % groups != 0:
-            raise ValueError(f"{type(self).__name__}: in_channels {in_channels} is not divisible by groups {groups}")
-        if out_channels % groups != 0:
-            raise ValueError(f"{type(self).__name__}: out_channels {out_channels} is not divisible by groups {groups}")
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride)
-        self.padding = _pair(padding)
-        self.dilation = _pair(dilation)
-        self.groups = groups
-        self.deform_groups = deform_groups
-        self.transposed = False
-        self.output_padding = _single(0)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        _init_conv(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, deform_groups)
         if bias:
             self.bias = nn.Parameter(torch.empty(out_channels))
         else:
