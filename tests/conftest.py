@@ -46,8 +46,10 @@ def dtype(request) -> torch.dtype:
 
 @pytest.fixture
 def rng() -> torch.Generator:
-    """Fresh random inputs every run; the seed is printed on failure."""
-    seed = int.from_bytes(os.urandom(4), "little")
+    """Fresh random inputs every run; the seed is printed on failure and
+    VISDET_OPS_TEST_SEED=<seed> replays it."""
+    replay = os.environ.get("VISDET_OPS_TEST_SEED")
+    seed = int(replay) if replay else int.from_bytes(os.urandom(4), "little")
     print(f"random seed: {seed}")
     return torch.Generator().manual_seed(seed)
 
