@@ -215,19 +215,26 @@ deform_conv_backward_impl(const at::Tensor& grad_output_in,
   const at::ScalarType acc = at::toOpMathType(dtype);
   const at::TensorOptions acc_options = a.input.options().dtype(acc);
 
+  const int64_t groups = a.params.groups;
+  const int64_t rows = s.channels * s.kernel_points();
+  // With work to do, every element of grad_offset, grad_mask and grad_weight is written below
+  // (col2im writes each offset/mask gradient once, the first chunk's GEMM sets grad_weight):
+  // no zero fill for them. grad_input is accumulated (atomics) and starts at zero.
+  const bool any = n > 0 && cout > 0 && rows > 0;
+  const auto alloc = [any](at::IntArrayRef sizes, const at::TensorOptions& options) {
+    return any ? at::empty(sizes, options) : at::zeros(sizes, options);
+  };
   at::Tensor grad_input = at::zeros(a.input.sizes(), acc_options);
-  at::Tensor grad_offset = at::zeros_like(a.offset);
+  at::Tensor grad_offset = alloc(a.offset.sizes(), a.offset.options());
   at::Tensor grad_mask =
-      a.mask.defined() ? at::zeros_like(a.mask) : at::empty({0}, a.input.options());
-  at::Tensor grad_weight = at::zeros(a.weight.sizes(), acc_options);
+      a.mask.defined() ? alloc(a.mask.sizes(), a.mask.options()) : at::empty({0}, a.input.options());
+  at::Tensor grad_weight = alloc(a.weight.sizes(), acc_options);
   at::Tensor grad_bias =
       a.bias.defined()
           ? at::sum(grad_output, {0, 2, 3}, false, acc).to(dtype)
           : at::empty({0}, a.input.options());
 
-  const int64_t groups = a.params.groups;
-  const int64_t rows = s.channels * s.kernel_points();
-  if (n > 0 && cout > 0 && rows > 0) {
+  if (any) {
     const int64_t rows_g = rows / groups, cout_g = cout / groups;
     const int64_t step = chunk_size(a);
     at::Tensor buffer = at::empty({rows * step * plane}, a.input.options());
@@ -260,24 +267,40 @@ deform_conv_backward_impl(const at::Tensor& grad_output_in,
                    go_t.narrow(0, g * cout_g, cout_g));
       }
       const int64_t slices = kernels.channel_slices(cs);
-      at::Tensor part_offset = at::empty({slices, b, offset_channels, plane}, acc_options);
+      // One channel slice in the dtype of the result: col2im writes grad_offset/grad_mask
+      // (contiguous, allocated above) directly; else per-slice float parts, summed.
+      const bool direct = slices == 1 && acc == dtype;
+      at::Tensor part_offset =
+          direct ? grad_offset.narrow(0, n0, b).view({1, b, offset_channels, plane})
+                 : at::empty({slices, b, offset_channels, plane}, acc_options);
       at::Tensor part_mask;
-      if (mask.defined()) part_mask = at::empty({slices, b, mask_channels, plane}, acc_options);
+      if (mask.defined()) {
+        part_mask = direct ? grad_mask.narrow(0, n0, b).view({1, b, mask_channels, plane})
+                           : at::empty({slices, b, mask_channels, plane}, acc_options);
+      }
       at::Tensor gi = grad_input.narrow(0, n0, b);
       kernels.col2im(input, offset, mask, columns, cs, slices, gi, part_offset, part_mask);
-      grad_offset.narrow(0, n0, b).copy_(
-          (slices == 1 ? part_offset.select(0, 0) : part_offset.sum(0)).view(offset.sizes()));
-      if (mask.defined()) {
-        grad_mask.narrow(0, n0, b).copy_(
-            (slices == 1 ? part_mask.select(0, 0) : part_mask.sum(0)).view(mask.sizes()));
+      if (!direct) {
+        grad_offset.narrow(0, n0, b).copy_(
+            (slices == 1 ? part_offset.select(0, 0) : part_offset.sum(0)).view(offset.sizes()));
+        if (mask.defined()) {
+          grad_mask.narrow(0, n0, b).copy_(
+              (slices == 1 ? part_mask.select(0, 0) : part_mask.sum(0)).view(mask.sizes()));
+        }
       }
       for (int64_t g = 0; g < groups; ++g) {
         at::Tensor gwg = gw.narrow(0, g * cout_g, cout_g);
         const at::Tensor og = go_t.narrow(0, g * cout_g, cout_g);
         const at::Tensor cg = columns.narrow(0, g * rows_g, rows_g).t();
         if (acc == dtype) {
-          gwg.addmm_(og, cg);
-        } else {  // 16-bit GEMM (float accumulation inside), summed in float
+          if (n0 == 0) {
+            at::mm_out(gwg, og, cg);
+          } else {
+            gwg.addmm_(og, cg);
+          }
+        } else if (n0 == 0) {  // 16-bit GEMM (float accumulation inside), summed in float
+          gwg.copy_(at::mm(og, cg));
+        } else {
           gwg.add_(at::mm(og, cg));
         }
       }
