@@ -373,20 +373,31 @@ def bench_roi_pool(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
+# The 3x3 convs where mmdet places DCN (ResNet-50 stages 2-4, dcn stage_with_dcn):
+# (channels, H = W), batch DCN_BATCH, float32, deform_groups 1.
+DCN_SHAPES = ((128, 64), (256, 32), (512, 16))
+DCN_BATCH = 8
+
+
+def dcn_case(channels: int, size: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """DCNv2 inputs on the GPU: x, offset, mask, weight, bias and a grad_output."""
+    n = DCN_BATCH
+    x = torch.randn(n, channels, size, size, generator=gen).cuda()
+    weight = (torch.randn(channels, channels, 3, 3, generator=gen) / (channels * 9) ** 0.5).cuda()
+    bias = torch.randn(channels, generator=gen).cuda()
+    offset = (torch.randn(n, 18, size, size, generator=gen) * 2).cuda()
+    mask = torch.rand(n, 9, size, size, generator=gen).cuda()
+    grad = torch.randn(n, channels, size, size, generator=gen).cuda()
+    return x, offset, mask, weight, bias, grad
+
+
 @bench
 def bench_deform_conv(gen, tv, results: list, copy_gbs: float) -> None:
-    # DCNv2 forward + backward (all five gradients) at the 3x3 convs where mmdet places
-    # DCN (ResNet-50 stages 2-4, dcn stage_with_dcn), batch 8, float32, deform_groups 1:
-    # (channels, H = W) = (128, 64), (256, 32), (512, 16). Peer: torchvision's
+    # DCNv2 forward + backward (all five gradients) at DCN_SHAPES. Peer: torchvision's
     # deform_conv2d with mask and bias, same inputs, same backward.
-    for channels, size in ((128, 64), (256, 32), (512, 16)):
-        n = 8
-        x = torch.randn(n, channels, size, size, generator=gen).cuda()
-        weight = (torch.randn(channels, channels, 3, 3, generator=gen) / (channels * 9) ** 0.5).cuda()
-        bias = torch.randn(channels, generator=gen).cuda()
-        offset = (torch.randn(n, 18, size, size, generator=gen) * 2).cuda()
-        mask = torch.rand(n, 9, size, size, generator=gen).cuda()
-        grad = torch.randn(n, channels, size, size, generator=gen).cuda()
+    for channels, size in DCN_SHAPES:
+        n = DCN_BATCH
+        x, offset, mask, weight, bias, grad = dcn_case(channels, size, gen)
         leaves = [t.clone().requires_grad_() for t in (x, offset, mask, weight, bias)]
 
         def ours(leaves=leaves, grad=grad):

@@ -10,17 +10,13 @@ from __future__ import annotations
 import sys
 
 import torch
+from bench import dcn_case  # benchmarks/ is sys.path[0] when run as a script
 
 import visdet_ops
 
 channels, size = int(sys.argv[1]), int(sys.argv[2])
-gen = torch.Generator().manual_seed(0)
-n = 8
-x = torch.randn(n, channels, size, size, generator=gen).cuda().requires_grad_()
-weight = (torch.randn(channels, channels, 3, 3, generator=gen) / (channels * 9) ** 0.5).cuda().requires_grad_()
-offset = (torch.randn(n, 18, size, size, generator=gen) * 2).cuda().requires_grad_()
-mask = torch.rand(n, 9, size, size, generator=gen).cuda().requires_grad_()
-grad = torch.randn(n, channels, size, size, generator=gen).cuda()
+*leaves, grad = dcn_case(channels, size, torch.Generator().manual_seed(0))
+x, offset, mask, weight, _ = (t.requires_grad_() for t in leaves)
 for _ in range(2):
     visdet_ops.modulated_deform_conv2d(x, offset, mask, weight, None, 1, 1, 1, 1, 1).backward(grad)
 torch.cuda.synchronize()

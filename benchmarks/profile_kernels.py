@@ -17,15 +17,20 @@ import argparse
 from collections import defaultdict
 
 import torch
+from bench import DCN_SHAPES, dcn_case  # benchmarks/ is sys.path[0] when run as a script
 from torch.profiler import ProfilerActivity, profile, record_function
 
 import visdet_ops
 
 
-def kernel_table(fn, steps: int) -> list[tuple[str, float, float]]:
+def warm_up(fn) -> None:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
+
+
+def kernel_table(fn, steps: int) -> list[tuple[str, float, float]]:
+    warm_up(fn)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             fn()
@@ -54,9 +59,7 @@ def timeline(title: str, fn, steps: int) -> None:
     """Per step: host lead (step start to first kernel), GPU busy time, idle gaps between kernels;
     then the largest gaps of the median step, each with the kernel after it and the CPU ops open
     during it."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
+    warm_up(fn)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             with record_function("step"):
@@ -106,14 +109,10 @@ def main() -> None:
     from torchvision import ops as tv
 
     gen = torch.Generator().manual_seed(0)
-    for channels, size in ((128, 64), (256, 32), (512, 16)):
-        n = 8
-        x = torch.randn(n, channels, size, size, generator=gen).cuda().requires_grad_()
-        w = (torch.randn(channels, channels, 3, 3, generator=gen) / (channels * 9) ** 0.5).cuda().requires_grad_()
-        b = torch.randn(channels, generator=gen).cuda().requires_grad_()
-        off = (torch.randn(n, 18, size, size, generator=gen) * 2).cuda().requires_grad_()
-        m = torch.rand(n, 9, size, size, generator=gen).cuda().requires_grad_()
-        g = torch.randn(n, channels, size, size, generator=gen).cuda()
+    report = timeline if args.timeline else show
+    for channels, size in DCN_SHAPES:
+        *leaves, g = dcn_case(channels, size, gen)
+        x, off, m, w, b = (t.requires_grad_() for t in leaves)
 
         def ours():
             visdet_ops.modulated_deform_conv2d(x, off, m, w, b, 1, 1, 1, 1, 1).backward(g)
@@ -121,12 +120,8 @@ def main() -> None:
         def peer():
             tv.deform_conv2d(x, off, w, b, padding=(1, 1), mask=m).backward(g)
 
-        if args.timeline:
-            timeline(f"DCNv2 ours, {channels} ch {size}x{size}", ours, args.steps)
-            timeline(f"DCNv2 torchvision, {channels} ch {size}x{size}", peer, args.steps)
-            continue
-        show(f"DCNv2 ours, {channels} ch {size}x{size}", ours, args.steps)
-        show(f"DCNv2 torchvision, {channels} ch {size}x{size}", peer, args.steps)
+        report(f"DCNv2 ours, {channels} ch {size}x{size}", ours, args.steps)
+        report(f"DCNv2 torchvision, {channels} ch {size}x{size}", peer, args.steps)
     if args.timeline:
         return
     for h, wd in ((100, 168), (50, 84), (25, 42)):
