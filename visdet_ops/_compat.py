@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from packaging.version import InvalidVersion, Version
+from ._variant import parse_release
 
 Status = Literal["OK", "WARN", "FAIL"]
 
@@ -22,7 +22,7 @@ class Check:
 
 
 def _minor(v: str) -> str:
-    ver = Version(v)
+    ver = parse_release(v)
     return f"{ver.major}.{ver.minor}"
 
 
@@ -33,12 +33,12 @@ def describe_torch(version: str, cuda: str | None) -> str:
 def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, cxx11_abi: bool | None) -> list[Check]:
     """Checks of a build (the _build_info dict) against the running torch."""
     checks: list[Check] = []
-    built = Version(info["TORCH_VERSION"])
+    built = parse_release(info["TORCH_VERSION"])
     try:
-        found = Version(torch_version)
-    except InvalidVersion:
+        found = parse_release(torch_version)
+    except ValueError:
         return [Check("torch version", "FAIL", f"cannot parse the running torch version {torch_version!r}")]
-    if (built.major, built.minor) == (found.major, found.minor):
+    if built.major_minor == found.major_minor:
         checks.append(Check("torch version", "OK", f"built for {_minor(str(built))}, found {torch_version}"))
     else:
         checks.append(
@@ -66,7 +66,7 @@ def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, c
     elif torch_cuda is None:
         checks.append(Check("CUDA", "FAIL", f"built for CUDA {built_cuda}, found a CPU-only torch (no CUDA runtime)"))
     else:
-        b, f = Version(built_cuda), Version(torch_cuda)
+        b, f = parse_release(built_cuda), parse_release(torch_cuda)
         if b.major != f.major:
             checks.append(Check("CUDA", "FAIL", f"built for CUDA {built_cuda}, torch uses CUDA {torch_cuda}"))
         elif b.minor != f.minor:
@@ -102,14 +102,14 @@ def arch_check(sass: list[str], ptx: list[str], capability: tuple[int, int], gpu
 
     SASS for X.Y runs on X.Z with Z >= Y (same major); PTX for X.Y is JIT
     compiled by the driver for any capability >= X.Y."""
-    cc = Version(f"{capability[0]}.{capability[1]}")
+    cc = (int(capability[0]), int(capability[1]))
     name = f"GPU arch ({gpu}, sm_{capability[0]}{capability[1]})"
     for a in sass:
-        v = Version(a)
-        if v.major == cc.major and v.minor <= cc.minor:
+        v = parse_release(a)
+        if v.major == cc[0] and v.minor <= cc[1]:
             return Check(name, "OK", f"runs the sm_{a.replace('.', '')} machine code in the build")
     for a in ptx:
-        if Version(a) <= cc:
+        if parse_release(a).major_minor <= cc:
             return Check(
                 name,
                 "WARN",
@@ -120,5 +120,5 @@ def arch_check(sass: list[str], ptx: list[str], capability: tuple[int, int], gpu
     return Check(
         name,
         "FAIL",
-        f"compute capability {cc} is not covered: SASS for {built}, PTX for {', '.join(ptx) or 'none'}",
+        f"compute capability {cc[0]}.{cc[1]} is not covered: SASS for {built}, PTX for {', '.join(ptx) or 'none'}",
     )

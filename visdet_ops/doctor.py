@@ -17,7 +17,7 @@ import subprocess
 import sys
 import traceback
 
-from . import _compat, _install
+from . import _compat, _install, _variant
 from ._compat import Check
 
 
@@ -129,7 +129,7 @@ def collect() -> dict:
                 checks.append(Check(f"smoke {name} ({dev})", "FAIL", result))
 
     report["checks"] = checks
-    report["variant"] = _install.variant_for(torch.__version__, torch.version.cuda)
+    report["variant"] = _variant.variant_for(torch.__version__, torch.version.cuda)
     report["install"] = _install.install_command(report["variant"])
     return report
 

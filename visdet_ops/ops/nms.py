@@ -5,10 +5,10 @@ bfloat16 boxes are accepted on every device (IoUs are computed in float32)."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Mapping
 
-import numpy as np
 import torch
 
 from . import note_device, smoke_test
@@ -54,11 +54,18 @@ def _nms_match_fake(dets, iou_threshold):
     return dets.new_empty((dets.size(0),), dtype=torch.long)
 
 
+def _is_ndarray(x) -> bool:
+    """Whether x is a NumPy array, without importing NumPy: visdet-ops needs only
+    torch at run time, and an array can only exist once NumPy is imported."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
+
+
 def _as_tensors(op: str, boxes, scores):
-    is_numpy = isinstance(boxes, np.ndarray)
+    is_numpy = _is_ndarray(boxes)
     if is_numpy:
         boxes = torch.from_numpy(boxes)
-    if isinstance(scores, np.ndarray):
+    if _is_ndarray(scores):
         scores = torch.from_numpy(scores)
     if not isinstance(boxes, torch.Tensor) or not isinstance(scores, torch.Tensor):
         raise TypeError(
@@ -279,7 +286,7 @@ def nms_match(dets, iou_threshold: float):
         group, in descending score order of the group's first box; each starts
         with that box, then its members in descending score order.
     """
-    is_numpy = isinstance(dets, np.ndarray)
+    is_numpy = _is_ndarray(dets)
     dets_t = torch.from_numpy(dets) if is_numpy else dets
     if not isinstance(dets_t, torch.Tensor):
         raise TypeError(f"nms_match: dets must be a Tensor or np.ndarray, got {type(dets).__name__}")

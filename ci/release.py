@@ -1,0 +1,224 @@
+"""The release path, run natively: the steps of [tool.cibuildwheel] (pyproject.toml) and the publish step of
+.github/workflows/publish.yml, from the same definitions the workflows use.
+
+  python -m ci.release rehearsal [--python PYTHON3.10] [--work DIR] [--flavour cpu] [--torch 2.13]
+
+The rehearsal, in a scratch copy of the source tree, for one variant:
+  release 1 (the version of ci/matrix.toml): in a fresh venv of a bare CPython 3.10, cibuildwheel's
+    before-build, build (pip wheel, the configured frontend arguments), repair-wheel-command; then in another
+    fresh venv before-test, the test extras, the wheel, test-command; then the publish step (ci.index with
+    --previous = the published site, --wheel-url = the release's download URL) into a site served on 127.0.0.1;
+  release 2 (the version bumped in the copy's ci/matrix.toml, as the next release commit would): the same build
+    and publish (its tests are the same code as release 1's and are not run again);
+  then every variant of the site goes through ci.smoke (fresh venvs with only torch, -f and --index-url,
+  with and without --no-deps, doctor, the CPU tests, a mismatched torch), and both versions must install
+  by exact version from the merged index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ci import matrix as variant_matrix  # noqa: E402
+from ci import smoke, wheel_check  # noqa: E402
+
+
+def cibw_config(root: Path = ROOT) -> dict:
+    """[tool.cibuildwheel] with its [tool.cibuildwheel.linux] overrides, as cibuildwheel reads them."""
+    import tomllib
+
+    tool = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    config = {k: v for k, v in tool.items() if k != "linux"}
+    config.update(tool.get("linux", {}))
+    return config
+
+
+def build_environment(flavour: variant_matrix.CudaFlavour, torch_version, arch_list: list[str] | None = None) -> dict:
+    """What the build steps of one variant need from the matrix; passed into cibuildwheel's container
+    (environment-pass) or set natively."""
+    env = {
+        "VISDET_OPS_FLAVOUR": flavour.name,
+        "VISDET_OPS_TORCH": str(torch_version),
+        "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0",
+        "VISDET_OPS_TORCH_PIP_ARGS": json.dumps(flavour.torch_pip_args(torch_version)),
+    }
+    if flavour.is_cuda:
+        env["TORCH_CUDA_ARCH_LIST"] = ";".join(arch_list or flavour.arch_list)
+    return env
+
+
+def _command(template: str, **values: str) -> str:
+    for key, value in values.items():
+        template = template.replace("{" + key + "}", shlex.quote(value))
+    return template
+
+
+def _sh(command: str, env: dict, cwd: Path | None = None) -> None:
+    print(f"+ {command}", flush=True)
+    subprocess.run(["sh", "-c", command], env=env, cwd=cwd, check=True)
+
+
+def _venv(python: str, path: Path, base_env: dict) -> dict:
+    """A fresh venv; returns the environment that activates it."""
+    shutil.rmtree(path, ignore_errors=True)
+    subprocess.run([python, "-m", "venv", str(path)], check=True)
+    env = dict(base_env, VIRTUAL_ENV=str(path), PATH=f"{path / 'bin'}{os.pathsep}{base_env['PATH']}")
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def build_and_repair(python: str, project: Path, out: Path, variant_env: dict, work: Path) -> Path:
+    """before-build, build, repair-wheel-command of [tool.cibuildwheel] in a fresh venv of `python`."""
+    config = cibw_config(project)
+    env = _venv(python, work / "build-venv", dict(os.environ, **config.get("environment", {}), **variant_env))
+    _sh(_command(config["before-build"], project=str(project)), env, cwd=project)
+    frontend = config.get("build-frontend", {})
+    if frontend.get("name", "pip") != "pip":
+        raise SystemExit(f"ci.release runs the pip build frontend only, the config names {frontend}")
+    built = work / "built"
+    shutil.rmtree(built, ignore_errors=True)
+    args = " ".join(shlex.quote(a) for a in frontend.get("args", []))
+    _sh(f"python -m pip wheel {shlex.quote(str(project))} --wheel-dir={shlex.quote(str(built))} --no-deps {args}", env)
+    (raw,) = built.glob("*.whl")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for step in config["repair-wheel-command"]:
+        _sh(_command(step, wheel=str(raw), dest_dir=str(out)), env)
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+def test_wheel(python: str, project: Path, wheel: Path, variant_env: dict, work: Path) -> None:
+    """before-test, the test requirements, the wheel and test-command, in a fresh venv, from a scratch folder."""
+    config = cibw_config(project)
+    env = _venv(python, work / "test-venv", dict(os.environ, **config.get("environment", {}), **variant_env))
+    if config.get("before-test"):
+        _sh(_command(config["before-test"], project=str(project)), env, cwd=project)
+    extras = ",".join(config.get("test-extras", []))
+    requirement = f"{wheel}[{extras}]" if extras else str(wheel)
+    _sh(
+        f"python -m pip install {shlex.quote(requirement)} "
+        + " ".join(map(shlex.quote, config.get("test-requires", []))),
+        env,
+    )
+    with tempfile.TemporaryDirectory(prefix="cibw-test-") as cwd:
+        _sh(_command(config["test-command"], project=str(project)), env, cwd=Path(cwd))
+
+
+def publish(wheelhouse: Path, site: Path, site_url: str, tag: str, assets: Path, assets_url: str) -> None:
+    """The publish workflow's index step: merge this release into the published index (read from its URL)."""
+    subprocess.run(
+        [sys.executable, "-m", "ci.index", "--wheelhouse", str(wheelhouse), "--out", str(site),
+         "--base-url", site_url, "--previous", site_url, "--wheel-url", f"{assets_url}/{tag}",
+         "--assets-out", str(assets / tag)],
+        cwd=ROOT, check=True,
+    )  # fmt: skip
+
+
+def find_python(version: str) -> str:
+    """An interpreter of `version` that actually runs (a pyenv shim of an inactive version does not)."""
+    candidates = [shutil.which(f"python{version}")]
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates += sorted(str(p) for p in pyenv_root.glob(f"versions/{version}.*/bin/python{version}"))
+    for exe in filter(None, candidates):
+        res = subprocess.run([exe, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+        if res.returncode == 0 and res.stdout.strip() == str(tuple(int(p) for p in version.split("."))):
+            return exe
+    raise SystemExit(f"no working python{version} found (PATH, {pyenv_root}/versions): install CPython {version}")
+
+
+def _copy_tree(dest: Path) -> Path:
+    """The files a clean checkout has (tracked and not ignored), as the release job checks them out."""
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")  # fmt: skip
+    shutil.rmtree(dest, ignore_errors=True)
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def _bump(version: str) -> str:
+    parts = version.split(".")
+    return ".".join(parts[:-1] + [str(int(parts[-1]) + 1)])
+
+
+def _set_version(project: Path, version: str) -> None:
+    path = project / "ci" / "matrix.toml"
+    text, count = re.subn(r'(?m)^version = "[^"]+"', f'version = "{version}"', path.read_text(), count=1)
+    if count != 1:
+        raise SystemExit(f"{path}: no top-level version line")
+    path.write_text(text)
+
+
+def rehearsal(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    python = args.python or find_python("3.10")
+    matrix = variant_matrix.load()
+    flavour = matrix.flavour(args.flavour)
+    torch_version = flavour.torch_for(args.torch) if args.torch else matrix.tests_torch
+    variant = variant_matrix.variant_name(torch_version, flavour.name)
+    work = args.work.resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "www" / "site").mkdir(parents=True)
+    server, url = smoke.serve(work / "www")
+    site, site_url = work / "www" / "site" / "whl", f"{url}/site/whl"
+    assets, assets_url = work / "www" / "releases" / "download", f"{url}/releases/download"
+    project = _copy_tree(work / "project")
+    first = str(matrix.version)
+    versions = [first, _bump(first)]
+    variant_env = build_environment(flavour, torch_version)
+    print(f"release rehearsal: {variant} (torch {torch_version}) with {python}, versions {versions}", flush=True)
+    try:
+        for n, version in enumerate(versions):
+            _set_version(project, version)
+            house = work / f"wheelhouse-{version}"
+            wheel = build_and_repair(python, project, house / variant, variant_env, work)
+            summary = wheel_check.check(wheel, flavour, torch_version)
+            print(wheel_check.describe(summary), flush=True)
+            if n == 0:
+                test_wheel(python, project, wheel, variant_env, work)
+            publish(house, site, site_url, f"v{version}", assets, assets_url)
+        manifest = json.loads((site / "manifest.json").read_text())["wheels"]
+        listed = sorted(e["version"] for e in manifest if e["variant"] == variant)
+        want = sorted(f"{v}+{variant}" for v in versions)
+        if listed != want:
+            raise SystemExit(f"after two releases the index lists {listed}, expected {want}")
+        smoke.run_smoke(site, site_url, work / "smoke", versions=[f"{v}+{variant}" for v in versions])
+    finally:
+        server.shutdown()
+    print(f"release rehearsal OK: {variant}, releases {versions}, {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    reh = sub.add_parser("rehearsal", help="two simulated releases of one variant into one index, then smoke")
+    reh.add_argument("--python", help="the CPython to build with (default: a working python3.10)")
+    reh.add_argument("--work", type=Path, default=ROOT / ".nox" / "_rehearsal")
+    reh.add_argument("--flavour", default="cpu")
+    reh.add_argument("--torch", help="torch release of the row (default: the matrix's [tests] torch)")
+    args = parser.parse_args(argv)
+    return rehearsal(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Variant names, release numbers, the abi3 floor and the CUDA arch rules: the one home of these rules.
+
+A variant is one wheel's target, pt<torch major><torch minor><cpu|cuXY> (pt213cpu, pt214cu130): the wheel's
+local version label (0.1.0+pt213cpu) and its folder in the wheel index.
+
+Standard library only and torch-free: the import check, `visdet-ops doctor`, setup.py and the ci/ tools all use
+this module. setup.py and ci/ load it from its file (importlib), so that nothing else of the package, and
+no torch, is imported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The abi3 floor: one cp310-abi3 wheel per variant serves every CPython >= 3.10.
+MIN_PYTHON = (3, 10)
+ABI3_TAG = f"cp{MIN_PYTHON[0]}{MIN_PYTHON[1]}"
+PY_LIMITED_API = f"0x{MIN_PYTHON[0]:02X}{MIN_PYTHON[1]:02X}0000"  # the Py_LIMITED_API macro value
+
+# PEP 440 releases as torch and nvcc print them: 2.13.0, 2.13.0+cpu, 2.10.0.dev20251001+cu130, 13.0.88.
+_RELEASE = re.compile(
+    r"^\s*v?(?P<release>\d+(?:\.\d+)*)"
+    r"(?P<suffix>(?:[._-]?(?:a|b|c|rc|alpha|beta|pre|preview|dev|post)[._-]?\d*)*)"
+    r"(?:\+(?P<local>[a-z0-9]+(?:[._-][a-z0-9]+)*))?\s*$",
+    re.IGNORECASE,
+)
+# Torch majors are one digit: pt213cpu is torch 2.13.
+_VARIANT = re.compile(r"^pt(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2,3})$")
+
+
+@dataclass(frozen=True)
+class Release:
+    """The numeric part of a version (what the rules here compare) and its local label."""
+
+    parts: tuple[int, ...]
+    local: str | None = None
+
+    @property
+    def major(self) -> int:
+        return self.parts[0]
+
+    @property
+    def minor(self) -> int:
+        return self.parts[1] if len(self.parts) > 1 else 0
+
+    @property
+    def major_minor(self) -> tuple[int, int]:
+        return (self.major, self.minor)
+
+    def __str__(self) -> str:
+        return ".".join(map(str, self.parts)) + (f"+{self.local}" if self.local else "")
+
+
+def parse_release(text: str) -> Release:
+    """'2.13.0+cpu' -> Release((2, 13, 0), 'cpu'); raises ValueError naming the text."""
+    match = _RELEASE.match(str(text))
+    if not match:
+        raise ValueError(f"not a version number: {text!r}")
+    return Release(tuple(int(p) for p in match.group("release").split(".")), match.group("local"))
+
+
+def flavour_for(torch_cuda: str | None) -> str:
+    """The flavour of a torch build: 'cpu', or 'cu130' for torch.version.cuda == '13.0'."""
+    if not torch_cuda:
+        return "cpu"
+    cuda = parse_release(torch_cuda)
+    return f"cu{cuda.major}{cuda.minor}"
+
+
+def variant_name(torch_version: str | Release, flavour: str) -> str:
+    """pt<major><minor><flavour>: the local version label and index folder."""
+    v = torch_version if isinstance(torch_version, Release) else parse_release(str(torch_version))
+    name = f"pt{v.major}{v.minor}{flavour}"
+    if not _VARIANT.match(name):
+        raise ValueError(f"torch {torch_version} with flavour {flavour!r} gives no valid variant name ({name!r})")
+    return name
+
+
+def variant_for(torch_version: str, torch_cuda: str | None) -> str:
+    """The variant matching a torch install (torch.__version__, torch.version.cuda)."""
+    return variant_name(torch_version, flavour_for(torch_cuda))
+
+
+def parse_variant(name: str) -> tuple[tuple[int, int], str]:
+    """'pt213cpu' -> ((2, 13), 'cpu'); raises ValueError for anything else."""
+    match = _VARIANT.match(name)
+    if not match:
+        raise ValueError(f"not a variant name: {name!r} (expected pt<major><minor><cpu|cuXY>, e.g. pt213cpu)")
+    return (int(match.group("major")), int(match.group("minor"))), match.group("flavour")
+
+
+def is_variant(name: str) -> bool:
+    return _VARIANT.match(name) is not None
+
+
+# --- CUDA arch rules -------------------------------------------------------------------------------------------
+
+_ARCH_ENTRY = re.compile(r"^\d+\.\d+(\+PTX)?$")
+
+
+def sass_and_ptx(arch_list) -> tuple[list[str], list[str]]:
+    """Splits TORCH_CUDA_ARCH_LIST entries ('8.6', '9.0+PTX') into SASS archs and PTX archs."""
+    sass, ptx = [], []
+    for entry in arch_list:
+        arch = entry.removesuffix("+PTX")
+        sass.append(arch)
+        if entry.endswith("+PTX"):
+            ptx.append(arch)
+    return sass, ptx
+
+
+def arch_problem(cuda_version: str | Release, entry: str) -> str | None:
+    """Why nvcc of `cuda_version` cannot build arch list entry `entry`, or None when it can."""
+    if not _ARCH_ENTRY.match(entry):
+        return f"arch list entries look like '8.6' or '9.0+PTX', got {entry!r}"
+    cuda = cuda_version if isinstance(cuda_version, Release) else parse_release(str(cuda_version))
+    arch = parse_release(entry.removesuffix("+PTX")).major_minor
+    if cuda.major >= 13 and arch < (7, 5):
+        return f"CUDA {cuda} cannot target sm_{arch[0]}{arch[1]} (CUDA 13 dropped sm_70/sm_72)"
+    if cuda.major_minor < (12, 8) and arch >= (10, 0):
+        return f"CUDA {cuda} cannot target sm_{arch[0]}{arch[1]} (Blackwell needs CUDA >= 12.8)"
+    return None
