@@ -155,6 +155,17 @@ def _copy_tree(dest: Path) -> Path:
     return dest
 
 
+def _reachable(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(url, timeout=20).close()
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def _bump(version: str) -> str:
     parts = version.split(".")
     return ".".join(parts[:-1] + [str(int(parts[-1]) + 1)])
@@ -185,6 +196,11 @@ def rehearsal(args: argparse.Namespace) -> int:
     first = str(matrix.version)
     versions = [first, _bump(first)]
     variant_env = build_environment(flavour, torch_version)
+    if not flavour.torch_from_pypi(torch_version) and not _reachable(flavour.torch_index):
+        # Seen on machines that reach PyPI only: the variant's own torch build is not to be had, PyPI's build
+        # of the same release is (a CUDA build; its CPU ABI is the same, and a cpu variant compiles no CUDA).
+        print(f"NOTE: {flavour.torch_index} is unreachable: torch {torch_version} comes from PyPI", flush=True)
+        variant_env["VISDET_OPS_TORCH_PIP_ARGS"] = json.dumps([f"torch=={torch_version}"])
     print(f"release rehearsal: {variant} (torch {torch_version}) with {python}, versions {versions}", flush=True)
     try:
         for n, version in enumerate(versions):

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import traceback
 
-from . import _compat, _install, _variant
+from . import _compat, _environment, _install, _variant
 from ._compat import Check
 
 
@@ -60,6 +60,7 @@ def _empty_report() -> dict:
         "build_info": None,
         "checks": [],
         "ops": {},
+        "environment": _environment.set_variables(),
         "install": "unknown",
     }
 
@@ -172,6 +173,9 @@ def _print_text(report: dict) -> None:
     print(f"  {'torch':<{w}} {report['torch']}  CUDA {report['torch_cuda'] or 'none'}  cxx11abi={report['cxx11_abi']}")
     driver, driver_cuda = report.get("driver_version") or "none", report.get("driver_cuda_version") or "none"
     print(f"  {'driver':<{w}} {driver} (CUDA {driver_cuda})")
+    for name, value in report["environment"].items():
+        known = "" if name in _environment.VARIABLES else "  (unknown: see docs/environment.md)"
+        print(f"  {'env':<{w}} {name}={value}{known}")
     for gpu in report["gpus"]:
         print(f"  {'gpu ' + str(gpu['index']):<{w}} {gpu['name']} (sm {gpu['capability']})")
     info = report["build_info"]

@@ -1,0 +1,73 @@
+"""Every VISDET_OPS_* environment variable, in one documented list.
+
+`visdet-ops doctor` prints the ones set; docs/environment.md is generated from this list
+(`python -m visdet_ops._environment > docs/environment.md`), and a test fails when the source tree reads a
+VISDET_OPS_* variable that is not here. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# name -> (who reads it, what it does)
+VARIABLES: dict[str, tuple[str, str]] = {
+    "VISDET_OPS_SYNC_CHECKS": (
+        "run time",
+        "1: every host-side check of tensor values on CUDA (RoI coordinates and batch indices, class targets), "
+        "each a device-to-host wait; a debugging switch",
+    ),
+    "VISDET_OPS_SYNC_ROI_CHECKS": (
+        "run time",
+        "1: CUDA RoI ops check the RoI values on the host and raise, instead of NaN output for a bad RoI",
+    ),
+    "VISDET_OPS_SYNC_TARGET_CHECKS": (
+        "run time",
+        "1: CUDA focal losses check the targets on the host and raise, instead of NaN rows for a bad target",
+    ),
+    "VISDET_OPS_INDEX_URL": (
+        "run time",
+        "the wheel index named in the install lines of the import error and the doctor (a mirror)",
+    ),
+    "VISDET_OPS_CUDA": (
+        "build",
+        "1: build the CUDA kernels, a missing nvcc is an error; 0: CPU kernels only; unset: CUDA when torch "
+        "is a CUDA build and nvcc is found",
+    ),
+    "VISDET_OPS_FLAVOUR": ("release", "the matrix row a cibuildwheel build is for (set by ci.release)"),
+    "VISDET_OPS_TORCH": ("release", "the torch release a cibuildwheel build is for (set by ci.release)"),
+    "VISDET_OPS_TORCH_PIP_ARGS": (
+        "release",
+        "pip arguments (a JSON list) installing the variant's torch in cibuildwheel's hooks (set by ci.release)",
+    ),
+    "VISDET_OPS_REQUIRE_CUDA": ("tests", "1: CUDA test cases fail instead of skipping when no GPU is usable"),
+    "VISDET_OPS_REQUIRE_NVCC": ("tests", "1: compiling the CUDA sources is not skipped when nvcc is missing"),
+    "VISDET_OPS_TEST_CUDA_ARCH": (
+        "tests",
+        "the arch tests/test_cuda_sources.py compiles for (default: the newest SASS arch of the matrix row)",
+    ),
+    "VISDET_OPS_TEST_SEED": ("tests", "replays the random seed a failing test printed"),
+}
+
+
+def set_variables() -> dict[str, str]:
+    """The VISDET_OPS_* variables set in this environment (unknown ones too, so that a typo shows)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("VISDET_OPS_")}
+
+
+def markdown() -> str:
+    lines = [
+        "# Environment variables",
+        "",
+        "Generated from `visdet_ops/_environment.py` by `python -m visdet_ops._environment > docs/environment.md`",
+        "(a test fails when this file is stale). `visdet-ops doctor` prints the ones set.",
+        "",
+        "| variable | read by | effect |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{name}` | {scope} | {text} |" for name, (scope, text) in VARIABLES.items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
