@@ -40,7 +40,7 @@ def fail(message: str) -> NoReturn:
 # The build imports nothing from ci/ (a release builds in a bare CPython 3.10 that has only the
 # [build-system] requirements): the variant and arch rules come from the package's own torch-free
 # module, loaded from its file, and the matrix is read as plain TOML.
-_spec = importlib.util.spec_from_file_location("_visdet_ops_variant", ROOT / "visdet_ops" / "_variant.py")
+_spec = importlib.util.spec_from_file_location("_visdet_ops_build_rules", ROOT / "visdet_ops" / "_build_rules.py")
 variants = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = variants  # dataclasses look their module up while the class is made
 _spec.loader.exec_module(variants)
@@ -71,44 +71,13 @@ TORCH_CUDA = torch.version.cuda  # "13.0" or None
 MATRIX = tomllib.loads((ROOT / "ci" / "matrix.toml").read_text())
 
 
-def find_cuda_home() -> Path | None:
-    """CUDA_HOME, else the toolkit of the nvcc on PATH, else /usr/local/cuda.
-
-    torch's own guess takes dirname(dirname(which nvcc)), which is wrong when
-    nvcc on PATH is a wrapper script (/usr/local/bin/nvcc here)."""
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            return Path(os.environ[var])
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        home = Path(nvcc).resolve().parent.parent
-        if (home / "include" / "cuda_runtime.h").exists():
-            return home
-    default = Path("/usr/local/cuda")
-    if (default / "bin" / "nvcc").exists():
-        return default
-    return None
-
-
-def nvcc_version(cuda_home: Path):
-    nvcc = cuda_home / "bin" / "nvcc"
-    try:
-        out = subprocess.run([str(nvcc), "--version"], check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        fail(f"could not run {nvcc} --version: {exc}")
-    match = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", out)
-    if not match:
-        fail(f"could not read the CUDA version from `{nvcc} --version`:\n{out}")
-    return variants.parse_release(match.group(1))
-
-
 def decide_cuda():
     mode = os.environ.get("VISDET_OPS_CUDA", "").strip()
     if mode not in ("", "0", "1"):
         fail(f"VISDET_OPS_CUDA must be 0, 1 or unset, got {mode!r}")
     if mode == "0":
         return False, None, None
-    cuda_home = find_cuda_home()
+    cuda_home, _ = variants.find_cuda_home()
     if mode == "1":
         if TORCH_CUDA is None:
             fail(
@@ -129,7 +98,9 @@ def decide_cuda():
                 file=sys.stderr,
             )
         return False, None, None
-    nvcc = nvcc_version(cuda_home)
+    nvcc = variants.nvcc_version(cuda_home)
+    if nvcc is None:
+        fail(f"could not run {cuda_home / 'bin' / 'nvcc'} --version")
     if nvcc.major != variants.parse_release(TORCH_CUDA).major:
         fail(f"nvcc {nvcc} ({cuda_home}) cannot build for torch {torch.__version__}, which needs CUDA {TORCH_CUDA}")
     return True, cuda_home, nvcc

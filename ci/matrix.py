@@ -25,17 +25,17 @@ ROOT = Path(__file__).resolve().parent.parent
 MATRIX_PATH = ROOT / "ci" / "matrix.toml"
 
 
-def _load_variant_rules():
-    """visdet_ops/_variant.py, the one home of the variant grammar, the abi3 floor and the arch rules,
-    loaded from its file: importing the package would import torch and the compiled ops."""
-    spec = importlib.util.spec_from_file_location("_visdet_ops_variant", ROOT / "visdet_ops" / "_variant.py")
+def _load_build_rules():
+    """visdet_ops/_build_rules.py (the variant grammar, the abi3 floor, the arch rules, the CUDA toolkit
+    lookup), loaded from its file: importing the package would import torch and the compiled ops."""
+    spec = importlib.util.spec_from_file_location("_visdet_ops_build_rules", ROOT / "visdet_ops" / "_build_rules.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 
 
-rules = _load_variant_rules()
+rules = _load_build_rules()
 sass_and_ptx = rules.sass_and_ptx
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .matrix import CudaFlavour
+from .matrix import CudaFlavour, rules
 
 
 class ToolchainError(RuntimeError):
@@ -30,34 +29,13 @@ class ToolchainError(RuntimeError):
 
 
 def nvcc_version(cuda_home: Path) -> Version | None:
-    nvcc = cuda_home / "bin" / "nvcc"
-    if not nvcc.exists():
-        return None
-    try:
-        out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    m = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", out)
-    return Version(m.group(1)) if m else None
-
-
-def _same_minor(a: Version, b: Version) -> bool:
-    return a.release[:2] == b.release[:2]
+    found = rules.nvcc_version(cuda_home)
+    return None if found is None else Version(str(found))
 
 
 def find_installed(cuda: Version) -> tuple[Path | None, list[str]]:
-    """A toolkit on this machine with nvcc cuda.major.minor; and what was seen."""
-    seen = []
-    candidates = []
-    if os.environ.get("CUDA_HOME"):
-        candidates.append(Path(os.environ["CUDA_HOME"]))
-    candidates += [Path(f"/usr/local/cuda-{cuda.major}.{cuda.minor}"), Path("/usr/local/cuda")]
-    for home in candidates:
-        found = nvcc_version(home)
-        seen.append(f"{home}: {'nvcc ' + str(found) if found else 'no nvcc'}")
-        if found is not None and _same_minor(found, cuda):
-            return home, seen
-    return None, seen
+    """A toolkit on this machine with nvcc cuda.major.minor; and what was seen (visdet_ops/_build_rules.py)."""
+    return rules.find_cuda_home(rules.parse_release(str(cuda)))
 
 
 def pypi_full_toolchain(flavour: CudaFlavour, cache: Path, pip: Callable[[list[str]], None]) -> Path:
@@ -168,7 +146,7 @@ def _link_unversioned_cudart(lib: Path) -> None:
 
 def _check_home(home: Path, cuda: Version) -> None:
     found = nvcc_version(home)
-    if found is None or not _same_minor(found, cuda):
+    if found is None or found.release[:2] != cuda.release[:2]:
         raise ToolchainError(f"the toolchain assembled in {home} gave nvcc {found}, expected CUDA {cuda}")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from visdet_ops import _compat, _install, _variant
+from visdet_ops import _build_rules, _compat, _install
 
 INFO_CU130 = {"TORCH_VERSION": "2.14.1", "TORCH_CUDA_VERSION": "13.0", "CXX11_ABI": True}
 INFO_CPU = {"TORCH_VERSION": "2.13.0+cpu", "TORCH_CUDA_VERSION": None, "CXX11_ABI": True}
@@ -65,8 +65,8 @@ def test_arch_check(cap, status):
 
 def test_install_line(monkeypatch):
     monkeypatch.delenv("VISDET_OPS_INDEX_URL", raising=False)
-    assert _variant.variant_for("2.13.0+cpu", None) == "pt213cpu"
-    assert _variant.variant_for("2.11.0+cu130", "13.0") == "pt211cu130"
+    assert _build_rules.variant_for("2.13.0+cpu", None) == "pt213cpu"
+    assert _build_rules.variant_for("2.11.0+cu130", "13.0") == "pt211cu130"
     line = _install.install_command("pt213cpu")
     assert line == f"pip install --force-reinstall --no-deps visdet-ops -f {_install.DEFAULT_INDEX_URL}/pt213cpu/"
     monkeypatch.setenv("VISDET_OPS_INDEX_URL", "http://127.0.0.1:8000/")
@@ -86,25 +86,25 @@ def test_install_line(monkeypatch):
     ],
 )
 def test_parse_release(text, parts, local):
-    r = _variant.parse_release(text)
+    r = _build_rules.parse_release(text)
     assert (r.parts, r.local) == (parts, local)
 
 
 @pytest.mark.parametrize("text", ["", "cpu", "2.x", "latest", "2.13.0+"])
 def test_parse_release_rejects(text):
     with pytest.raises(ValueError, match="not a version number"):
-        _variant.parse_release(text)
+        _build_rules.parse_release(text)
 
 
 def test_variant_grammar_round_trips():
     for torch_version, cuda, name in [("2.13.0+cpu", None, "pt213cpu"), ("2.6.0", "12.4", "pt26cu124")]:
-        assert _variant.variant_for(torch_version, cuda) == name
-        assert _variant.is_variant(name)
-    assert _variant.parse_variant("pt214cu130") == ((2, 14), "cu130")
-    assert _variant.parse_variant("pt26cu124") == ((2, 6), "cu124")
+        assert _build_rules.variant_for(torch_version, cuda) == name
+        assert _build_rules.is_variant(name)
+    assert _build_rules.parse_variant("pt214cu130") == ((2, 14), "cu130")
+    assert _build_rules.parse_variant("pt26cu124") == ((2, 6), "cu124")
     for bad in ("pt2cpu", "torch213cpu", "pt213cuda", "pt213"):
         with pytest.raises(ValueError, match="not a variant name"):
-            _variant.parse_variant(bad)
+            _build_rules.parse_variant(bad)
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_variant_grammar_round_trips():
     ],
 )
 def test_arch_rules(cuda, entry, ok):
-    assert (_variant.arch_problem(cuda, entry) is None) == ok
+    assert (_build_rules.arch_problem(cuda, entry) is None) == ok
 
 
 def test_runtime_modules_need_only_the_standard_library(tmp_path):
@@ -136,10 +136,10 @@ def test_runtime_modules_need_only_the_standard_library(tmp_path):
         "            raise ModuleNotFoundError('blocked: ' + name, name=name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import visdet_ops, visdet_ops.doctor\n"
-        "from visdet_ops import _compat, _install, _variant\n"
+        "from visdet_ops import _compat, _install, _build_rules\n"
         "report = visdet_ops.doctor.collect()\n"
         "print([c for c in report['checks'] if c.status == 'FAIL'])\n"
-        "print(_variant.variant_for('2.13.0+cpu', None))\n"
+        "print(_build_rules.variant_for('2.13.0+cpu', None))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,21 +25,10 @@ CU_SOURCES = sorted(CSRC.rglob("*.cu"))
 HOST_SOURCES = sorted(CSRC.rglob("*_cuda_host.cpp"))
 
 
-def _cuda_home() -> Path | None:
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            return Path(os.environ[var])
-    for home in (Path("/usr/local/cuda"),):
-        if (home / "bin" / "nvcc").exists():
-            return home
-    nvcc = shutil.which("nvcc")
-    return Path(nvcc).resolve().parent.parent if nvcc else None
-
-
 @pytest.fixture(scope="module")
 def cuda_home() -> Path:
-    home = _cuda_home()
-    if home is None or toolchain.nvcc_version(home) is None:
+    home, _ = variants.rules.find_cuda_home()
+    if home is None:
         if os.environ.get("VISDET_OPS_REQUIRE_NVCC") == "1":
             pytest.fail("VISDET_OPS_REQUIRE_NVCC=1 but no nvcc was found (set CUDA_HOME)")
         pytest.skip("no nvcc on this machine")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ._variant import parse_release
+from ._build_rules import parse_release
 
 Status = Literal["OK", "WARN", "FAIL"]
 

@@ -11,7 +11,7 @@ import functools
 import importlib
 import warnings
 
-from . import _compat, _install, _variant
+from . import _build_rules, _compat, _install
 
 _DOCTOR_HINT = "Run `visdet-ops doctor` (or `python -m visdet_ops doctor`) for a full report."
 
@@ -26,7 +26,7 @@ def build_info() -> dict | None:
 
 
 def _fix_lines(torch_version: str, torch_cuda: str | None) -> str:
-    variant = _variant.variant_for(torch_version, torch_cuda)
+    variant = _build_rules.variant_for(torch_version, torch_cuda)
     return f"Install the visdet-ops build for this environment ({variant}):\n  {_install.install_command(variant)}"
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import traceback
 
-from . import _compat, _environment, _install, _variant
+from . import _build_rules, _compat, _environment, _install
 from ._compat import Check
 
 
@@ -130,7 +130,7 @@ def collect() -> dict:
                 checks.append(Check(f"smoke {name} ({dev})", "FAIL", result))
 
     report["checks"] = checks
-    report["variant"] = _variant.variant_for(torch.__version__, torch.version.cuda)
+    report["variant"] = _build_rules.variant_for(torch.__version__, torch.version.cuda)
     report["install"] = _install.install_command(report["variant"])
     return report
 

@@ -1,4 +1,5 @@
-"""Variant names, release numbers, the abi3 floor and the CUDA arch rules: the one home of these rules.
+"""Variant names, release numbers, the abi3 floor, the CUDA arch rules and the CUDA toolkit lookup: the one
+home of these rules.
 
 A variant is one wheel's target, pt<torch major><torch minor><cpu|cuXY> (pt213cpu, pt214cu130): the wheel's
 local version label (0.1.0+pt213cpu) and its folder in the wheel index.
@@ -10,8 +11,12 @@ no torch, is imported.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 # The abi3 floor: one cp310-abi3 wheel per variant serves every CPython >= 3.10.
 MIN_PYTHON = (3, 10)
@@ -121,3 +126,48 @@ def arch_problem(cuda_version: str | Release, entry: str) -> str | None:
     if cuda.major_minor < (12, 8) and arch >= (10, 0):
         return f"CUDA {cuda} cannot target sm_{arch[0]}{arch[1]} (Blackwell needs CUDA >= 12.8)"
     return None
+
+
+# --- CUDA toolkit ----------------------------------------------------------------------------------------------
+
+
+def nvcc_version(cuda_home: str | Path) -> Release | None:
+    """The release of <cuda_home>/bin/nvcc ('13.0.88'), or None when there is no working nvcc there."""
+    nvcc = Path(cuda_home) / "bin" / "nvcc"
+    if not nvcc.exists():
+        return None
+    try:
+        out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    match = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", out)
+    return parse_release(match.group(1)) if match else None
+
+
+def cuda_home_candidates(want: Release | None = None) -> list[Path]:
+    """Where a CUDA toolkit is looked for, in order: CUDA_HOME, CUDA_PATH, the toolkit of the nvcc on PATH,
+    /usr/local/cuda-X.Y (when a release is wanted), /usr/local/cuda.
+
+    The nvcc on PATH counts only where its folder's parent holds include/cuda_runtime.h: torch's own guess
+    takes dirname(dirname(which nvcc)), wrong for a wrapper script such as /usr/local/bin/nvcc."""
+    homes = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        home = Path(nvcc).resolve().parent.parent
+        if (home / "include" / "cuda_runtime.h").exists():
+            homes.append(home)
+    if want is not None:
+        homes.append(Path(f"/usr/local/cuda-{want.major}.{want.minor}"))
+    homes.append(Path("/usr/local/cuda"))
+    return list(dict.fromkeys(homes))
+
+
+def find_cuda_home(want: Release | None = None) -> tuple[Path | None, list[str]]:
+    """The first candidate with a working nvcc (of want's major.minor when given), and what was seen."""
+    seen = []
+    for home in cuda_home_candidates(want):
+        found = nvcc_version(home)
+        seen.append(f"{home}: {'nvcc ' + str(found) if found else 'no nvcc'}")
+        if found is not None and (want is None or found.major_minor == want.major_minor):
+            return home, seen
+    return None, seen
