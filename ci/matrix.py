@@ -27,8 +27,15 @@ MATRIX_PATH = ROOT / "ci" / "matrix.toml"
 
 def _load_build_rules():
     """visdet_ops/_build_rules.py (the variant grammar, the abi3 floor, the arch rules, the CUDA toolkit
-    lookup), loaded from its file: importing the package would import torch and the compiled ops."""
-    spec = importlib.util.spec_from_file_location("_visdet_ops_build_rules", ROOT / "visdet_ops" / "_build_rules.py")
+    lookup), loaded from its file: importing the package would import torch and the compiled ops. Where the
+    tree has no package (tests of an installed wheel run from such a copy), the installed package's file."""
+    path = ROOT / "visdet_ops" / "_build_rules.py"
+    if not path.exists():
+        installed = importlib.util.find_spec("visdet_ops")  # finds the package without running its __init__
+        if installed is None or not installed.submodule_search_locations:
+            raise ImportError(f"{path} is missing and no visdet_ops package is installed")
+        path = Path(installed.submodule_search_locations[0]) / "_build_rules.py"
+    spec = importlib.util.spec_from_file_location("_visdet_ops_build_rules", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
