@@ -217,7 +217,7 @@ def rehearsal(args: argparse.Namespace) -> int:
         want = sorted(f"{v}+{variant}" for v in versions)
         if listed != want:
             raise SystemExit(f"after two releases the index lists {listed}, expected {want}")
-        smoke.run_smoke(site, site_url, work / "smoke", versions=[f"{v}+{variant}" for v in versions])
+        smoke.run_smoke(site, site_url, work / "smoke", versions=[f"{v}+{variant}" for v in versions], source=project)
     finally:
         server.shutdown()
     print(f"release rehearsal OK: {variant}, releases {versions}, {time.monotonic() - started:.0f} s")

@@ -21,13 +21,14 @@ FILES = ("pyproject.toml", "setup.py", "noxfile.py", "README.md")
 SOURCE_TREE_ONLY = ("tests/test_cuda_sources.py",)
 
 
-def tree_without_package(dest: Path) -> Path:
+def tree_without_package(dest: Path, root: Path = ROOT) -> Path:
+    """A copy of the source tree at `root` without its visdet_ops package."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     for name in FOLDERS:
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(root / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in FILES:
-        shutil.copy2(ROOT / name, dest / name)
+        shutil.copy2(root / name, dest / name)
     return dest
 
 

@@ -126,7 +126,9 @@ def check_installed(py: Path, variant: str, env: dict, work: Path, version: str 
     return got
 
 
-def check_variant(variant: str, url: str, work: Path, env: dict, versions: list[str] | None = None) -> dict:
+def check_variant(
+    variant: str, url: str, work: Path, env: dict, versions: list[str] | None = None, source: Path = ROOT
+) -> dict:
     py = venv(work / f"venv-{variant}", env)
     torch_version = install_torch(py, torch_minor(variant), env)
     user = user_pip_env(env)
@@ -144,7 +146,7 @@ def check_variant(variant: str, url: str, work: Path, env: dict, versions: list[
         print(f"{variant}: version {version} installs from both pages")
     # The test suite, once, against the installed wheel.
     run([py, "-m", "pip", "install", "--quiet", "visdet-ops[test]", "-f", f"{url}/{variant}/"], user)
-    res = run(pytest_command(py), env, cwd=tree_without_package(work / "tree"), check=False)
+    res = run(pytest_command(py), env, cwd=tree_without_package(work / "tree", source), check=False)
     summary = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:]
     print(f"{variant}: pytest: {summary}")
     if res.returncode != 0:
@@ -190,8 +192,10 @@ def run_smoke(
     variants: list[str] | None = None,
     versions: list[str] | None = None,
     mismatch_torch: str | None = None,
+    source: Path = ROOT,
 ) -> list[dict]:
-    """Every variant of the index served at `url`; returns a summary per variant."""
+    """Every variant of the index served at `url`; returns a summary per variant. The tests come from the
+    source tree at `source` (the tree the wheels were built from)."""
     found = sorted(p.name for p in index.iterdir() if p.is_dir() and rules.is_variant(p.name))
     chosen = [v for v in found if not variants or v in variants]
     if not chosen:
@@ -201,7 +205,7 @@ def run_smoke(
     results = []
     for v in chosen:
         mine = [x for x in versions or [] if x.endswith(f"+{v}")]
-        results.append(check_variant(v, url, work, env, mine))
+        results.append(check_variant(v, url, work, env, mine, source))
     cpu = [v for v in chosen if v.endswith("cpu")]
     if cpu:
         # Another torch minor beside the CPU wheel: this machine's other torch, or the one asked for.
