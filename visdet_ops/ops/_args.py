@@ -58,6 +58,10 @@ IM2COL_STEP_DCN = (INT64_MIN, INT64_MAX)
 IM2COL_STEP_MSDA = (1, INT64_MAX)
 # Discrete choices.
 OFFSET = (0, 1)
+# The functional wrappers only convert: the op's C++ check (or, under
+# torch.compile, its fake impl) applies the bounds above, so the wrappers
+# raise the op's own errors. Past int64 the schema could not take the value.
+INT64 = (INT64_MIN, INT64_MAX)
 
 
 def as_int(op: str, arg: str, value) -> int:

@@ -31,9 +31,9 @@ _INT_BOUNDS = (
 )
 
 
-def _check_ranges(op: str, kernel_size, group_size, scale_factor) -> tuple[int, int, int]:
+def _check_ranges(op: str, kernel_size, group_size, scale_factor, convert_only=False) -> tuple[int, int, int]:
     k, g, s = (
-        _args.check_int(op, arg, value, bounds)
+        _args.check_int(op, arg, value, _args.INT64 if convert_only else bounds)
         for (arg, bounds), value in zip(_INT_BOUNDS, (kernel_size, group_size, scale_factor), strict=True)
     )
     return k, g, s
@@ -93,7 +93,7 @@ def carafe(
     Returns:
         [N, C, H * S, W * S].
     """
-    kernel_size, group_size, scale_factor = _check_ranges("carafe", kernel_size, group_size, scale_factor)
+    kernel_size, group_size, scale_factor = _check_ranges("carafe", kernel_size, group_size, scale_factor, True)
     note_device(features)
     return torch.ops.visdet_ops.carafe(features, masks, kernel_size, group_size, scale_factor)
 
@@ -102,7 +102,7 @@ def carafe_naive(
     features: torch.Tensor, masks: torch.Tensor, kernel_size: int, group_size: int, scale_factor: int
 ) -> torch.Tensor:
     """The same function as `carafe` with the direct CUDA kernels (mmcv.ops.carafe_naive)."""
-    kernel_size, group_size, scale_factor = _check_ranges("carafe_naive", kernel_size, group_size, scale_factor)
+    kernel_size, group_size, scale_factor = _check_ranges("carafe_naive", kernel_size, group_size, scale_factor, True)
     note_device(features)
     return torch.ops.visdet_ops.carafe_naive(features, masks, kernel_size, group_size, scale_factor)
 

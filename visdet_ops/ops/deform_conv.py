@@ -83,12 +83,12 @@ def _deform_conv2d_backward_fake(grad_output, input, offset, mask, weight, bias,
 
 
 def _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, im2col_step, op):
-    sh, sw = _args.check_pair(op, "stride", stride, _args.STRIDE)
-    ph, pw = _args.check_pair(op, "padding", padding, _args.PADDING)
-    dh, dw = _args.check_pair(op, "dilation", dilation, _args.DILATION)
-    groups = _args.check_int(op, "groups", groups, _args.GROUPS)
-    deform_groups = _args.check_int(op, "deform_groups", deform_groups, _args.GROUPS)
-    im2col_step = _args.check_int(op, "im2col_step", im2col_step, _args.IM2COL_STEP_DCN)
+    sh, sw = _args.check_pair(op, "stride", stride, _args.INT64)
+    ph, pw = _args.check_pair(op, "padding", padding, _args.INT64)
+    dh, dw = _args.check_pair(op, "dilation", dilation, _args.INT64)
+    groups = _args.check_int(op, "groups", groups, _args.INT64)
+    deform_groups = _args.check_int(op, "deform_groups", deform_groups, _args.INT64)
+    im2col_step = _args.check_int(op, "im2col_step", im2col_step, _args.INT64)
     note_device(input)
     return torch.ops.visdet_ops.deform_conv2d(
         input,

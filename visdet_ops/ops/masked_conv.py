@@ -79,7 +79,7 @@ def masked_conv2d(
     stride_h, stride_w = _pair(stride)
     if stride_h != 1 or stride_w != 1:
         raise ValueError(f"masked_conv2d: stride must be 1 (as in mmcv), got {stride!r}")
-    pad_h, pad_w = _args.check_pair("masked_conv2d", "padding", padding, _args.PADDING)
+    pad_h, pad_w = _args.check_pair("masked_conv2d", "padding", padding, _args.INT64)
     note_device(features)
     return torch.ops.visdet_ops.masked_conv2d(features, mask, weight, bias, int(pad_h), int(pad_w))
 
