@@ -1,12 +1,14 @@
-"""Integer arguments of the Python wrappers, the modules and the fake impls:
+"""Integer arguments of the modules, the fake impls and the Python wrappers:
 one table of accepted ranges and one checker.
 
 The C++ host layer checks the ops' own integer arguments against the same
 numbers (csrc/common/checks.h, namespace int_bounds) before any allocation or
-launch; the table here also covers the module constructors, whose arguments
-never reach C++ as such (channels, kernel sizes, fc widths). docs/ops.md
-("Integer arguments") lists every bound with its reason, and
-tests/test_integer_edges.py checks each from both sides.
+launch, and the fake impls mirror that check (check_fake), so torch.compile
+rejects what eager rejects. The table also covers the module constructors,
+whose arguments never reach C++ as such (channels, kernel sizes, fc widths).
+The functional wrappers only convert (bounds INT64) and leave the range to
+the op. docs/ops.md ("Integer arguments") lists every bound with its reason,
+and tests/test_integer_edges.py checks each from both sides.
 
 Values are accepted the way mmcv accepts them (it mostly calls int()):
 Python and NumPy integers, bool, and integer-valued floats such as 7.0. A
