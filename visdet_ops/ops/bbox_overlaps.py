@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..reference.bbox_overlaps import bbox_overlaps_reference
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
 
 _MODES = {"iou": 0, "iof": 1, "giou": 2}
 _MODE_NAMES = {v: k for k, v in _MODES.items()}
@@ -21,6 +21,8 @@ def _bbox_overlaps_fake(bboxes1, bboxes2, mode=0, aligned=False, offset=0):
         bboxes2.dim() >= 2 and bboxes2.size(-1) == 4, lambda: "bbox_overlaps: bboxes2 must have shape [..., N, 4]"
     )
     torch._check(bboxes1.shape[:-2] == bboxes2.shape[:-2], lambda: "bbox_overlaps: batch dimensions must match")
+    _args.check_fake("bbox_overlaps", "mode", mode, (0, 2))
+    _args.check_fake("bbox_overlaps", "offset", offset, _args.OFFSET)
     if aligned:
         torch._check(bboxes1.size(-2) == bboxes2.size(-2), lambda: "bbox_overlaps: aligned needs M == N")
         return bboxes1.new_empty(bboxes1.shape[:-1])

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import torch
 
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
 
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
 
@@ -26,6 +26,7 @@ def _check_boxes_fake(op: str, boxes, scores) -> None:
 @torch.library.register_fake("visdet_ops::nms")
 def _nms_fake(boxes, scores, iou_threshold, offset=0):
     _check_boxes_fake("nms", boxes, scores)
+    _args.check_fake("nms", "offset", offset, _args.OFFSET)
     # How many boxes survive depends on the data: an unbacked size.
     num_kept = torch.library.get_ctx().new_dynamic_size()
     return boxes.new_empty((num_kept,), dtype=torch.long)
@@ -34,6 +35,7 @@ def _nms_fake(boxes, scores, iou_threshold, offset=0):
 @torch.library.register_fake("visdet_ops::batched_nms")
 def _batched_nms_fake(boxes, scores, idxs, iou_threshold, offset=0):
     _check_boxes_fake("batched_nms", boxes, scores)
+    _args.check_fake("batched_nms", "offset", offset, _args.OFFSET)
     torch._check(idxs.dim() == 1 and idxs.size(0) == boxes.size(0), lambda: "batched_nms: idxs must have shape [N]")
     num_kept = torch.library.get_ctx().new_dynamic_size()
     return boxes.new_empty((num_kept,), dtype=torch.long)
@@ -42,6 +44,8 @@ def _batched_nms_fake(boxes, scores, idxs, iou_threshold, offset=0):
 @torch.library.register_fake("visdet_ops::soft_nms")
 def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offset=0, idxs=None):
     _check_boxes_fake("soft_nms", boxes, scores)
+    _args.check_fake("soft_nms", "method", method, (0, 2))
+    _args.check_fake("soft_nms", "offset", offset, _args.OFFSET)
     num_kept = torch.library.get_ctx().new_dynamic_size()
     return boxes.new_empty((num_kept,), dtype=torch.long), boxes.new_empty((num_kept,))
 
@@ -98,6 +102,7 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
     """
     boxes, scores, is_numpy = _as_tensors("nms", boxes, scores)
     _check_offset("nms", offset)
+    max_num = _args.as_int("nms", "max_num", max_num)  # any value: <= 0 keeps all
     note_device(boxes)
     valid_inds = None
     sel_boxes, sel_scores = boxes, scores
@@ -160,8 +165,9 @@ def _nms_params(nms_cfg: Mapping, class_agnostic: bool) -> tuple[str, dict, bool
     cfg = dict(nms_cfg)  # the caller's cfg is never changed
     class_agnostic = bool(cfg.pop("class_agnostic", class_agnostic))
     nms_type = cfg.pop("type", "nms")
-    split_thr = int(cfg.pop("split_thr", 10000))
-    max_num = int(cfg.pop("max_num", -1))
+    # Any value: split_thr <= 0 runs each class on its own, max_num <= 0 keeps all.
+    split_thr = _args.as_int("batched_nms", "split_thr", cfg.pop("split_thr", 10000))
+    max_num = _args.as_int("batched_nms", "max_num", cfg.pop("max_num", -1))
     if "iou_thr" in cfg:
         if "iou_threshold" in cfg:
             raise ValueError("batched_nms: nms_cfg has both iou_thr and its new name iou_threshold; keep one")
