@@ -434,6 +434,12 @@ def test_nms_match_numpy_empty_and_bad(device, rng):
     assert all(isinstance(g, np.ndarray) for g in groups)
     assert [g.tolist() for g in groups] == nms_match_reference(dets, 0.5)
     assert visdet_ops.nms_match(torch.empty(0, 5, device=device), 0.5) == []
+    # mmcv returns [] for any dets with shape[0] == 0; empty selections are often 1-D.
+    for empty in (torch.empty(0, device=device), np.zeros(0), np.zeros((0, 5), dtype=np.float32)):
+        got = visdet_ops.nms_match(empty, 0.5)
+        assert isinstance(got, list) and got == []
+    with pytest.raises(RuntimeError, match=r"nms_match: dets must have 2 dimensions, got shape \[3\]"):
+        visdet_ops.nms_match(torch.zeros(3, device=device), 0.5)
     with pytest.raises(RuntimeError, match=r"nms_match: dets must have shape \[N, 5\]"):
         visdet_ops.nms_match(torch.zeros(3, 4, device=device), 0.5)
 

@@ -272,7 +272,8 @@ def nms_match(dets, iou_threshold: float):
     and takes every later untaken box with IoU >= iou_threshold.
 
     Args:
-        dets: [N, 5] (x1, y1, x2, y2, score), Tensor or np.ndarray.
+        dets: [N, 5] (x1, y1, x2, y2, score), Tensor or np.ndarray; an empty
+            1-D one (shape [0]) is taken as no boxes, as mmcv does.
 
     Returns:
         A list with one int64 index tensor (np.ndarray for NumPy input) per
@@ -283,6 +284,10 @@ def nms_match(dets, iou_threshold: float):
     dets_t = torch.from_numpy(dets) if is_numpy else dets
     if not isinstance(dets_t, torch.Tensor):
         raise TypeError(f"nms_match: dets must be a Tensor or np.ndarray, got {type(dets).__name__}")
+    if dets_t.dim() == 1 and dets_t.numel() == 0:
+        # mmcv returns [] for any dets with shape[0] == 0 before looking at
+        # the shape; empty selections in mmdet code are often 1-D.
+        return []
     note_device(dets_t)
     leader = torch.ops.visdet_ops.nms_match(dets_t.detach(), float(iou_threshold))
     n = leader.numel()
