@@ -86,6 +86,12 @@ def test_empty(device, dtype):
     assert visdet_ops.bbox_overlaps(b, e).shape == (3, 0)
     assert visdet_ops.bbox_overlaps(e, e, aligned=True).shape == (0,)
     assert visdet_ops.bbox_overlaps(e, b).dtype == dtype
+    # mmcv's docstring example: an empty 1-D tensor is "no boxes".
+    e1 = torch.empty(0, device=device, dtype=dtype)
+    assert visdet_ops.bbox_overlaps(e1, b).shape == (0, 3)
+    assert visdet_ops.bbox_overlaps(b, e1).shape == (3, 0)
+    assert visdet_ops.bbox_overlaps(e1, e1).shape == (0, 0)
+    assert visdet_ops.bbox_overlaps(e1, e1, aligned=True).shape == (0,)
 
 
 def test_non_contiguous(device, rng):

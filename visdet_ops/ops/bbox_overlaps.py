@@ -70,6 +70,7 @@ def bbox_overlaps(
 
     Args:
         bboxes1: [..., M, 4]; bboxes2: [..., N, 4] with the same leading dims.
+            An empty 1-D tensor (shape [0]) is taken as [0, 4], as mmcv does.
         mode: 'iou', 'iof' (intersection over bboxes1's area) or 'giou'.
         aligned: pairs bboxes1[i] with bboxes2[i] (M == N) instead of all pairs.
             None (the default) means False, as mmcv's default; None only lets
@@ -101,6 +102,11 @@ def bbox_overlaps(
         aligned = is_aligned
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
         raise ValueError(f"bbox_overlaps: eps must be a finite number >= 0, got {eps!r}")
+    # mmcv accepts torch.FloatTensor([]) for "no boxes" (its docstring's example).
+    if bboxes1.dim() == 1 and bboxes1.numel() == 0:
+        bboxes1 = bboxes1.reshape(0, 4)
+    if bboxes2.dim() == 1 and bboxes2.numel() == 0:
+        bboxes2 = bboxes2.reshape(0, 4)
     note_device(bboxes1)
     return torch.ops.visdet_ops.bbox_overlaps(bboxes1, bboxes2, _MODES[mode], bool(aligned), int(offset), float(eps))
 
