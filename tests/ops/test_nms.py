@@ -135,6 +135,18 @@ def test_nms_bad_offset():
         torch.ops.visdet_ops.nms(torch.zeros(2, 4), torch.zeros(2), 0.5, 3)
 
 
+def test_iou_thr_is_mmcvs_deprecated_alias(rng):
+    """mmcv's nms/soft_nms take iou_thr= with a deprecation warning (deprecated_api_warning)."""
+    boxes, scores = random_boxes(50, rng)
+    for fn, kwargs in ((visdet_ops.nms, {}), (visdet_ops.soft_nms, {"method": "gaussian"})):
+        want = fn(boxes, scores, iou_threshold=0.4, **kwargs)
+        with pytest.warns(DeprecationWarning, match=f"{fn.__name__}: 'iou_thr' is deprecated, use 'iou_threshold'"):
+            got = fn(boxes, scores, iou_thr=0.4, **kwargs)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        with pytest.raises(TypeError, match=f"{fn.__name__}: got both 'iou_thr' .* and 'iou_threshold'"):
+            fn(boxes, scores, iou_thr=0.4, iou_threshold=0.4)
+
+
 def test_nms_devices_must_match():
     require_cuda()
     with pytest.raises(RuntimeError, match="boxes and scores must be on the same device"):

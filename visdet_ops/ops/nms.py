@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from . import note_device, smoke_test
+from . import note_device, renamed_kwargs, smoke_test
 
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
 
@@ -73,6 +73,7 @@ def _check_offset(op: str, offset) -> None:
         raise ValueError(f"{op}: offset must be 0 or 1, got {offset!r}")
 
 
+@renamed_kwargs("nms", {"iou_thr": "iou_threshold"})
 def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: float = 0, max_num: int = -1):
     """Non-maximum suppression (mmcv semantics).
 
@@ -109,6 +110,7 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
     return dets, inds
 
 
+@renamed_kwargs("soft_nms", {"iou_thr": "iou_threshold"})
 def soft_nms(
     boxes,
     scores,

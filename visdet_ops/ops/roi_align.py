@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
 
-from . import note_device, smoke_test
+from . import note_device, renamed_kwargs, smoke_test
 
 _POOL_MODES = ("avg", "max")
 
@@ -89,8 +89,10 @@ def roi_align(
 
 
 class RoIAlign(nn.Module):
-    """mmcv.ops.RoIAlign: same constructor arguments, no parameters."""
+    """mmcv.ops.RoIAlign: same constructor arguments (mmcv's old names
+    out_size / sample_num work with a DeprecationWarning), no parameters."""
 
+    @renamed_kwargs("RoIAlign", {"out_size": "output_size", "sample_num": "sampling_ratio"})
     def __init__(
         self,
         output_size,
