@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -145,6 +148,22 @@ def test_iou_thr_is_mmcvs_deprecated_alias(rng):
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
         with pytest.raises(TypeError, match=f"{fn.__name__}: got both 'iou_thr' .* and 'iou_threshold'"):
             fn(boxes, scores, iou_thr=0.4, iou_threshold=0.4)
+
+
+def test_the_package_needs_no_numpy():
+    """numpy is a test dependency only: with it unimportable, visdet_ops imports
+    and the NMS family (which accepts ndarrays when numpy is there) works on tensors."""
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "import torch, visdet_ops\n"
+        "b = torch.tensor([[0.0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30]]); s = torch.tensor([0.9, 0.8, 0.7])\n"
+        "assert visdet_ops.nms(b, s, 0.5)[1].tolist() == [0, 2]\n"
+        "assert visdet_ops.soft_nms(b, s, 0.5, method='naive')[1].tolist() == [0, 2]\n"
+        "assert [g.tolist() for g in visdet_ops.nms_match(torch.cat([b, s[:, None]], 1), 0.5)] == [[0, 1], [2]]\n"
+        "assert 'numpy' not in sys.modules or sys.modules['numpy'] is None\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
 
 
 def test_nms_devices_must_match():

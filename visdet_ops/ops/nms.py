@@ -5,15 +5,22 @@ bfloat16 boxes are accepted on every device (IoUs are computed in float32)."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Mapping
 
-import numpy as np
 import torch
 
 from . import note_device, renamed_kwargs, smoke_test
 
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
+
+
+def _is_ndarray(x) -> bool:
+    # The package needs torch only: numpy is looked up, never imported (an
+    # ndarray can exist only once numpy has been imported by its owner).
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
 
 
 def _check_boxes_fake(op: str, boxes, scores) -> None:
@@ -55,10 +62,10 @@ def _nms_match_fake(dets, iou_threshold):
 
 
 def _as_tensors(op: str, boxes, scores):
-    is_numpy = isinstance(boxes, np.ndarray)
+    is_numpy = _is_ndarray(boxes)
     if is_numpy:
         boxes = torch.from_numpy(boxes)
-    if isinstance(scores, np.ndarray):
+    if _is_ndarray(scores):
         scores = torch.from_numpy(scores)
     if not isinstance(boxes, torch.Tensor) or not isinstance(scores, torch.Tensor):
         raise TypeError(
@@ -282,7 +289,7 @@ def nms_match(dets, iou_threshold: float):
         group, in descending score order of the group's first box; each starts
         with that box, then its members in descending score order.
     """
-    is_numpy = isinstance(dets, np.ndarray)
+    is_numpy = _is_ndarray(dets)
     dets_t = torch.from_numpy(dets) if is_numpy else dets
     if not isinstance(dets_t, torch.Tensor):
         raise TypeError(f"nms_match: dets must be a Tensor or np.ndarray, got {type(dets).__name__}")
