@@ -70,7 +70,8 @@ def assert_uniform_init(t: torch.Tensor, bound: float, name: str = "weight") -> 
     A bound 2.45x off (Kaiming vs 1/sqrt(fan_in)) fails every one of these."""
     assert t.numel() >= 2000, f"{name}: too few values ({t.numel()}) to pin an init"
     top = t.detach().abs().max().item()
-    assert top <= bound, f"{name}: max |w| {top} is outside the bound {bound}"
+    # float32 draws may round up to float32(bound), just above the float64 bound.
+    assert top <= bound * (1 + 2**-20), f"{name}: max |w| {top} is outside the bound {bound}"
     assert top >= 0.95 * bound, f"{name}: max |w| {top} is far inside the bound {bound}"
     std = t.detach().double().std().item()
     want = bound / 3**0.5
