@@ -268,10 +268,10 @@ class DeformConv2d(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        n = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
-        stdv = 1.0 / math.sqrt(n)
-        with torch.no_grad():
-            self.weight.uniform_(-stdv, stdv)
+        # mmcv's (since v1.3.15): Kaiming-uniform for ReLU, bound
+        # sqrt(6 / fan_in) with fan_in = in_channels / groups * KH * KW.
+        # ModulatedDeformConv2d keeps mmcv's older +-1/sqrt(in_channels * KH * KW).
+        nn.init.kaiming_uniform_(self.weight, nonlinearity="relu")
 
     def forward(self, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
         kh, kw = self.kernel_size
@@ -382,6 +382,8 @@ class ModulatedDeformConv2d(nn.Module):
         self.init_weights()
 
     def init_weights(self) -> None:
+        # mmcv's formula, kept exactly: uniform(+-1/sqrt(n)) with n counting all
+        # in_channels (not in_channels / groups, as a fan-in would), bias zero.
         n = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
         stdv = 1.0 / math.sqrt(n)
         with torch.no_grad():

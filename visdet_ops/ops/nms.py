@@ -11,9 +11,16 @@ from collections.abc import Mapping
 
 import torch
 
-from . import _args, note_device, smoke_test
+from . import _args, note_device, renamed_kwargs, smoke_test
 
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
+
+
+def _is_ndarray(x) -> bool:
+    # The package needs torch only: numpy is looked up, never imported (an
+    # ndarray can exist only once numpy has been imported by its owner).
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
 
 
 def _check_boxes_fake(op: str, boxes, scores) -> None:
@@ -58,13 +65,6 @@ def _nms_match_fake(dets, iou_threshold):
     return dets.new_empty((dets.size(0),), dtype=torch.long)
 
 
-def _is_ndarray(x) -> bool:
-    """Whether x is a NumPy array, without importing NumPy: visdet-ops needs only
-    torch at run time, and an array can only exist once NumPy is imported."""
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(x, np.ndarray)
-
-
 def _as_tensors(op: str, boxes, scores):
     is_numpy = _is_ndarray(boxes)
     if is_numpy:
@@ -84,6 +84,7 @@ def _check_offset(op: str, offset) -> None:
         raise ValueError(f"{op}: offset must be 0 or 1, got {offset!r}")
 
 
+@renamed_kwargs("nms", {"iou_thr": "iou_threshold"})
 def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: float = 0, max_num: int = -1):
     """Non-maximum suppression (mmcv semantics).
 
@@ -121,6 +122,7 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
     return dets, inds
 
 
+@renamed_kwargs("soft_nms", {"iou_thr": "iou_threshold"})
 def soft_nms(
     boxes,
     scores,
@@ -285,7 +287,8 @@ def nms_match(dets, iou_threshold: float):
     and takes every later untaken box with IoU >= iou_threshold.
 
     Args:
-        dets: [N, 5] (x1, y1, x2, y2, score), Tensor or np.ndarray.
+        dets: [N, 5] (x1, y1, x2, y2, score), Tensor or np.ndarray; an empty
+            1-D one (shape [0]) is taken as no boxes, as mmcv does.
 
     Returns:
         A list with one int64 index tensor (np.ndarray for NumPy input) per
@@ -296,6 +299,10 @@ def nms_match(dets, iou_threshold: float):
     dets_t = torch.from_numpy(dets) if is_numpy else dets
     if not isinstance(dets_t, torch.Tensor):
         raise TypeError(f"nms_match: dets must be a Tensor or np.ndarray, got {type(dets).__name__}")
+    if dets_t.dim() == 1 and dets_t.numel() == 0:
+        # mmcv returns [] for any dets with shape[0] == 0 before looking at
+        # the shape; empty selections in mmdet code are often 1-D.
+        return []
     note_device(dets_t)
     leader = torch.ops.visdet_ops.nms_match(dets_t.detach(), float(iou_threshold))
     n = leader.numel()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _args, note_device, smoke_test
+from . import _args, note_device, renamed_kwargs, smoke_test
 
 _POOL_MODES = ("avg", "max")
 
@@ -93,8 +93,10 @@ def roi_align(
 
 
 class RoIAlign(nn.Module):
-    """mmcv.ops.RoIAlign: same constructor arguments, no parameters."""
+    """mmcv.ops.RoIAlign: same constructor arguments (mmcv's old names
+    out_size / sample_num work with a DeprecationWarning), no parameters."""
 
+    @renamed_kwargs("RoIAlign", {"out_size": "output_size", "sample_num": "sampling_ratio"})
     def __init__(
         self,
         output_size,
