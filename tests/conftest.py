@@ -61,3 +61,31 @@ def torchvision_or_skip():
     except Exception as exc:  # noqa: BLE001 - a broken torchvision is "absent"
         pytest.skip(f"torchvision is not importable here: {exc}")
     return ops
+
+
+def assert_uniform_init(t: torch.Tensor, bound: float, name: str = "weight") -> None:
+    """`t` drawn from uniform(-bound, bound): nothing outside it and, for a tensor
+    of a few thousand values, the extremes near it (0.95^n odds of a false
+    failure) and the standard deviation that of the uniform law (bound / sqrt(3)).
+    A bound 2.45x off (Kaiming vs 1/sqrt(fan_in)) fails every one of these."""
+    assert t.numel() >= 2000, f"{name}: too few values ({t.numel()}) to pin an init"
+    top = t.detach().abs().max().item()
+    # float32 draws may round up to float32(bound), just above the float64 bound.
+    assert top <= bound * (1 + 2**-20), f"{name}: max |w| {top} is outside the bound {bound}"
+    assert top >= 0.95 * bound, f"{name}: max |w| {top} is far inside the bound {bound}"
+    std = t.detach().double().std().item()
+    want = bound / 3**0.5
+    assert abs(std - want) < 0.1 * want, f"{name}: std {std}, uniform(+-{bound}) has {want}"
+
+
+def assert_normal_init(t: torch.Tensor, std: float, name: str = "weight") -> None:
+    """`t` drawn from normal(0, std) (a few thousand values: sample std within 10%)."""
+    assert t.numel() >= 2000, f"{name}: too few values ({t.numel()}) to pin an init"
+    got = t.detach().double().std().item()
+    assert abs(got - std) < 0.1 * std, f"{name}: std {got}, expected {std}"
+    assert abs(t.detach().double().mean().item()) < 0.1 * std, f"{name}: mean is not 0"
+    assert t.detach().abs().max().item() > 2 * std, f"{name}: no tail, not a normal law"
+
+
+def assert_zero(t: torch.Tensor, name: str = "tensor") -> None:
+    assert torch.equal(t.detach(), torch.zeros_like(t)), f"{name} is not zero-initialised"

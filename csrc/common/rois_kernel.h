@@ -39,4 +39,25 @@ VISDET_HOST_DEVICE VISDET_INLINE int roi_flags(const T* roi,
   return flags;
 }
 
+// Most samples per bin side that adaptive sampling (sampling_ratio <= 0)
+// takes: keeps grid_h * grid_w within int.
+constexpr int64_t kMaxAdaptiveGrid = int64_t{1} << 15;
+
+// Samples per bin side with adaptive sampling: ceil(bin size), as mmcv, but
+// at most map_side + 1 (and kMaxAdaptiveGrid). A bin of a RoI that lies in
+// the feature map is at most map_side wide, so normal RoIs are unaffected;
+// a RoI with a huge (finite) coordinate would otherwise take ~its size in
+// samples per side, a loop of minutes (and an int overflow past 2^31).
+// A negative or NaN bin size (reversed RoI) has no samples.
+template <typename A>
+VISDET_HOST_DEVICE VISDET_INLINE int adaptive_grid(A bin_size,
+                                                   int64_t map_side) {
+  const A g = ceil(bin_size);
+  if (!(g > A(0))) return 0;
+  const int64_t cap =
+      map_side < kMaxAdaptiveGrid ? map_side + 1 : kMaxAdaptiveGrid;
+  return g < static_cast<A>(cap) ? static_cast<int>(g)
+                                 : static_cast<int>(cap);
+}
+
 }  // namespace visdet_ops

@@ -86,6 +86,12 @@ def test_empty(device, dtype):
     assert visdet_ops.bbox_overlaps(b, e).shape == (3, 0)
     assert visdet_ops.bbox_overlaps(e, e, aligned=True).shape == (0,)
     assert visdet_ops.bbox_overlaps(e, b).dtype == dtype
+    # mmcv's docstring example: an empty 1-D tensor is "no boxes".
+    e1 = torch.empty(0, device=device, dtype=dtype)
+    assert visdet_ops.bbox_overlaps(e1, b).shape == (0, 3)
+    assert visdet_ops.bbox_overlaps(b, e1).shape == (3, 0)
+    assert visdet_ops.bbox_overlaps(e1, e1).shape == (0, 0)
+    assert visdet_ops.bbox_overlaps(e1, e1, aligned=True).shape == (0,)
 
 
 def test_non_contiguous(device, rng):
@@ -116,6 +122,66 @@ def test_opcheck(device, rng):
     for mode in range(3):
         torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, b, mode, False, 0))
         torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, a.flip(0), mode, True, 1))
+        torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, b, mode, False, 1, 3.0))
+
+
+def small_boxes(n: int, rng: torch.Generator, degenerate: bool = True) -> torch.Tensor:
+    """Boxes of 0-3 px sides (some of zero width if `degenerate`): unions and
+    enclosing areas often below the eps under test, so the clamp decides many
+    results."""
+    xy = torch.rand(n, 2, generator=rng, dtype=torch.float64) * 6
+    wh = torch.rand(n, 2, generator=rng, dtype=torch.float64) * 3
+    if degenerate:
+        wh[torch.rand(n, generator=rng) < 0.2, 0] = 0
+    return torch.cat([xy, xy + wh], -1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("aligned", [False, True])
+def test_mmdet_keywords_eps(device, dtype, rng, mode, aligned):
+    """mmdet's call (is_aligned=, eps=) against the float64 reference with the same eps."""
+    a, b = small_boxes(40, rng), small_boxes(40, rng)
+    if aligned:  # pairs that overlap, or the clamp would rarely matter
+        b = a + torch.rand(40, 4, generator=rng, dtype=torch.float64)
+    a, b = a.to(dtype).double(), b.to(dtype).double()
+    eps = 8.0
+    want = bbox_overlaps_reference(a, b, mode, aligned, 0, eps)
+    default = bbox_overlaps_reference(a, b, mode, aligned, 0)
+    assert not torch.allclose(want, default), "eps does not change these boxes' result: the test would be blind"
+    got = visdet_ops.bbox_overlaps(a.to(device, dtype), b.to(device, dtype), mode, is_aligned=aligned, eps=eps)
+    torch.testing.assert_close(got.cpu(), want.to(dtype))
+    # mmcv's names with the same eps, and offset=1 with it.
+    got = visdet_ops.bbox_overlaps(a.to(device, dtype), b.to(device, dtype), mode, aligned, 1, eps=eps)
+    torch.testing.assert_close(got.cpu(), bbox_overlaps_reference(a, b, mode, aligned, 1, eps).to(dtype))
+
+
+def test_eps_zero_gives_nan_for_degenerate_pairs_as_mmdet(device):
+    a = torch.tensor([[1.0, 1, 1, 1], [0, 0, 2, 2]], device=device)
+    got = visdet_ops.bbox_overlaps(a, a, eps=0).cpu()
+    assert torch.isnan(got[0, 0]) and got[1, 1] == 1 and got[0, 1] == 0
+    assert visdet_ops.bbox_overlaps(a, a)[0, 0] == 0
+
+
+def test_eps_gradcheck(device, rng):
+    # No zero-width boxes: their intersections sit on max(w, 0)'s kink.
+    a = small_boxes(6, rng, degenerate=False).to(device).requires_grad_()
+    b = small_boxes(5, rng, degenerate=False).to(device).requires_grad_()
+    for mode in MODES:
+        assert torch.autograd.gradcheck(lambda x, y, m=mode: visdet_ops.bbox_overlaps(x, y, m, eps=0.5), (a, b))
+
+
+def test_aligned_aliases():
+    a, b = torch.rand(3, 4), torch.rand(3, 4)
+    a[:, 2:] += a[:, :2]
+    b[:, 2:] += b[:, :2]
+    aligned = visdet_ops.bbox_overlaps(a, b, aligned=True)
+    assert aligned.shape == (3,)
+    assert torch.equal(visdet_ops.bbox_overlaps(a, b, is_aligned=True), aligned)
+    assert torch.equal(visdet_ops.bbox_overlaps(a, b, "iou", True, is_aligned=True), aligned)
+    assert visdet_ops.bbox_overlaps(a, b, aligned=False, is_aligned=False).shape == (3, 3)
+    for kwargs in (dict(aligned=True, is_aligned=False), dict(aligned=False, is_aligned=True)):
+        with pytest.raises(ValueError, match="bbox_overlaps: aligned=.* and is_aligned=.* disagree"):
+            visdet_ops.bbox_overlaps(a, b, **kwargs)
 
 
 def test_compile_fullgraph(rng):
@@ -148,3 +214,11 @@ def test_bad_arguments():
         visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), aligned=True)
     with pytest.raises(RuntimeError, match="mode must be 0"):
         torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), 5)
+    for eps in (-1e-6, float("nan"), float("inf"), "1e-6", True):
+        with pytest.raises(ValueError, match="bbox_overlaps: eps must be a finite number >= 0"):
+            visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), eps=eps)
+    with pytest.raises(RuntimeError, match="bbox_overlaps: eps must be a finite number >= 0, got -1"):
+        torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), 0, False, 0, -1.0)
+    # mmdet's positional call bbox_overlaps(a, b, mode, is_aligned, eps) lands eps on offset.
+    with pytest.raises(ValueError, match="offset must be 0 or 1, got 1e-06; mmdet's eps is a keyword here"):
+        visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), "iou", False, 1e-6)

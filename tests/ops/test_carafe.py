@@ -7,7 +7,7 @@ import visdet_ops
 from visdet_ops import CARAFE, CARAFENaive, CARAFEPack
 from visdet_ops.reference.carafe import carafe_reference
 
-from ..conftest import require_cuda
+from ..conftest import assert_normal_init, assert_uniform_init, assert_zero, require_cuda
 
 FNS = {"carafe": visdet_ops.carafe, "carafe_naive": visdet_ops.carafe_naive}
 TOL = {
@@ -173,6 +173,18 @@ def test_carafe_pack_state_dict_matches_mmcv():
     assert fresh.content_encoder.padding == (1, 1)
     dilated = CARAFEPack(16, 2, up_kernel=3, up_group=2, encoder_kernel=5, encoder_dilation=2, compressed_channels=8)
     assert dilated.content_encoder.weight.shape == (72, 8, 5, 5) and dilated.content_encoder.padding == (4, 4)
+
+
+def test_carafe_pack_init_matches_mmcv_formula():
+    # mmcv 2.2.0, mmcv/ops/carafe.py, CARAFEPack.init_weights: every Conv2d
+    # xavier_init(m, distribution='uniform') (mmengine: xavier_uniform_(gain=1),
+    # bias 0), then normal_init(content_encoder, std=0.001) (normal_(0, 0.001), bias 0).
+    pack = CARAFEPack(256, 2, compressed_channels=64)
+    cc, ce = pack.channel_compressor, pack.content_encoder
+    assert_uniform_init(cc.weight, (6 / (256 + 64)) ** 0.5, "channel_compressor.weight")
+    assert_zero(cc.bias, "channel_compressor.bias")
+    assert_normal_init(ce.weight, 0.001, "content_encoder.weight")
+    assert_zero(ce.bias, "content_encoder.bias")
 
 
 def test_carafe_pack_forward(device, rng):

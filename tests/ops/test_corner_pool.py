@@ -125,7 +125,11 @@ def test_bad_inputs():
     with pytest.raises(RuntimeError, match=r"corner_pool: input must have 4 dimensions, got shape \[2, 3, 4\]"):
         visdet_ops.top_pool(torch.zeros(2, 3, 4))
     with pytest.raises(RuntimeError, match="corner_pool: input must be a floating point tensor"):
-        visdet_ops.top_pool(torch.zeros(1, 1, 2, 2, dtype=torch.int64))
+        torch.ops.visdet_ops.corner_pool(torch.zeros(1, 1, 2, 2, dtype=torch.int64), "top")
+    with pytest.raises(RuntimeError, match=r"corner_pool: input must have 4 dimensions, got shape \[2, 3, 4\]"):
+        visdet_ops.top_pool(torch.zeros(2, 3, 4, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="corner_pool: input must be a floating point tensor"):
+        visdet_ops.top_pool(torch.zeros(1, 1, 2, 2, dtype=torch.complex64))
     with pytest.raises(RuntimeError, match="corner_pool: input must be float32 or float64 on the CPU"):
         visdet_ops.top_pool(torch.zeros(1, 1, 2, 2, dtype=torch.float16))
     with pytest.raises(ValueError, match="corner_pool: mode must be 'top', 'bottom', 'left' or 'right', got 'up'"):
@@ -140,6 +144,31 @@ def test_bad_inputs():
         torch.ops.visdet_ops._corner_pool_backward(
             torch.zeros(1, 1, 2, 2, dtype=torch.float64), torch.zeros(1, 1, 2, 2), "top"
         )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "int_dtype", [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64], ids=str
+)
+def test_integer_and_bool_maps_like_mmcv(device, rng, mode, int_dtype):
+    """mmcv's CornerPool is torch.cummax, which takes any integer or bool map:
+    the result is torch.cummax's (the reference is mmcv's forward), exact at
+    the dtype's extremes, and the same values as the float path."""
+    if int_dtype == torch.bool:
+        x = torch.rand(2, 3, 9, 11, generator=rng) < 0.2
+    else:
+        info = torch.iinfo(int_dtype)
+        x = torch.randint(-4, 5, (2, 3, 9, 11), generator=rng)
+        x = x.clamp(min=0) if info.min == 0 else x
+        x = x.to(int_dtype)
+        x[0, 0, 3, 4], x[1, 2, 5, 1] = info.max, info.min
+    got = visdet_ops.corner_pool(x.to(device), mode)
+    assert got.dtype == int_dtype and got.device.type == device.type
+    assert torch.equal(got.cpu(), corner_pool_reference(x, mode))
+    assert torch.equal(CornerPool(mode)(x.to(device)).cpu(), got.cpu())
+    if int_dtype not in (torch.int64,):  # every value exact in float64
+        assert torch.equal(got.cpu().double(), corner_pool_reference(x.double(), mode))
+        assert torch.equal(visdet_ops.corner_pool(x.double().to(device), mode).cpu(), got.cpu().double())
 
 
 def test_double_backward_is_refused():

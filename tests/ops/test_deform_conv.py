@@ -14,7 +14,7 @@ from visdet_ops import (
 )
 from visdet_ops.reference.deform_conv import deform_conv2d_reference
 
-from ..conftest import require_cuda, torchvision_or_skip
+from ..conftest import assert_uniform_init, assert_zero, require_cuda, torchvision_or_skip
 
 # ---------------------------------------------------------------- inputs
 
@@ -484,8 +484,6 @@ def test_state_dict_keys_match_mmcv(name):
 def test_module_defaults_and_init():
     m = DeformConv2d(8, 16, 3)
     assert m.weight.shape == (16, 8, 3, 3) and not hasattr(m, "bias") or getattr(m, "bias", None) is None
-    bound = 1 / (8 * 9) ** 0.5
-    assert m.weight.abs().max() <= bound and m.weight.abs().max() > bound / 2
     assert m.im2col_step == 32 and m.stride == (1, 1) and m.deform_groups == 1
     mm = ModulatedDeformConv2d(8, 16, 3)
     assert mm.bias is not None and torch.equal(mm.bias, torch.zeros(16))
@@ -500,6 +498,43 @@ def test_module_defaults_and_init():
         p = cls(8, 16, 3, padding=1)
         assert torch.equal(p.conv_offset.weight, torch.zeros_like(p.conv_offset.weight))
         assert torch.equal(p.conv_offset.bias, torch.zeros_like(p.conv_offset.bias))
+
+
+# mmcv 2.2.0, mmcv/ops/deform_conv.py, DeformConv2d.reset_parameters (since
+# v1.3.15): nn.init.kaiming_uniform_(self.weight, nonlinearity='relu'), i.e.
+# bound = gain * sqrt(3 / fan_in) = sqrt(6 / fan_in), fan_in = weight.size(1) * KH * KW
+# = in_channels / groups * KH * KW. DeformConv2dPack inherits it and zeroes
+# conv_offset (init_offset).
+# mmcv 2.2.0, mmcv/ops/modulated_deform_conv.py, ModulatedDeformConv2d.init_weights:
+# n = in_channels * KH * KW (all input channels, whatever groups is),
+# weight.uniform_(-1/sqrt(n), 1/sqrt(n)), bias zero; ModulatedDeformConv2dPack
+# zeroes conv_offset's weight and bias as well.
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("kernel_size", [3, (3, 5)])
+def test_module_init_matches_mmcv_formula(groups, kernel_size):
+    cin, cout = 32, 64
+    kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+    kaiming = (6 / (cin // groups * kh * kw)) ** 0.5
+    for cls in (DeformConv2d, DeformConv2dPack):
+        m = cls(cin, cout, kernel_size, groups=groups, padding=1)
+        assert_uniform_init(m.weight, kaiming, f"{cls.__name__}.weight")
+        if cls is DeformConv2dPack:
+            assert_zero(m.conv_offset.weight, "conv_offset.weight")
+            assert_zero(m.conv_offset.bias, "conv_offset.bias")
+        m.weight.data.fill_(1.0)
+        m.reset_parameters()  # re-draws with the same formula (mmcv's hook name)
+        assert_uniform_init(m.weight, kaiming, f"{cls.__name__}.weight after reset_parameters")
+    mmcv_v2 = 1 / (cin * kh * kw) ** 0.5
+    for cls in (ModulatedDeformConv2d, ModulatedDeformConv2dPack):
+        m = cls(cin, cout, kernel_size, groups=groups, padding=1)
+        assert_uniform_init(m.weight, mmcv_v2, f"{cls.__name__}.weight")
+        assert_zero(m.bias, f"{cls.__name__}.bias")
+        if cls is ModulatedDeformConv2dPack:
+            assert_zero(m.conv_offset.weight, "conv_offset.weight")
+            assert_zero(m.conv_offset.bias, "conv_offset.bias")
+        m.weight.data.fill_(1.0)
+        m.init_weights()
+        assert_uniform_init(m.weight, mmcv_v2, f"{cls.__name__}.weight after init_weights")
 
 
 def test_packs_start_as_a_convolution(device, rng):

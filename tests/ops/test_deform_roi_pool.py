@@ -9,7 +9,7 @@ import visdet_ops
 from visdet_ops import DeformRoIPool, DeformRoIPoolPack, ModulatedDeformRoIPoolPack
 from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference, mmcv_offset_grad_formula
 
-from ..conftest import require_cuda
+from ..conftest import assert_uniform_init, assert_zero, require_cuda
 
 # ---------------------------------------------------------------- inputs
 
@@ -595,6 +595,31 @@ def test_pack_constructor_arguments_match_mmcv():
     mm = ModulatedDeformRoIPoolPack(3, 8, 16, 0.5, 2, 0.3)
     assert [type(layer) for layer in mm.mask_fc] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear, torch.nn.Sigmoid]
     assert torch.equal(mm.mask_fc[2].weight, torch.zeros(9, 16))
+
+
+def test_pack_init_matches_mmcv_formula():
+    # mmcv 2.2.0, mmcv/ops/deform_roi_pool.py: the Linear layers keep torch's
+    # default init (kaiming_uniform_(a=sqrt(5)): weight and bias uniform in
+    # +-1/sqrt(fan_in)), except offset_fc[-1] and mask_fc[2], zeroed.
+    ph, pw, c, fc = 3, 3, 4, 2048
+    m = DeformRoIPoolPack((ph, pw), c, fc)
+    mm = ModulatedDeformRoIPoolPack((ph, pw), c, fc)
+    for name, layer, fan_in in [
+        ("offset_fc.0", m.offset_fc[0], ph * pw * c),
+        ("offset_fc.2", m.offset_fc[2], fc),
+        ("offset_fc.0", mm.offset_fc[0], ph * pw * c),
+        ("offset_fc.2", mm.offset_fc[2], fc),
+        ("mask_fc.0", mm.mask_fc[0], ph * pw * c),
+    ]:
+        assert_uniform_init(layer.weight, fan_in**-0.5, f"{name}.weight")
+        assert_uniform_init(layer.bias, fan_in**-0.5, f"{name}.bias")
+    for name, layer in [
+        ("offset_fc.4", m.offset_fc[4]),
+        ("offset_fc.4", mm.offset_fc[4]),
+        ("mask_fc.2", mm.mask_fc[2]),
+    ]:
+        assert_zero(layer.weight, f"{name}.weight")
+        assert_zero(layer.bias, f"{name}.bias")
 
 
 def test_modules_match_functional(device, rng):

@@ -8,7 +8,7 @@ import visdet_ops
 from visdet_ops import MaskedConv2d
 from visdet_ops.reference.masked_conv import masked_conv2d_reference
 
-from ..conftest import require_cuda
+from ..conftest import assert_uniform_init, require_cuda
 
 TOL = {
     torch.float32: dict(rtol=1e-4, atol=1e-4),
@@ -208,6 +208,17 @@ def test_double_backward_is_refused():
     )
     with pytest.raises(RuntimeError, match="double backward"):
         g.sum().backward()
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_module_init_is_conv2d_default_as_mmcv(groups):
+    # mmcv 2.2.0, mmcv/ops/masked_conv.py: MaskedConv2d(nn.Conv2d) adds no init,
+    # so torch's Conv2d default: weight and bias uniform in +-1/sqrt(fan_in),
+    # fan_in = in_channels / groups * KH * KW.
+    m = MaskedConv2d(8, 4096, (3, 5), padding=(1, 2), groups=groups)
+    bound = (8 // groups * 15) ** -0.5
+    assert_uniform_init(m.weight, bound, "weight")
+    assert_uniform_init(m.bias, bound, "bias")
 
 
 def test_torch_compile_fullgraph(rng):

@@ -9,7 +9,7 @@ import visdet_ops
 from visdet_ops import MultiScaleDeformableAttention, multi_scale_deformable_attn
 from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 
-from ..conftest import require_cuda
+from ..conftest import assert_uniform_init, require_cuda
 
 OP = torch.ops.visdet_ops.multi_scale_deformable_attn.default
 BACKWARD_OP = torch.ops.visdet_ops._multi_scale_deformable_attn_backward.default
@@ -418,8 +418,12 @@ def test_module_init_weights_match_mmcv():
         for p in range(3):
             for lvl in range(2):
                 torch.testing.assert_close(bias[h, lvl, p], d * (p + 1))
-    bound = math.sqrt(6 / (32 + 32))  # xavier uniform, gain 1
-    assert m.value_proj.weight.abs().max() <= bound
+    # value_proj/output_proj: mmengine's xavier_init(distribution='uniform',
+    # bias=0) = xavier_uniform_(gain=1), bound sqrt(6 / (fan_in + fan_out)).
+    wide = MultiScaleDeformableAttention(embed_dims=64, num_heads=8, value_proj_ratio=2.0)
+    assert_uniform_init(wide.value_proj.weight, math.sqrt(6 / (64 + 128)), "value_proj.weight")
+    assert_uniform_init(wide.output_proj.weight, math.sqrt(6 / (128 + 64)), "output_proj.weight")
+    assert torch.equal(wide.value_proj.bias, torch.zeros(128)) and torch.equal(wide.output_proj.bias, torch.zeros(64))
 
 
 def module_reference(m, query, value, identity, reference_points, spatial, key_padding_mask=None):

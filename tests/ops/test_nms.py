@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -133,6 +136,34 @@ def test_nms_bad_offset():
         visdet_ops.nms(torch.zeros(2, 4), torch.zeros(2), 0.5, offset=2)
     with pytest.raises(RuntimeError, match="offset must be 0 or 1, got 3"):
         torch.ops.visdet_ops.nms(torch.zeros(2, 4), torch.zeros(2), 0.5, 3)
+
+
+def test_iou_thr_is_mmcvs_deprecated_alias(rng):
+    """mmcv's nms/soft_nms take iou_thr= with a deprecation warning (deprecated_api_warning)."""
+    boxes, scores = random_boxes(50, rng)
+    for fn, kwargs in ((visdet_ops.nms, {}), (visdet_ops.soft_nms, {"method": "gaussian"})):
+        want = fn(boxes, scores, iou_threshold=0.4, **kwargs)
+        with pytest.warns(DeprecationWarning, match=f"{fn.__name__}: 'iou_thr' is deprecated, use 'iou_threshold'"):
+            got = fn(boxes, scores, iou_thr=0.4, **kwargs)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        with pytest.raises(TypeError, match=f"{fn.__name__}: got both 'iou_thr' .* and 'iou_threshold'"):
+            fn(boxes, scores, iou_thr=0.4, iou_threshold=0.4)
+
+
+def test_the_package_needs_no_numpy():
+    """numpy is a test dependency only: with it unimportable, visdet_ops imports
+    and the NMS family (which accepts ndarrays when numpy is there) works on tensors."""
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "import torch, visdet_ops\n"
+        "b = torch.tensor([[0.0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30]]); s = torch.tensor([0.9, 0.8, 0.7])\n"
+        "assert visdet_ops.nms(b, s, 0.5)[1].tolist() == [0, 2]\n"
+        "assert visdet_ops.soft_nms(b, s, 0.5, method='naive')[1].tolist() == [0, 2]\n"
+        "assert [g.tolist() for g in visdet_ops.nms_match(torch.cat([b, s[:, None]], 1), 0.5)] == [[0, 1], [2]]\n"
+        "assert 'numpy' not in sys.modules or sys.modules['numpy'] is None\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
 
 
 def test_nms_devices_must_match():
@@ -434,6 +465,12 @@ def test_nms_match_numpy_empty_and_bad(device, rng):
     assert all(isinstance(g, np.ndarray) for g in groups)
     assert [g.tolist() for g in groups] == nms_match_reference(dets, 0.5)
     assert visdet_ops.nms_match(torch.empty(0, 5, device=device), 0.5) == []
+    # mmcv returns [] for any dets with shape[0] == 0; empty selections are often 1-D.
+    for empty in (torch.empty(0, device=device), np.zeros(0), np.zeros((0, 5), dtype=np.float32)):
+        got = visdet_ops.nms_match(empty, 0.5)
+        assert isinstance(got, list) and got == []
+    with pytest.raises(RuntimeError, match=r"nms_match: dets must have 2 dimensions, got shape \[3\]"):
+        visdet_ops.nms_match(torch.zeros(3, device=device), 0.5)
     with pytest.raises(RuntimeError, match=r"nms_match: dets must have shape \[N, 5\]"):
         visdet_ops.nms_match(torch.zeros(3, 4, device=device), 0.5)
 

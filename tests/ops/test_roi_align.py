@@ -287,6 +287,15 @@ def test_module_matches_functional(device, rng):
     torch.testing.assert_close(got.cpu(), want)
 
 
+def test_module_old_argument_names_as_mmcv():
+    """mmcv's RoIAlign takes out_size= / sample_num= with a deprecation warning."""
+    with pytest.warns(DeprecationWarning, match="RoIAlign: 'out_size' is deprecated, use 'output_size'"):
+        m = RoIAlign(out_size=(3, 4), spatial_scale=0.5, sample_num=2)
+    assert m.output_size == (3, 4) and m.sampling_ratio == 2 and m.spatial_scale == 0.5
+    with pytest.raises(TypeError, match="RoIAlign: got both 'out_size'"):
+        RoIAlign(out_size=3, output_size=3)
+
+
 def test_module_use_torchvision(rng):
     torchvision_or_skip()
     x, rois = case(rng)

@@ -4,6 +4,8 @@ and a smoke test (a tiny call checked against the float64 reference) that
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -18,6 +20,32 @@ def smoke_test(name: str):
         return fn
 
     return register
+
+
+def renamed_kwargs(who: str, renames: dict[str, str]):
+    """mmcv's `deprecated_api_warning`: old keyword names still work, with a
+    DeprecationWarning; old and new given together is a TypeError (mmcv: an
+    AssertionError). The wrapped signature is the new one (inspect follows
+    __wrapped__)."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            for old, new in renames.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{who}: got both {old!r} (deprecated) and {new!r}; give {new!r} only")
+                    warnings.warn(
+                        f"{who}: {old!r} is deprecated, use {new!r}",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def note_device(tensor: torch.Tensor) -> None:

@@ -3,17 +3,19 @@ arguments, mmdet's modes and batch dimensions)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..reference.bbox_overlaps import bbox_overlaps_reference
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
 
 _MODES = {"iou": 0, "iof": 1, "giou": 2}
 _MODE_NAMES = {v: k for k, v in _MODES.items()}
 
 
 @torch.library.register_fake("visdet_ops::bbox_overlaps")
-def _bbox_overlaps_fake(bboxes1, bboxes2, mode=0, aligned=False, offset=0):
+def _bbox_overlaps_fake(bboxes1, bboxes2, mode=0, aligned=False, offset=0, eps=1e-6):
     torch._check(
         bboxes1.dim() >= 2 and bboxes1.size(-1) == 4, lambda: "bbox_overlaps: bboxes1 must have shape [..., M, 4]"
     )
@@ -21,6 +23,8 @@ def _bbox_overlaps_fake(bboxes1, bboxes2, mode=0, aligned=False, offset=0):
         bboxes2.dim() >= 2 and bboxes2.size(-1) == 4, lambda: "bbox_overlaps: bboxes2 must have shape [..., N, 4]"
     )
     torch._check(bboxes1.shape[:-2] == bboxes2.shape[:-2], lambda: "bbox_overlaps: batch dimensions must match")
+    _args.check_fake("bbox_overlaps", "mode", mode, (0, 2))
+    _args.check_fake("bbox_overlaps", "offset", offset, _args.OFFSET)
     if aligned:
         torch._check(bboxes1.size(-2) == bboxes2.size(-2), lambda: "bbox_overlaps: aligned needs M == N")
         return bboxes1.new_empty(bboxes1.shape[:-1])
@@ -28,9 +32,9 @@ def _bbox_overlaps_fake(bboxes1, bboxes2, mode=0, aligned=False, offset=0):
 
 
 def _setup_context(ctx, inputs, output):
-    bboxes1, bboxes2, mode, aligned, offset = inputs
+    bboxes1, bboxes2, mode, aligned, offset, eps = inputs
     ctx.save_for_backward(bboxes1, bboxes2)
-    ctx.mode, ctx.aligned, ctx.offset = mode, aligned, offset
+    ctx.mode, ctx.aligned, ctx.offset, ctx.eps = mode, aligned, offset, eps
 
 
 def _backward(ctx, grad):
@@ -41,37 +45,72 @@ def _backward(ctx, grad):
     with torch.enable_grad():
         a = bboxes1.detach().requires_grad_(want[0])
         b = bboxes2.detach().requires_grad_(want[1])
-        out = bbox_overlaps_reference(a, b, _MODE_NAMES[ctx.mode], ctx.aligned, ctx.offset)
+        out = bbox_overlaps_reference(a, b, _MODE_NAMES[ctx.mode], ctx.aligned, ctx.offset, ctx.eps)
         inputs = [t for t, w in zip((a, b), want, strict=True) if w]
         grads = iter(torch.autograd.grad(out, inputs, grad) if inputs else ())
-    return next(grads) if want[0] else None, next(grads) if want[1] else None, None, None, None
+    return next(grads) if want[0] else None, next(grads) if want[1] else None, None, None, None, None
 
 
 torch.library.register_autograd("visdet_ops::bbox_overlaps", _backward, setup_context=_setup_context)
 
 
 def bbox_overlaps(
-    bboxes1: torch.Tensor, bboxes2: torch.Tensor, mode: str = "iou", aligned: bool = False, offset: int = 0
+    bboxes1: torch.Tensor,
+    bboxes2: torch.Tensor,
+    mode: str = "iou",
+    aligned: bool | None = None,
+    offset: int = 0,
+    *,
+    is_aligned: bool | None = None,
+    eps: float = 1e-6,
 ) -> torch.Tensor:
     """Overlaps between boxes (x1, y1, x2, y2).
 
+    mmcv.ops.bbox_overlaps' arguments (`aligned`, `offset`), plus mmdet's
+    (`mmdet.structures.bbox.bbox_overlaps(bboxes1, bboxes2, mode='iou',
+    is_aligned=False, eps=1e-6)`) as keywords, so calls written for either work.
+
     Args:
         bboxes1: [..., M, 4]; bboxes2: [..., N, 4] with the same leading dims.
+            An empty 1-D tensor (shape [0]) is taken as [0, 4], as mmcv does.
         mode: 'iou', 'iof' (intersection over bboxes1's area) or 'giou'.
         aligned: pairs bboxes1[i] with bboxes2[i] (M == N) instead of all pairs.
-        offset: 0, or 1 for the legacy "+1 pixel" box size.
+            None (the default) means False, as mmcv's default; None only lets
+            an explicit aligned=False be told apart when is_aligned is given.
+        offset: 0, or 1 for the legacy "+1 pixel" box size (mmcv).
+        is_aligned: mmdet's name for `aligned` (keyword only); giving both
+            with different values is a ValueError.
+        eps: mmdet's eps (keyword only, finite, >= 0): unions (iou, giou),
+            bboxes1's areas (iof) and enclosing areas (giou) are clamped to
+            at least eps before dividing, so degenerate boxes give 0 (with
+            eps=0, 0/0 gives NaN as in mmdet).
 
     Returns:
-        [..., M, N] (or [..., M] when aligned), bboxes1's dtype. Unions and
-        enclosing areas are clamped to >= 1e-6 as in mmdet, so degenerate boxes
-        give 0; a NaN or infinite coordinate gives NaN. Differentiable.
+        [..., M, N] (or [..., M] when aligned), bboxes1's dtype; a NaN or
+        infinite coordinate gives NaN. Differentiable.
     """
     if mode not in _MODES:
         raise ValueError(f"bbox_overlaps: mode must be one of {list(_MODES)}, got {mode!r}")
     if offset not in (0, 1):
-        raise ValueError(f"bbox_overlaps: offset must be 0 or 1, got {offset!r}")
+        # mmdet's fifth positional argument is eps, not offset.
+        hint = "; mmdet's eps is a keyword here: eps=..." if isinstance(offset, float) else ""
+        raise ValueError(f"bbox_overlaps: offset must be 0 or 1, got {offset!r}{hint}")
+    if is_aligned is not None:
+        if aligned is not None and bool(aligned) != bool(is_aligned):
+            raise ValueError(
+                f"bbox_overlaps: aligned={aligned!r} and is_aligned={is_aligned!r} disagree "
+                "(is_aligned is mmdet's name for aligned: give one of them)"
+            )
+        aligned = is_aligned
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"bbox_overlaps: eps must be a finite number >= 0, got {eps!r}")
+    # mmcv accepts torch.FloatTensor([]) for "no boxes" (its docstring's example).
+    if bboxes1.dim() == 1 and bboxes1.numel() == 0:
+        bboxes1 = bboxes1.reshape(0, 4)
+    if bboxes2.dim() == 1 and bboxes2.numel() == 0:
+        bboxes2 = bboxes2.reshape(0, 4)
     note_device(bboxes1)
-    return torch.ops.visdet_ops.bbox_overlaps(bboxes1, bboxes2, _MODES[mode], bool(aligned), int(offset))
+    return torch.ops.visdet_ops.bbox_overlaps(bboxes1, bboxes2, _MODES[mode], bool(aligned), int(offset), float(eps))
 
 
 @smoke_test("bbox_overlaps")

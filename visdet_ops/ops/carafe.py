@@ -22,7 +22,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
+
+_INT_BOUNDS = (
+    ("kernel_size", _args.CARAFE_KERNEL),
+    ("group_size", _args.CARAFE_GROUPS),
+    ("scale_factor", _args.CARAFE_SCALE),
+)
+
+
+def _check_ranges(op: str, kernel_size, group_size, scale_factor, convert_only=False) -> tuple[int, int, int]:
+    k, g, s = (
+        _args.check_int(op, arg, value, _args.INT64 if convert_only else bounds)
+        for (arg, bounds), value in zip(_INT_BOUNDS, (kernel_size, group_size, scale_factor), strict=True)
+    )
+    return k, g, s
+
+
+def _check_ranges_fake(op: str, kernel_size, group_size, scale_factor) -> None:
+    for (arg, bounds), value in zip(_INT_BOUNDS, (kernel_size, group_size, scale_factor), strict=True):
+        _args.check_fake(op, arg, value, bounds)
 
 
 def _fake_output(features, masks, kernel_size, group_size, scale_factor, op):
@@ -30,6 +49,7 @@ def _fake_output(features, masks, kernel_size, group_size, scale_factor, op):
         features.dim() == 4, lambda: f"{op}: features must have 4 dimensions, got shape {list(features.shape)}"
     )
     torch._check(masks.dim() == 4, lambda: f"{op}: masks must have 4 dimensions, got shape {list(masks.shape)}")
+    _check_ranges_fake(op, kernel_size, group_size, scale_factor)
     n, c, h, w = features.shape
     return features.new_empty((n, c, h * scale_factor, w * scale_factor))
 
@@ -46,11 +66,13 @@ def _carafe_naive_fake(features, masks, kernel_size, group_size, scale_factor):
 
 @torch.library.register_fake("visdet_ops::_carafe_backward")
 def _carafe_backward_fake(grad_output, features, masks, kernel_size, group_size, scale_factor):
+    _check_ranges_fake("carafe", kernel_size, group_size, scale_factor)
     return features.new_empty(features.shape), masks.new_empty(masks.shape)
 
 
 @torch.library.register_fake("visdet_ops::_carafe_naive_backward")
 def _carafe_naive_backward_fake(grad_output, features, masks, kernel_size, group_size, scale_factor):
+    _check_ranges_fake("carafe_naive", kernel_size, group_size, scale_factor)
     return features.new_empty(features.shape), masks.new_empty(masks.shape)
 
 
@@ -71,22 +93,25 @@ def carafe(
     Returns:
         [N, C, H * S, W * S].
     """
+    kernel_size, group_size, scale_factor = _check_ranges("carafe", kernel_size, group_size, scale_factor, True)
     note_device(features)
-    return torch.ops.visdet_ops.carafe(features, masks, int(kernel_size), int(group_size), int(scale_factor))
+    return torch.ops.visdet_ops.carafe(features, masks, kernel_size, group_size, scale_factor)
 
 
 def carafe_naive(
     features: torch.Tensor, masks: torch.Tensor, kernel_size: int, group_size: int, scale_factor: int
 ) -> torch.Tensor:
     """The same function as `carafe` with the direct CUDA kernels (mmcv.ops.carafe_naive)."""
+    kernel_size, group_size, scale_factor = _check_ranges("carafe_naive", kernel_size, group_size, scale_factor, True)
     note_device(features)
-    return torch.ops.visdet_ops.carafe_naive(features, masks, int(kernel_size), int(group_size), int(scale_factor))
+    return torch.ops.visdet_ops.carafe_naive(features, masks, kernel_size, group_size, scale_factor)
 
 
 def _check_ints(name: str, kernel_size, group_size, scale_factor) -> None:
     for arg, value in (("kernel_size", kernel_size), ("group_size", group_size), ("scale_factor", scale_factor)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"{name}: {arg} must be an int, got {value!r}")
+    _check_ranges(name, kernel_size, group_size, scale_factor)
 
 
 class CARAFENaive(nn.Module):
@@ -135,6 +160,16 @@ class CARAFEPack(nn.Module):
         compressed_channels: int = 64,
     ):
         super().__init__()
+        name = type(self).__name__
+        channels = _args.check_int(name, "channels", channels, _args.CHANNELS)
+        scale_factor = _args.check_int(name, "scale_factor", scale_factor, _args.CARAFE_SCALE)
+        up_kernel = _args.check_int(name, "up_kernel", up_kernel, _args.CARAFE_KERNEL)
+        if up_kernel % 2 == 0:  # carafe's rule, raised here rather than at the first forward
+            raise ValueError(f"{name}: up_kernel must be odd, got {up_kernel}")
+        up_group = _args.check_int(name, "up_group", up_group, _args.CARAFE_GROUPS)
+        encoder_kernel = _args.check_int(name, "encoder_kernel", encoder_kernel, _args.KERNEL_SIZE)
+        encoder_dilation = _args.check_int(name, "encoder_dilation", encoder_dilation, _args.DILATION)
+        compressed_channels = _args.check_int(name, "compressed_channels", compressed_channels, _args.CHANNELS)
         self.channels = channels
         self.scale_factor = scale_factor
         self.up_kernel = up_kernel

@@ -43,11 +43,31 @@ def _corner_pool_backward_fake(grad_output, input, mode):
     return torch.empty_like(input, memory_format=torch.contiguous_format)
 
 
+# mode -> (dim, flip) of mmcv's CornerPool.forward.
+_CUMMAX_DIM_FLIP = {"bottom": (2, False), "left": (3, True), "right": (3, False), "top": (2, True)}
+
+
+def _cummax_pool(input: torch.Tensor, mode: str) -> torch.Tensor:
+    # mmcv's forward verbatim. Used for integer and bool maps only: they have
+    # no gradient, and torch.cummax takes every such dtype on every device,
+    # so a kernel per integer type would buy nothing.
+    if input.dim() != 4:
+        raise RuntimeError(f"corner_pool: input must have 4 dimensions, got shape {list(input.shape)}")
+    dim, flip = _CUMMAX_DIM_FLIP[mode]
+    x = input.flip(dim) if flip else input
+    out = torch.cummax(x, dim=dim).values
+    return out.flip(dim) if flip else out
+
+
 def corner_pool(input: torch.Tensor, mode: str) -> torch.Tensor:
     """Corner pooling of a [N, C, H, W] map in direction `mode` ('top',
     'bottom', 'left' or 'right'). float32/float64; on CUDA also
-    float16/bfloat16 (compared and summed in float32)."""
+    float16/bfloat16 (compared and summed in float32). Integer and bool maps
+    (forward only, as they have no gradient) give exactly torch.cummax's
+    result, as mmcv's CornerPool (which is torch.cummax) does."""
     _check_mode(mode, "corner_pool")
+    if not input.is_floating_point() and not input.is_complex():
+        return _cummax_pool(input, mode)
     note_device(input)
     return torch.ops.visdet_ops.corner_pool(input, mode)
 

@@ -27,17 +27,37 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.utils import _pair, _single
 
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
 
 
 def _out_size(size, pad, dilation, kernel, stride):
     return (size + 2 * pad - (dilation * (kernel - 1) + 1)) // stride + 1
 
 
+# The op's integer arguments in schema order, with their bounds (the C++ check_params).
+_OP_INTS = (
+    ("stride_h", _args.STRIDE),
+    ("stride_w", _args.STRIDE),
+    ("pad_h", _args.PADDING),
+    ("pad_w", _args.PADDING),
+    ("dilation_h", _args.DILATION),
+    ("dilation_w", _args.DILATION),
+    ("groups", _args.GROUPS),
+    ("deform_groups", _args.GROUPS),
+    ("im2col_step", _args.IM2COL_STEP_DCN),
+)
+
+
+def _check_op_ints_fake(values) -> None:
+    for (arg, bounds), value in zip(_OP_INTS, values, strict=True):
+        _args.check_fake("deform_conv2d", arg, value, bounds)
+
+
 @torch.library.register_fake("visdet_ops::deform_conv2d")
 def _deform_conv2d_fake(
     input, offset, mask, weight, bias, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, dg, step
 ):
+    _check_op_ints_fake((stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, dg, step))
     torch._check(input.dim() == 4, lambda: f"deform_conv2d: input must have 4 dimensions, got {list(input.shape)}")
     torch._check(weight.dim() == 4, lambda: f"deform_conv2d: weight must have 4 dimensions, got {list(weight.shape)}")
     out_h = _out_size(input.size(2), pad_h, dilation_h, weight.size(2), stride_h)
@@ -52,6 +72,7 @@ def _deform_conv2d_fake(
 
 @torch.library.register_fake("visdet_ops::_deform_conv2d_backward")
 def _deform_conv2d_backward_fake(grad_output, input, offset, mask, weight, bias, *ints):
+    _check_op_ints_fake(ints)
     return (
         torch.empty_like(input, memory_format=torch.contiguous_format),
         torch.empty_like(offset, memory_format=torch.contiguous_format),
@@ -61,10 +82,13 @@ def _deform_conv2d_backward_fake(grad_output, input, offset, mask, weight, bias,
     )
 
 
-def _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, im2col_step):
-    sh, sw = _pair(stride)
-    ph, pw = _pair(padding)
-    dh, dw = _pair(dilation)
+def _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, im2col_step, op):
+    sh, sw = _args.check_pair(op, "stride", stride, _args.INT64)
+    ph, pw = _args.check_pair(op, "padding", padding, _args.INT64)
+    dh, dw = _args.check_pair(op, "dilation", dilation, _args.INT64)
+    groups = _args.check_int(op, "groups", groups, _args.INT64)
+    deform_groups = _args.check_int(op, "deform_groups", deform_groups, _args.INT64)
+    im2col_step = _args.check_int(op, "im2col_step", im2col_step, _args.INT64)
     note_device(input)
     return torch.ops.visdet_ops.deform_conv2d(
         input,
@@ -114,7 +138,20 @@ def deform_conv2d(
         raise ValueError(
             "deform_conv2d: bias must be False (mmcv's DCNv1 has no bias); use modulated_deform_conv2d for one"
         )
-    return _call(input, offset, None, weight, None, stride, padding, dilation, groups, deform_groups, im2col_step)
+    return _call(
+        input,
+        offset,
+        None,
+        weight,
+        None,
+        stride,
+        padding,
+        dilation,
+        groups,
+        deform_groups,
+        im2col_step,
+        "deform_conv2d",
+    )
 
 
 def modulated_deform_conv2d(
@@ -134,7 +171,20 @@ def modulated_deform_conv2d(
     As deform_conv2d, and each sample is multiplied by
     mask[N, deform_groups * KH * KW, OH, OW]; bias: [C_out] or None.
     """
-    return _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, 0)
+    return _call(
+        input,
+        offset,
+        mask,
+        weight,
+        bias,
+        stride,
+        padding,
+        dilation,
+        groups,
+        deform_groups,
+        0,
+        "modulated_deform_conv2d",
+    )
 
 
 def _deprecated_deformable_groups(cls_name: str, deform_groups: int, deformable_groups: int | None) -> int:
@@ -163,6 +213,14 @@ def _init_conv(
     ModulatedDeformConv2d share (mmcv's names; `transposed` and `output_padding` for
     compatibility with nn.Conv2d, as mmcv)."""
     name = type(module).__name__
+    in_channels = _args.check_int(name, "in_channels", in_channels, _args.CHANNELS)
+    out_channels = _args.check_int(name, "out_channels", out_channels, _args.CHANNELS)
+    kernel_size = _args.check_pair(name, "kernel_size", kernel_size, _args.KERNEL_SIZE)
+    stride = _args.check_pair(name, "stride", stride, _args.STRIDE)
+    padding = _args.check_pair(name, "padding", padding, _args.PADDING)
+    dilation = _args.check_pair(name, "dilation", dilation, _args.DILATION)
+    groups = _args.check_int(name, "groups", groups, _args.GROUPS)
+    deform_groups = _args.check_int(name, "deform_groups", deform_groups, _args.GROUPS)
     if in_channels % groups != 0:
         raise ValueError(f"{name}: in_channels {in_channels} is not divisible by groups {groups}")
     if out_channels % groups != 0:
@@ -206,14 +264,14 @@ class DeformConv2d(nn.Module):
         if bias:
             raise ValueError(f"{type(self).__name__}: bias={bias} is not supported (mmcv's DCNv1 has no bias)")
         _init_conv(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, deform_groups)
-        self.im2col_step = im2col_step
+        self.im2col_step = _args.check_int(type(self).__name__, "im2col_step", im2col_step, _args.IM2COL_STEP_DCN)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        n = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
-        stdv = 1.0 / math.sqrt(n)
-        with torch.no_grad():
-            self.weight.uniform_(-stdv, stdv)
+        # mmcv's (since v1.3.15): Kaiming-uniform for ReLU, bound
+        # sqrt(6 / fan_in) with fan_in = in_channels / groups * KH * KW.
+        # ModulatedDeformConv2d keeps mmcv's older +-1/sqrt(in_channels * KH * KW).
+        nn.init.kaiming_uniform_(self.weight, nonlinearity="relu")
 
     def forward(self, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
         kh, kw = self.kernel_size
@@ -324,6 +382,8 @@ class ModulatedDeformConv2d(nn.Module):
         self.init_weights()
 
     def init_weights(self) -> None:
+        # mmcv's formula, kept exactly: uniform(+-1/sqrt(n)) with n counting all
+        # in_channels (not in_channels / groups, as a fan-in would), bias zero.
         n = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
         stdv = 1.0 / math.sqrt(n)
         with torch.no_grad():

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.modules.utils import _pair
 
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
 
 
 @torch.library.register_fake("visdet_ops::deform_roi_pool")
@@ -33,6 +32,9 @@ def _deform_roi_pool_fake(input, rois, offset, pooled_height, pooled_width, spat
         rois.dim() == 2 and rois.size(1) == 5,
         lambda: f"deform_roi_pool: rois must have shape [K, 5], got {list(rois.shape)}",
     )
+    _args.check_fake("deform_roi_pool", "pooled_height", pooled_height, _args.POOLED_SIZE)
+    _args.check_fake("deform_roi_pool", "pooled_width", pooled_width, _args.POOLED_SIZE)
+    _args.check_fake("deform_roi_pool", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     if offset is not None:
         torch._check(
             offset.dim() == 4
@@ -47,6 +49,7 @@ def _deform_roi_pool_fake(input, rois, offset, pooled_height, pooled_width, spat
 
 @torch.library.register_fake("visdet_ops::_deform_roi_pool_backward")
 def _deform_roi_pool_backward_fake(grad_output, input, rois, offset, spatial_scale, sampling_ratio, gamma):
+    _args.check_fake("deform_roi_pool", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     grad_offset = offset.new_empty(offset.shape) if offset is not None else input.new_empty((0,))
     return input.new_empty(input.shape), grad_offset
 
@@ -78,12 +81,13 @@ def deform_roi_pool(
     Returns:
         [K, C, PH, PW].
     """
-    out_h, out_w = _pair(output_size)
+    out_h, out_w = _args.check_pair("deform_roi_pool", "output_size", output_size, _args.INT64)
+    sampling_ratio = _args.check_int("deform_roi_pool", "sampling_ratio", sampling_ratio, _args.INT64)
     if offset is not None and offset.dim() == 1 and offset.numel() == 0:
         offset = None
     note_device(input)
     return torch.ops.visdet_ops.deform_roi_pool(
-        input, rois, offset, int(out_h), int(out_w), float(spatial_scale), int(sampling_ratio), float(gamma)
+        input, rois, offset, out_h, out_w, float(spatial_scale), sampling_ratio, float(gamma)
     )
 
 
@@ -92,9 +96,10 @@ class DeformRoIPool(nn.Module):
 
     def __init__(self, output_size, spatial_scale: float = 1.0, sampling_ratio: int = 0, gamma: float = 0.1):
         super().__init__()
-        self.output_size = _pair(output_size)
+        name = type(self).__name__
+        self.output_size = _args.check_pair(name, "output_size", output_size, _args.POOLED_SIZE)
         self.spatial_scale = float(spatial_scale)
-        self.sampling_ratio = int(sampling_ratio)
+        self.sampling_ratio = _args.check_int(name, "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
         self.gamma = float(gamma)
 
     def forward(self, input: torch.Tensor, rois: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
@@ -111,6 +116,13 @@ class DeformRoIPool(nn.Module):
 
 def _fc_input_features(module: DeformRoIPool, output_channels: int) -> int:
     return module.output_size[0] * module.output_size[1] * output_channels
+
+
+def _check_fc_args(name: str, output_channels, deform_fc_channels) -> tuple[int, int]:
+    return (
+        _args.check_int(name, "output_channels", output_channels, _args.CHANNELS),
+        _args.check_int(name, "deform_fc_channels", deform_fc_channels, _args.CHANNELS),
+    )
 
 
 def _check_channels(name: str, input: torch.Tensor, output_channels: int) -> None:
@@ -137,6 +149,7 @@ class DeformRoIPoolPack(DeformRoIPool):
         gamma: float = 0.1,
     ):
         super().__init__(output_size, spatial_scale, sampling_ratio, gamma)
+        output_channels, deform_fc_channels = _check_fc_args(type(self).__name__, output_channels, deform_fc_channels)
         self.output_channels = output_channels
         self.deform_fc_channels = deform_fc_channels
         self.offset_fc = nn.Sequential(
@@ -176,6 +189,7 @@ class ModulatedDeformRoIPoolPack(DeformRoIPool):
         gamma: float = 0.1,
     ):
         super().__init__(output_size, spatial_scale, sampling_ratio, gamma)
+        output_channels, deform_fc_channels = _check_fc_args(type(self).__name__, output_channels, deform_fc_channels)
         self.output_channels = output_channels
         self.deform_fc_channels = deform_fc_channels
         in_features = _fc_input_features(self, output_channels)

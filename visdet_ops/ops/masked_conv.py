@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
 
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
 
 
 @torch.library.register_fake("visdet_ops::masked_conv2d")
@@ -35,6 +35,8 @@ def _masked_conv2d_fake(features, mask, weight, bias, pad_h, pad_w):
     torch._check(
         weight.dim() == 4, lambda: f"masked_conv2d: weight must have 4 dimensions, got shape {list(weight.shape)}"
     )
+    _args.check_fake("masked_conv2d", "pad_h", pad_h, _args.PADDING)
+    _args.check_fake("masked_conv2d", "pad_w", pad_w, _args.PADDING)
     out_h = features.size(2) + 2 * pad_h - weight.size(2) + 1
     out_w = features.size(3) + 2 * pad_w - weight.size(3) + 1
     return features.new_empty((features.size(0), weight.size(0), out_h, out_w))
@@ -42,6 +44,8 @@ def _masked_conv2d_fake(features, mask, weight, bias, pad_h, pad_w):
 
 @torch.library.register_fake("visdet_ops::_masked_conv2d_backward")
 def _masked_conv2d_backward_fake(grad_output, features, mask, weight, pad_h, pad_w):
+    _args.check_fake("masked_conv2d", "pad_h", pad_h, _args.PADDING)
+    _args.check_fake("masked_conv2d", "pad_w", pad_w, _args.PADDING)
     return (
         features.new_empty(features.shape),
         weight.new_empty(weight.shape),
@@ -75,7 +79,7 @@ def masked_conv2d(
     stride_h, stride_w = _pair(stride)
     if stride_h != 1 or stride_w != 1:
         raise ValueError(f"masked_conv2d: stride must be 1 (as in mmcv), got {stride!r}")
-    pad_h, pad_w = _pair(padding)
+    pad_h, pad_w = _args.check_pair("masked_conv2d", "padding", padding, _args.INT64)
     note_device(features)
     return torch.ops.visdet_ops.masked_conv2d(features, mask, weight, bias, int(pad_h), int(pad_w))
 
@@ -100,6 +104,15 @@ class MaskedConv2d(nn.Conv2d):
         groups: int = 1,
         bias: bool = True,
     ):
+        name = type(self).__name__
+        in_channels = _args.check_int(name, "in_channels", in_channels, _args.CHANNELS)
+        out_channels = _args.check_int(name, "out_channels", out_channels, _args.CHANNELS)
+        kernel_size = _args.check_pair(name, "kernel_size", kernel_size, _args.KERNEL_SIZE)
+        stride = _args.check_pair(name, "stride", stride, _args.STRIDE)
+        if not isinstance(padding, str):  # nn.Conv2d's 'same' / 'valid'
+            padding = _args.check_pair(name, "padding", padding, _args.PADDING)
+        dilation = _args.check_pair(name, "dilation", dilation, _args.DILATION)
+        groups = _args.check_int(name, "groups", groups, _args.GROUPS)
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
 
     def forward(self, input: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

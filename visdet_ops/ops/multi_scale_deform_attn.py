@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
 
 _OP = "multi_scale_deformable_attn"
 
@@ -29,6 +29,7 @@ def _msda_fake(
         attention_weights.dim() == 5,
         lambda: f"{_OP}: attention_weights must have 5 dimensions, got shape {list(attention_weights.shape)}",
     )
+    _args.check_fake(_OP, "im2col_step", im2col_step, _args.IM2COL_STEP_MSDA)
     bs, _, num_heads, head_dim = value.shape
     return value.new_empty((bs, sampling_locations.size(1), num_heads * head_dim))
 
@@ -43,6 +44,7 @@ def _msda_backward_fake(
     attention_weights,
     im2col_step,
 ):
+    _args.check_fake(_OP, "im2col_step", im2col_step, _args.IM2COL_STEP_MSDA)
     return (
         value.new_empty(value.shape),
         sampling_locations.new_empty(sampling_locations.shape),
@@ -91,6 +93,7 @@ def multi_scale_deformable_attn(
         value_spatial_shapes = torch.as_tensor(value_spatial_shapes, dtype=torch.int64)
     if not isinstance(value_level_start_index, torch.Tensor):
         value_level_start_index = torch.as_tensor(value_level_start_index, dtype=torch.int64)
+    im2col_step = _args.check_int(_OP, "im2col_step", im2col_step, _args.INT64)
     note_device(value)
     return torch.ops.visdet_ops.multi_scale_deformable_attn(
         value,
@@ -150,6 +153,12 @@ class MultiScaleDeformableAttention(nn.Module):
         value_proj_ratio: float = 1.0,
     ):
         super().__init__()
+        name = type(self).__name__
+        embed_dims = _args.check_int(name, "embed_dims", embed_dims, _args.CHANNELS)
+        num_heads = _args.check_int(name, "num_heads", num_heads, _args.NUM_HEADS)
+        num_levels = _args.check_int(name, "num_levels", num_levels, _args.NUM_LEVELS)
+        num_points = _args.check_int(name, "num_points", num_points, _args.NUM_POINTS)
+        im2col_step = _args.check_int(name, "im2col_step", im2col_step, _args.IM2COL_STEP_MSDA)
         if embed_dims % num_heads != 0:
             raise ValueError(f"embed_dims must be divisible by num_heads, but got {embed_dims} and {num_heads}")
         dim_per_head = embed_dims // num_heads

@@ -11,9 +11,16 @@ from collections.abc import Mapping
 
 import torch
 
-from . import note_device, smoke_test
+from . import _args, note_device, renamed_kwargs, smoke_test
 
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
+
+
+def _is_ndarray(x) -> bool:
+    # The package needs torch only: numpy is looked up, never imported (an
+    # ndarray can exist only once numpy has been imported by its owner).
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
 
 
 def _check_boxes_fake(op: str, boxes, scores) -> None:
@@ -26,6 +33,7 @@ def _check_boxes_fake(op: str, boxes, scores) -> None:
 @torch.library.register_fake("visdet_ops::nms")
 def _nms_fake(boxes, scores, iou_threshold, offset=0):
     _check_boxes_fake("nms", boxes, scores)
+    _args.check_fake("nms", "offset", offset, _args.OFFSET)
     # How many boxes survive depends on the data: an unbacked size.
     num_kept = torch.library.get_ctx().new_dynamic_size()
     return boxes.new_empty((num_kept,), dtype=torch.long)
@@ -34,6 +42,7 @@ def _nms_fake(boxes, scores, iou_threshold, offset=0):
 @torch.library.register_fake("visdet_ops::batched_nms")
 def _batched_nms_fake(boxes, scores, idxs, iou_threshold, offset=0):
     _check_boxes_fake("batched_nms", boxes, scores)
+    _args.check_fake("batched_nms", "offset", offset, _args.OFFSET)
     torch._check(idxs.dim() == 1 and idxs.size(0) == boxes.size(0), lambda: "batched_nms: idxs must have shape [N]")
     num_kept = torch.library.get_ctx().new_dynamic_size()
     return boxes.new_empty((num_kept,), dtype=torch.long)
@@ -42,6 +51,8 @@ def _batched_nms_fake(boxes, scores, idxs, iou_threshold, offset=0):
 @torch.library.register_fake("visdet_ops::soft_nms")
 def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offset=0, idxs=None):
     _check_boxes_fake("soft_nms", boxes, scores)
+    _args.check_fake("soft_nms", "method", method, (0, 2))
+    _args.check_fake("soft_nms", "offset", offset, _args.OFFSET)
     num_kept = torch.library.get_ctx().new_dynamic_size()
     return boxes.new_empty((num_kept,), dtype=torch.long), boxes.new_empty((num_kept,))
 
@@ -52,13 +63,6 @@ def _nms_match_fake(dets, iou_threshold):
         dets.dim() == 2 and dets.size(1) == 5, lambda: f"nms_match: dets must have shape [N, 5], got {list(dets.shape)}"
     )
     return dets.new_empty((dets.size(0),), dtype=torch.long)
-
-
-def _is_ndarray(x) -> bool:
-    """Whether x is a NumPy array, without importing NumPy: visdet-ops needs only
-    torch at run time, and an array can only exist once NumPy is imported."""
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(x, np.ndarray)
 
 
 def _as_tensors(op: str, boxes, scores):
@@ -80,6 +84,7 @@ def _check_offset(op: str, offset) -> None:
         raise ValueError(f"{op}: offset must be 0 or 1, got {offset!r}")
 
 
+@renamed_kwargs("nms", {"iou_thr": "iou_threshold"})
 def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: float = 0, max_num: int = -1):
     """Non-maximum suppression (mmcv semantics).
 
@@ -98,6 +103,7 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
     """
     boxes, scores, is_numpy = _as_tensors("nms", boxes, scores)
     _check_offset("nms", offset)
+    max_num = _args.as_int("nms", "max_num", max_num)  # any value: <= 0 keeps all
     note_device(boxes)
     valid_inds = None
     sel_boxes, sel_scores = boxes, scores
@@ -116,6 +122,7 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
     return dets, inds
 
 
+@renamed_kwargs("soft_nms", {"iou_thr": "iou_threshold"})
 def soft_nms(
     boxes,
     scores,
@@ -160,8 +167,9 @@ def _nms_params(nms_cfg: Mapping, class_agnostic: bool) -> tuple[str, dict, bool
     cfg = dict(nms_cfg)  # the caller's cfg is never changed
     class_agnostic = bool(cfg.pop("class_agnostic", class_agnostic))
     nms_type = cfg.pop("type", "nms")
-    split_thr = int(cfg.pop("split_thr", 10000))
-    max_num = int(cfg.pop("max_num", -1))
+    # Any value: split_thr <= 0 runs each class on its own, max_num <= 0 keeps all.
+    split_thr = _args.as_int("batched_nms", "split_thr", cfg.pop("split_thr", 10000))
+    max_num = _args.as_int("batched_nms", "max_num", cfg.pop("max_num", -1))
     if "iou_thr" in cfg:
         if "iou_threshold" in cfg:
             raise ValueError("batched_nms: nms_cfg has both iou_thr and its new name iou_threshold; keep one")
@@ -279,7 +287,8 @@ def nms_match(dets, iou_threshold: float):
     and takes every later untaken box with IoU >= iou_threshold.
 
     Args:
-        dets: [N, 5] (x1, y1, x2, y2, score), Tensor or np.ndarray.
+        dets: [N, 5] (x1, y1, x2, y2, score), Tensor or np.ndarray; an empty
+            1-D one (shape [0]) is taken as no boxes, as mmcv does.
 
     Returns:
         A list with one int64 index tensor (np.ndarray for NumPy input) per
@@ -290,6 +299,10 @@ def nms_match(dets, iou_threshold: float):
     dets_t = torch.from_numpy(dets) if is_numpy else dets
     if not isinstance(dets_t, torch.Tensor):
         raise TypeError(f"nms_match: dets must be a Tensor or np.ndarray, got {type(dets).__name__}")
+    if dets_t.dim() == 1 and dets_t.numel() == 0:
+        # mmcv returns [] for any dets with shape[0] == 0 before looking at
+        # the shape; empty selections in mmdet code are often 1-D.
+        return []
     note_device(dets_t)
     leader = torch.ops.visdet_ops.nms_match(dets_t.detach(), float(iou_threshold))
     n = leader.numel()

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.modules.utils import _pair
 
-from . import note_device, smoke_test
+from . import _args, note_device, renamed_kwargs, smoke_test
 
 _POOL_MODES = ("avg", "max")
 
@@ -30,6 +29,9 @@ def _roi_align_fake(input, rois, pooled_height, pooled_width, spatial_scale, sam
     torch._check(
         rois.dim() == 2 and rois.size(1) == 5, lambda: f"roi_align: rois must have shape [K, 5], got {list(rois.shape)}"
     )
+    _args.check_fake("roi_align", "pooled_height", pooled_height, _args.POOLED_SIZE)
+    _args.check_fake("roi_align", "pooled_width", pooled_width, _args.POOLED_SIZE)
+    _args.check_fake("roi_align", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
     # Sample positions of max mode are kept in the compute dtype (exact for 16-bit input).
     argmax_shape = out.shape if pool_mode == "max" else (0,)
@@ -52,6 +54,7 @@ def _roi_align_backward_fake(
     pool_mode,
     aligned,
 ):
+    _args.check_fake("roi_align", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     return grad_output.new_empty((batch_size, channels, height, width))
 
 
@@ -80,17 +83,20 @@ def roi_align(
     """
     if pool_mode not in _POOL_MODES:
         raise ValueError(f"roi_align: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
-    out_h, out_w = _pair(output_size)
+    out_h, out_w = _args.check_pair("roi_align", "output_size", output_size, _args.INT64)
+    sampling_ratio = _args.check_int("roi_align", "sampling_ratio", sampling_ratio, _args.INT64)
     note_device(input)
     output, _, _ = torch.ops.visdet_ops.roi_align(
-        input, rois, int(out_h), int(out_w), float(spatial_scale), int(sampling_ratio), pool_mode, bool(aligned)
+        input, rois, out_h, out_w, float(spatial_scale), sampling_ratio, pool_mode, bool(aligned)
     )
     return output
 
 
 class RoIAlign(nn.Module):
-    """mmcv.ops.RoIAlign: same constructor arguments, no parameters."""
+    """mmcv.ops.RoIAlign: same constructor arguments (mmcv's old names
+    out_size / sample_num work with a DeprecationWarning), no parameters."""
 
+    @renamed_kwargs("RoIAlign", {"out_size": "output_size", "sample_num": "sampling_ratio"})
     def __init__(
         self,
         output_size,
@@ -105,9 +111,9 @@ class RoIAlign(nn.Module):
             raise ValueError(f"RoIAlign: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
         if use_torchvision and pool_mode != "avg":
             raise ValueError("RoIAlign: use_torchvision=True supports only pool_mode='avg'")
-        self.output_size = _pair(output_size)
+        self.output_size = _args.check_pair("RoIAlign", "output_size", output_size, _args.POOLED_SIZE)
         self.spatial_scale = float(spatial_scale)
-        self.sampling_ratio = int(sampling_ratio)
+        self.sampling_ratio = _args.check_int("RoIAlign", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
         self.pool_mode = pool_mode
         self.aligned = aligned
         self.use_torchvision = use_torchvision

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.modules.utils import _pair
 
-from . import note_device, smoke_test
+from . import _args, note_device, smoke_test
 
 
 @torch.library.register_fake("visdet_ops::roi_pool")
@@ -24,6 +23,8 @@ def _roi_pool_fake(input, rois, pooled_height, pooled_width, spatial_scale):
     torch._check(
         rois.dim() == 2 and rois.size(1) == 5, lambda: f"roi_pool: rois must have shape [K, 5], got {list(rois.shape)}"
     )
+    _args.check_fake("roi_pool", "pooled_height", pooled_height, _args.POOLED_SIZE)
+    _args.check_fake("roi_pool", "pooled_width", pooled_width, _args.POOLED_SIZE)
     out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
     return out, input.new_empty(out.shape, dtype=torch.int32)
 
@@ -54,9 +55,9 @@ def roi_pool(
     Returns:
         [K, C, h, w]: the largest input value in each bin (0 for an empty bin).
     """
-    out_h, out_w = _pair(output_size)
+    out_h, out_w = _args.check_pair("roi_pool", "output_size", output_size, _args.INT64)
     note_device(input)
-    output, _ = torch.ops.visdet_ops.roi_pool(input, rois, int(out_h), int(out_w), float(spatial_scale))
+    output, _ = torch.ops.visdet_ops.roi_pool(input, rois, out_h, out_w, float(spatial_scale))
     return output
 
 
@@ -65,7 +66,7 @@ class RoIPool(nn.Module):
 
     def __init__(self, output_size, spatial_scale: float = 1.0):
         super().__init__()
-        self.output_size = _pair(output_size)
+        self.output_size = _args.check_pair("RoIPool", "output_size", output_size, _args.POOLED_SIZE)
         self.spatial_scale = float(spatial_scale)
 
     def forward(self, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:

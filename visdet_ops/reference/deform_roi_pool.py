@@ -4,6 +4,8 @@ import math
 
 import torch
 
+from .roi_align import adaptive_grid
+
 
 def _bilinear(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """plane [C, H, W], y/x [S] -> [C, S] with mmcv's border rules: 0 outside
@@ -52,7 +54,7 @@ def deform_roi_pool_reference(
     (ph, pw) moved by gamma * (roi_w * offset[k, 0, ph, pw], roi_h *
     offset[k, 1, ph, pw]), the average of a grid of bilinear samples per bin,
     the grid set by the RoI alone: sampling_ratio, or ceil(roi size / output
-    size) when it is <= 0.
+    size) when it is <= 0 (at most the map side + 1: adaptive_grid).
 
     Computes in input's dtype on input's device; pass float64 for a reference."""
     out_h, out_w = output_size
@@ -65,8 +67,8 @@ def deform_roi_pool_reference(
         roi_w = (roi[3] * spatial_scale - 0.5) - start_w
         roi_h = (roi[4] * spatial_scale - 0.5) - start_h
         bin_h, bin_w = roi_h / out_h, roi_w / out_w
-        grid_h = sampling_ratio if sampling_ratio > 0 else max(math.ceil(bin_h), 0)
-        grid_w = sampling_ratio if sampling_ratio > 0 else max(math.ceil(bin_w), 0)
+        grid_h = sampling_ratio if sampling_ratio > 0 else adaptive_grid(bin_h, input.shape[2])
+        grid_w = sampling_ratio if sampling_ratio > 0 else adaptive_grid(bin_w, input.shape[3])
         if grid_h == 0 or grid_w == 0:
             outputs.append(input.new_zeros((channels, out_h, out_w)))
             continue

@@ -32,6 +32,14 @@ def _bilinear(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Te
     return torch.where(valid, val, torch.zeros_like(val))
 
 
+def adaptive_grid(bin_size: float, map_side: int) -> int:
+    """Samples per bin side with adaptive sampling: mmcv's ceil(bin size), at
+    most map_side + 1 (and 2^15), as the kernels (csrc/common/rois_kernel.h).
+    A bin of a RoI inside the map is never wider than the map, so the cap only
+    changes RoIs far larger than the map (it bounds a huge RoI's work)."""
+    return max(min(math.ceil(bin_size), map_side + 1, 2**15), 0)
+
+
 def roi_align_reference(
     input: torch.Tensor,
     rois: torch.Tensor,
@@ -55,8 +63,8 @@ def roi_align_reference(
         if not aligned:
             roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
         bin_h, bin_w = roi_h / out_h, roi_w / out_w
-        grid_h = sampling_ratio if sampling_ratio > 0 else max(math.ceil(roi_h / out_h), 0)
-        grid_w = sampling_ratio if sampling_ratio > 0 else max(math.ceil(roi_w / out_w), 0)
+        grid_h = sampling_ratio if sampling_ratio > 0 else adaptive_grid(roi_h / out_h, input.shape[2])
+        grid_w = sampling_ratio if sampling_ratio > 0 else adaptive_grid(roi_w / out_w, input.shape[3])
         channels = input.shape[1]
         if grid_h == 0 or grid_w == 0:
             outputs.append(input.new_zeros((channels, out_h, out_w)))

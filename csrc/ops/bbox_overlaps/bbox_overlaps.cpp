@@ -4,6 +4,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <cmath>
+
 #include "bbox_overlaps.h"
 #include "bbox_overlaps_kernel.h"
 #include "common/checks.h"
@@ -13,7 +15,7 @@ namespace visdet_ops {
 BboxOverlapsPrepared bbox_overlaps_prepare(const at::Tensor& bboxes1,
                                            const at::Tensor& bboxes2,
                                            int64_t mode, bool aligned,
-                                           int64_t offset) {
+                                           int64_t offset, double eps) {
   constexpr const char* op = "bbox_overlaps";
   TORCH_CHECK(bboxes1.dim() >= 2 && bboxes1.size(-1) == 4, op,
               ": bboxes1 must have shape [..., M, 4], got ", bboxes1.sizes());
@@ -34,6 +36,9 @@ BboxOverlapsPrepared bbox_overlaps_prepare(const at::Tensor& bboxes1,
               op, ": mode must be 0 (iou), 1 (iof) or 2 (giou), got ", mode);
   TORCH_CHECK(offset == 0 || offset == 1, op,
               ": offset must be 0 or 1, got ", offset);
+  // 0 is allowed (mmdet's formula then gives NaN for 0 / 0, as mmdet does).
+  TORCH_CHECK(std::isfinite(eps) && eps >= 0, op,
+              ": eps must be a finite number >= 0, got ", eps);
   const int64_t rows = bboxes1.size(-2);
   const int64_t cols = bboxes2.size(-2);
   TORCH_CHECK(!aligned || rows == cols, op,
@@ -59,12 +64,13 @@ namespace {
 
 at::Tensor bbox_overlaps_cpu_kernel(const at::Tensor& bboxes1,
                                     const at::Tensor& bboxes2, int64_t mode,
-                                    bool aligned, int64_t offset) {
+                                    bool aligned, int64_t offset,
+                                    double eps) {
   TORCH_CHECK(bboxes1.device().is_cpu(),
               "bbox_overlaps: the CPU kernel needs CPU tensors, got bboxes1 on ",
               bboxes1.device());
   BboxOverlapsPrepared p =
-      bbox_overlaps_prepare(bboxes1, bboxes2, mode, aligned, offset);
+      bbox_overlaps_prepare(bboxes1, bboxes2, mode, aligned, offset, eps);
   if (p.output.numel() == 0) return p.output;
   // float16 / bfloat16: computed in float32 on the CPU.
   const bool reduced = p.output.scalar_type() != at::kFloat &&
@@ -83,8 +89,8 @@ at::Tensor bbox_overlaps_cpu_kernel(const at::Tensor& bboxes1,
     at::parallel_for(0, shape.batch * shape.rows, grain,
                      [&](int64_t begin, int64_t end) {
                        bbox_overlaps_cpu<scalar_t>(
-                           d1, d2, shape, static_cast<scalar_t>(offset), begin,
-                           end, o);
+                           d1, d2, shape, static_cast<scalar_t>(offset),
+                           static_cast<scalar_t>(eps), begin, end, o);
                      });
   });
   if (reduced) p.output.copy_(out);
@@ -94,10 +100,10 @@ at::Tensor bbox_overlaps_cpu_kernel(const at::Tensor& bboxes1,
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
-  // mode: 0 iou, 1 iof, 2 giou.
+  // mode: 0 iou, 1 iof, 2 giou. eps: mmdet's (see bbox_overlaps_kernel.h).
   m.def(
       "bbox_overlaps(Tensor bboxes1, Tensor bboxes2, int mode=0, "
-      "bool aligned=False, int offset=0) -> Tensor");
+      "bool aligned=False, int offset=0, float eps=1e-6) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {

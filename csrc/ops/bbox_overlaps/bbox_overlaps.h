@@ -17,6 +17,6 @@ struct BboxOverlapsPrepared {
 BboxOverlapsPrepared bbox_overlaps_prepare(const at::Tensor& bboxes1,
                                            const at::Tensor& bboxes2,
                                            int64_t mode, bool aligned,
-                                           int64_t offset);
+                                           int64_t offset, double eps);
 
 }  // namespace visdet_ops

@@ -38,6 +38,7 @@ __global__ void overlaps_kernel(const T* __restrict__ boxes1,
                                 const T* __restrict__ boxes2,
                                 BboxOverlapsShape shape,
                                 typename Compute<T>::type offset,
+                                typename Compute<T>::type eps,
                                 T* __restrict__ out) {
   using A = typename Compute<T>::type;
   const int64_t total_rows = shape.batch * shape.rows;
@@ -60,7 +61,7 @@ __global__ void overlaps_kernel(const T* __restrict__ boxes1,
         A a[4];
         load_box(boxes1 + 4 * row, a);
         out[row * shape.cols + j] = from_acc<T>(
-            bbox_overlaps_detail::overlap(a, b, shape.mode, offset));
+            bbox_overlaps_detail::overlap(a, b, shape.mode, offset, eps));
       }
     }
   }
@@ -71,20 +72,21 @@ __global__ void aligned_kernel(const T* __restrict__ boxes1,
                                const T* __restrict__ boxes2,
                                BboxOverlapsShape shape,
                                typename Compute<T>::type offset,
+                               typename Compute<T>::type eps,
                                T* __restrict__ out) {
   using A = typename Compute<T>::type;
   cuda::grid_stride_loop<int64_t>(shape.batch * shape.rows, [&](int64_t i) {
     A a[4], b[4];
     load_box(boxes1 + 4 * i, a);
     load_box(boxes2 + 4 * i, b);
-    out[i] = from_acc<T>(bbox_overlaps_detail::overlap(a, b, shape.mode, offset));
+    out[i] = from_acc<T>(bbox_overlaps_detail::overlap(a, b, shape.mode, offset, eps));
   });
 }
 
 template <typename T>
 cudaError_t launch(const void* boxes1, const void* boxes2,
-                   const BboxOverlapsShape& shape, double offset, void* out,
-                   cudaStream_t stream) {
+                   const BboxOverlapsShape& shape, double offset, double eps,
+                   void* out, cudaStream_t stream) {
   using A = typename Compute<T>::type;
   const T* b1 = static_cast<const T*>(boxes1);
   const T* b2 = static_cast<const T*>(boxes2);
@@ -93,7 +95,8 @@ cudaError_t launch(const void* boxes1, const void* boxes2,
   if (total_rows == 0 || (!shape.aligned && shape.cols == 0)) return cudaSuccess;
   if (shape.aligned) {
     aligned_kernel<T><<<cuda::blocks_for(total_rows), cuda::kThreadsPerBlock,
-                        0, stream>>>(b1, b2, shape, static_cast<A>(offset), o);
+                        0, stream>>>(b1, b2, shape, static_cast<A>(offset),
+                                    static_cast<A>(eps), o);
   } else {
     const int threads = shape.cols >= 256 ? 256 : 64;
     const int64_t grid_x = min_of<int64_t>((shape.cols + threads - 1) / threads, 65535);
@@ -101,8 +104,8 @@ cudaError_t launch(const void* boxes1, const void* boxes2,
         (total_rows + kRowsPerThread - 1) / kRowsPerThread, kMaxGridY);
     const dim3 grid(static_cast<unsigned int>(grid_x),
                     static_cast<unsigned int>(grid_y));
-    overlaps_kernel<T><<<grid, threads, 0, stream>>>(b1, b2, shape,
-                                                      static_cast<A>(offset), o);
+    overlaps_kernel<T><<<grid, threads, 0, stream>>>(
+        b1, b2, shape, static_cast<A>(offset), static_cast<A>(eps), o);
   }
   return cudaGetLastError();
 }
@@ -112,17 +115,17 @@ cudaError_t launch(const void* boxes1, const void* boxes2,
 cudaError_t bbox_overlaps_cuda_launch(BoxDtype dtype, const void* boxes1,
                                       const void* boxes2,
                                       const BboxOverlapsShape& shape,
-                                      double offset, void* out,
+                                      double offset, double eps, void* out,
                                       cudaStream_t stream) {
   switch (dtype) {
     case BoxDtype::kFloat:
-      return launch<float>(boxes1, boxes2, shape, offset, out, stream);
+      return launch<float>(boxes1, boxes2, shape, offset, eps, out, stream);
     case BoxDtype::kDouble:
-      return launch<double>(boxes1, boxes2, shape, offset, out, stream);
+      return launch<double>(boxes1, boxes2, shape, offset, eps, out, stream);
     case BoxDtype::kHalf:
-      return launch<__half>(boxes1, boxes2, shape, offset, out, stream);
+      return launch<__half>(boxes1, boxes2, shape, offset, eps, out, stream);
     case BoxDtype::kBFloat16:
-      return launch<__nv_bfloat16>(boxes1, boxes2, shape, offset, out, stream);
+      return launch<__nv_bfloat16>(boxes1, boxes2, shape, offset, eps, out, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -29,18 +29,19 @@ BoxDtype box_dtype(at::ScalarType t) {
 
 at::Tensor bbox_overlaps_cuda_kernel(const at::Tensor& bboxes1,
                                      const at::Tensor& bboxes2, int64_t mode,
-                                     bool aligned, int64_t offset) {
+                                     bool aligned, int64_t offset,
+                                     double eps) {
   TORCH_CHECK(bboxes1.is_cuda(),
               "bbox_overlaps: the CUDA kernel needs CUDA tensors, got "
               "bboxes1 on ",
               bboxes1.device());
   const c10::cuda::CUDAGuard device_guard(bboxes1.device());
   BboxOverlapsPrepared p =
-      bbox_overlaps_prepare(bboxes1, bboxes2, mode, aligned, offset);
+      bbox_overlaps_prepare(bboxes1, bboxes2, mode, aligned, offset, eps);
   if (p.output.numel() == 0) return p.output;
   C10_CUDA_CHECK(bbox_overlaps_cuda_launch(
       box_dtype(p.output.scalar_type()), p.boxes1.data_ptr(),
-      p.boxes2.data_ptr(), p.shape, static_cast<double>(offset),
+      p.boxes2.data_ptr(), p.shape, static_cast<double>(offset), eps,
       p.output.data_ptr(), c10::cuda::getCurrentCUDAStream()));
   return p.output;
 }

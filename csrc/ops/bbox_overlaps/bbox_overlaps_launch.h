@@ -22,7 +22,7 @@ struct BboxOverlapsShape {
 // CPU: output rows [row_begin, row_end) of the flattened [batch * rows] rows.
 template <typename T>
 void bbox_overlaps_cpu(const T* boxes1, const T* boxes2,
-                       const BboxOverlapsShape& shape, T offset,
+                       const BboxOverlapsShape& shape, T offset, T eps,
                        int64_t row_begin, int64_t row_end, T* out);
 
 #if defined(VISDET_OPS_WITH_CUDA)
@@ -32,7 +32,7 @@ enum class BoxDtype { kFloat, kDouble, kHalf, kBFloat16 };
 cudaError_t bbox_overlaps_cuda_launch(BoxDtype dtype, const void* boxes1,
                                       const void* boxes2,
                                       const BboxOverlapsShape& shape,
-                                      double offset, void* out,
+                                      double offset, double eps, void* out,
                                       cudaStream_t stream);
 #endif
 

@@ -22,11 +22,16 @@ CarafeShape carafe_check(const char* op, const at::Tensor& features,
               ": kernel_size must be a positive odd number, got ", kernel_size);
   TORCH_CHECK(group_size >= 1, op, ": group_size must be >= 1, got ", group_size);
   TORCH_CHECK(scale_factor >= 1, op, ": scale_factor must be >= 1, got ", scale_factor);
+  check_int_range(kernel_size, 1, int_bounds::kMaxCarafeKernel, op, "kernel_size");
+  check_int_range(group_size, 1, int_bounds::kMaxCarafeGroups, op, "group_size");
+  check_int_range(scale_factor, 1, int_bounds::kMaxCarafeScale, op, "scale_factor");
   const int64_t n = features.size(0), c = features.size(1), h = features.size(2),
                 w = features.size(3);
   TORCH_CHECK(c % group_size == 0, op, ": features' channels (", c,
               ") must be divisible by group_size (", group_size, ")");
   const int64_t mc = kernel_size * kernel_size * group_size;
+  checked_numel({n, c, h, scale_factor, w, scale_factor}, op,
+                "the output [N, C, H * scale_factor, W * scale_factor]");
   TORCH_CHECK(masks.size(0) == n && masks.size(1) == mc && masks.size(2) == h * scale_factor &&
                   masks.size(3) == w * scale_factor,
               op, ": masks must have shape [N, kernel_size^2 * group_size, H * scale_factor, "

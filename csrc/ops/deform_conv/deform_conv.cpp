@@ -41,6 +41,17 @@ void check_params(const DeformConvParams& p) {
   TORCH_CHECK(p.groups > 0, kOp, ": groups must be positive, got ", p.groups);
   TORCH_CHECK(p.deform_groups > 0, kOp,
               ": deform_groups must be positive, got ", p.deform_groups);
+  using namespace int_bounds;
+  check_int_range(p.stride_h, 1, kMaxStride, kOp, "stride_h");
+  check_int_range(p.stride_w, 1, kMaxStride, kOp, "stride_w");
+  check_int_range(p.pad_h, 0, kMaxPadding, kOp, "pad_h");
+  check_int_range(p.pad_w, 0, kMaxPadding, kOp, "pad_w");
+  check_int_range(p.dilation_h, 1, kMaxDilation, kOp, "dilation_h");
+  check_int_range(p.dilation_w, 1, kMaxDilation, kOp, "dilation_w");
+  check_int_range(p.groups, 1, kMaxGroups, kOp, "groups");
+  check_int_range(p.deform_groups, 1, kMaxGroups, kOp, "deform_groups");
+  // im2col_step needs no bound: <= 0 picks the chunk size, and a step
+  // above the batch size is the whole batch.
 }
 
 void check_tensor(const at::Tensor& input, const at::Tensor& t,
@@ -87,6 +98,10 @@ DeformConvArgs deform_conv_prepare(const at::Tensor& input,
               p.pad_h, ", ", p.pad_w, ") and dilation (", p.dilation_h, ", ",
               p.dilation_w, "): the output would be ", out_h, "x", out_w);
   const int64_t kk = kh * kw;
+  checked_numel({n, out_channels, out_h, out_w}, kOp,
+                "the output [N, C_out, out_h, out_w]");
+  checked_numel({c, kk, n, out_h, out_w}, kOp,
+                "the column buffer [C * kh * kw, N * out_h * out_w]");
   TORCH_CHECK(offset.size(0) == n && offset.size(1) == 2 * p.deform_groups * kk &&
                   offset.size(2) == out_h && offset.size(3) == out_w,
               kOp, ": offset must have shape [N, 2 * deform_groups * kh * kw, "

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "common/macros.h"
+#include "common/rois_kernel.h"
 
 namespace visdet_ops {
 namespace deform_roi_pool_detail {
@@ -28,20 +29,15 @@ struct ValueCast {
   }
 };
 
-// Upper bound of samples per bin side. Only reached by absurd RoIs (2^30
-// samples per side would not finish anyway); it keeps the float -> int
-// conversion defined for every finite RoI and every sampling_ratio.
-constexpr int kMaxGrid = 1 << 30;
-
-// Samples per bin side: sampling_ratio when positive (mmcv), else adaptive
-// ceil(bin size). A negative or NaN size (reversed RoI, overflow) has none.
+// Samples per bin side: sampling_ratio when positive (mmcv; at most
+// int_bounds::kMaxSamplingRatio, checked on the host), else adaptive
+// ceil(bin size), at most the map side + 1 (adaptive_grid). A negative or NaN
+// size (reversed RoI, overflow) has none.
 template <typename T>
 VISDET_HOST_DEVICE VISDET_INLINE int grid_size(int64_t sampling_ratio,
-                                               T bin_size) {
-  const T g = sampling_ratio > 0 ? static_cast<T>(sampling_ratio)
-                                 : ceil(bin_size);
-  if (!(g > T(0))) return 0;
-  return g < static_cast<T>(kMaxGrid) ? static_cast<int>(g) : kMaxGrid;
+                                               T bin_size, int64_t map_side) {
+  if (sampling_ratio > 0) return static_cast<int>(sampling_ratio);
+  return adaptive_grid(bin_size, map_side);
 }
 
 // One output bin (k, ph, pw) in feature-map coordinates: its top-left corner
@@ -63,7 +59,7 @@ struct BinGeometry {
 template <typename T, typename S, typename I>
 VISDET_HOST_DEVICE VISDET_INLINE BinGeometry<T> bin_geometry(
     const T* roi, const S* offset, I k, I ph, I pw, I pooled_h, I pooled_w,
-    T spatial_scale, int64_t sampling_ratio, T gamma) {
+    T spatial_scale, int64_t sampling_ratio, T gamma, I height, I width) {
   BinGeometry<T> g;
   g.batch = static_cast<int64_t>(roi[0]);
   T start_w = roi[1] * spatial_scale - T(0.5);
@@ -72,8 +68,8 @@ VISDET_HOST_DEVICE VISDET_INLINE BinGeometry<T> bin_geometry(
   g.roi_h = (roi[4] * spatial_scale - T(0.5)) - start_h;
   g.bin_h = g.roi_h / static_cast<T>(pooled_h);
   g.bin_w = g.roi_w / static_cast<T>(pooled_w);
-  g.grid_h = grid_size(sampling_ratio, g.bin_h);
-  g.grid_w = grid_size(sampling_ratio, g.bin_w);
+  g.grid_h = grid_size(sampling_ratio, g.bin_h, static_cast<int64_t>(height));
+  g.grid_w = grid_size(sampling_ratio, g.bin_w, static_cast<int64_t>(width));
   if (offset != nullptr) {
     const S* o = offset + (k * 2 * pooled_h + ph) * pooled_w + pw;
     start_w += gamma * g.roi_w * ValueCast<T, S>::load(o[0]);
@@ -195,7 +191,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void forward_element(
   const I k = index / d.pooled_w / d.pooled_h / d.channels;
   const BinGeometry<T> g =
       bin_geometry(rois + k * 5, offset, k, ph, pw, d.pooled_h, d.pooled_w,
-                   spatial_scale, sampling_ratio, gamma);
+                   spatial_scale, sampling_ratio, gamma, d.height, d.width);
   const S* plane =
       input + (static_cast<I>(g.batch) * d.channels + c) * d.height * d.width;
   T sum = T(0);
@@ -219,7 +215,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void backward_input_element(
   const I k = index / d.pooled_w / d.pooled_h / d.channels;
   const BinGeometry<T> g =
       bin_geometry(rois + k * 5, offset, k, ph, pw, d.pooled_h, d.pooled_w,
-                   spatial_scale, sampling_ratio, gamma);
+                   spatial_scale, sampling_ratio, gamma, d.height, d.width);
   const T share = ValueCast<T, S>::load(grad_output[index]) / g.count;
   const I plane = (static_cast<I>(g.batch) * d.channels + c) * d.height * d.width;
   for_each_sample(g, d.height, d.width, [&](const Bilinear<T, I>& b) {
@@ -251,7 +247,7 @@ VISDET_HOST_DEVICE VISDET_INLINE OffsetGrad<T> backward_offset_partial(
   const I k = bin / d.pooled_w / d.pooled_h;
   const BinGeometry<T> g =
       bin_geometry(rois + k * 5, offset, k, ph, pw, d.pooled_h, d.pooled_w,
-                   spatial_scale, sampling_ratio, gamma);
+                   spatial_scale, sampling_ratio, gamma, d.height, d.width);
   OffsetGrad<T> r;
   r.dx = T(0);
   r.dy = T(0);

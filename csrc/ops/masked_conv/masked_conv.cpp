@@ -48,11 +48,15 @@ Checked check_args(const at::Tensor& features, const at::Tensor& mask,
               weight.sizes());
   TORCH_CHECK(pad_h >= 0 && pad_w >= 0, kOp, ": padding must be >= 0, got (", pad_h,
               ", ", pad_w, ")");
+  check_int_range(pad_h, 0, int_bounds::kMaxPadding, kOp, "pad_h");
+  check_int_range(pad_w, 0, int_bounds::kMaxPadding, kOp, "pad_w");
   c.out_h = c.height + 2 * pad_h - c.kh + 1;
   c.out_w = c.width + 2 * pad_w - c.kw + 1;
   TORCH_CHECK(c.out_h >= 0 && c.out_w >= 0, kOp,
               ": the kernel is larger than the padded input: features ", features.sizes(),
               ", weight ", weight.sizes(), ", padding (", pad_h, ", ", pad_w, ")");
+  checked_numel({c.batch, c.out_channels, c.out_h, c.out_w}, kOp,
+                "the output [N, C_out, out_h, out_w]");
   return c;
 }
 

@@ -47,6 +47,14 @@ RoIAlignShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_same_dtype(input, rois, kOp, "input", "rois");
   check_same_device(input, rois, kOp, "input", "rois");
   check_common(pooled_height, pooled_width, spatial_scale);
+  check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, kOp,
+                  "pooled_height");
+  check_int_range(pooled_width, 1, int_bounds::kMaxPooledSize, kOp,
+                  "pooled_width");
+  check_int_range(sampling_ratio, int_bounds::kMinSamplingRatio,
+                  int_bounds::kMaxSamplingRatio, kOp, "sampling_ratio");
+  checked_numel({rois.size(0), input.size(1), pooled_height, pooled_width},
+                kOp, "the output [K, C, PH, PW]");
   RoIAlignShape s{input.size(0), rois.size(0),  input.size(1),
                   input.size(2), input.size(3), pooled_height,
                   pooled_width,  sampling_ratio, parse_pool_mode(pool_mode),
@@ -70,6 +78,8 @@ RoIAlignShape check_backward(
   check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_common(grad_output.size(2), grad_output.size(3), spatial_scale);
+  check_int_range(sampling_ratio, int_bounds::kMinSamplingRatio,
+                  int_bounds::kMaxSamplingRatio, kOp, "sampling_ratio");
   RoIAlignShape s{batch_size,          rois.size(0),        channels,
                   height,              width,               grad_output.size(2),
                   grad_output.size(3), sampling_ratio,      parse_pool_mode(pool_mode),
@@ -94,6 +104,8 @@ RoIAlignShape check_backward(
   TORCH_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0,
               kOp, ": the input shape must be non-negative, got [", batch_size,
               ", ", channels, ", ", height, ", ", width, "]");
+  checked_numel({batch_size, channels, height, width}, kOp,
+                "grad_input [batch_size, channels, height, width]");
   // No check of the RoI values: the forward made it, and the kernels skip an
   // invalid RoI, so a direct call with bad rois cannot read or write out of
   // bounds either.

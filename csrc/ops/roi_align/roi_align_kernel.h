@@ -26,12 +26,12 @@ struct RoIGeometry {
 
 // `aligned` shifts by half a pixel (pixel centres at +0.5); without it a RoI
 // is at least 1x1 (the legacy Detectron behaviour). sampling_ratio <= 0 means
-// adaptive: ceil(roi_size / pooled_size) samples per bin. The RoI must be
-// valid (roi_flags == 0): finite, so the grid sizes are bounded.
+// adaptive: ceil(roi_size / pooled_size) samples per bin, at most the map
+// side + 1 (adaptive_grid). The RoI must be valid (roi_flags == 0).
 template <typename T>
 VISDET_HOST_DEVICE VISDET_INLINE RoIGeometry<acc_t<T>> roi_geometry(
     const T* roi, acc_t<T> spatial_scale, int64_t pooled_h, int64_t pooled_w,
-    int64_t sampling_ratio, bool aligned) {
+    int64_t sampling_ratio, bool aligned, int64_t height, int64_t width) {
   using A = acc_t<T>;
   RoIGeometry<A> g;
   g.batch = static_cast<int64_t>(to_acc(roi[0]));
@@ -48,15 +48,14 @@ VISDET_HOST_DEVICE VISDET_INLINE RoIGeometry<acc_t<T>> roi_geometry(
   }
   g.bin_h = roi_h / static_cast<A>(pooled_h);
   g.bin_w = roi_w / static_cast<A>(pooled_w);
+  // sampling_ratio is at most int_bounds::kMaxSamplingRatio (host check). A
+  // negative-size RoI (x2 < x1 with aligned) has no samples.
   g.grid_h = sampling_ratio > 0
                  ? static_cast<int>(sampling_ratio)
-                 : static_cast<int>(ceil(roi_h / static_cast<A>(pooled_h)));
+                 : adaptive_grid(roi_h / static_cast<A>(pooled_h), height);
   g.grid_w = sampling_ratio > 0
                  ? static_cast<int>(sampling_ratio)
-                 : static_cast<int>(ceil(roi_w / static_cast<A>(pooled_w)));
-  // A negative-size RoI (x2 < x1 with aligned) has no samples.
-  if (g.grid_h < 0) g.grid_h = 0;
-  if (g.grid_w < 0) g.grid_w = 0;
+                 : adaptive_grid(roi_w / static_cast<A>(pooled_w), width);
   return g;
 }
 
@@ -151,7 +150,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
     return;
   }
   const RoIGeometry<A> g = roi_geometry(roi, spatial_scale, pooled_h, pooled_w,
-                                        sampling_ratio, aligned);
+                                        sampling_ratio, aligned, height, width);
   const T* plane =
       input + (static_cast<I>(g.batch) * channels + c) * height * width;
 
@@ -232,7 +231,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_backward_element(
     return;
   }
   const RoIGeometry<A> g = roi_geometry(roi, spatial_scale, pooled_h, pooled_w,
-                                        sampling_ratio, aligned);
+                                        sampling_ratio, aligned, height, width);
   const int count = max_of(g.grid_h * g.grid_w, 1);
   const A share = grad / static_cast<A>(count);
   for (int iy = 0; iy < g.grid_h; ++iy) {

@@ -29,7 +29,11 @@ void check_output_size(int64_t pooled_height, int64_t pooled_width) {
 
 // argmax is an int32 offset into one input plane.
 void check_plane_fits_int32(int64_t height, int64_t width) {
-  TORCH_CHECK(height * width <= std::numeric_limits<int32_t>::max(), kOp,
+  // Division, not height * width: that product may wrap for the backward's
+  // shape arguments.
+  TORCH_CHECK(height == 0 ||
+                  width <= std::numeric_limits<int32_t>::max() / height,
+              kOp,
               ": input planes of more than 2^31 - 1 elements are not "
               "supported (argmax is int32), got ", height, " x ", width);
 }
@@ -43,6 +47,12 @@ RoIPoolShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_same_dtype(input, rois, kOp, "input", "rois");
   check_same_device(input, rois, kOp, "input", "rois");
   check_output_size(pooled_height, pooled_width);
+  check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, kOp,
+                  "pooled_height");
+  check_int_range(pooled_width, 1, int_bounds::kMaxPooledSize, kOp,
+                  "pooled_width");
+  checked_numel({rois.size(0), input.size(1), pooled_height, pooled_width},
+                kOp, "the output [K, C, PH, PW]");
   TORCH_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
               ": spatial_scale must be a positive finite number, got ",
               spatial_scale);
@@ -70,6 +80,8 @@ RoIPoolShape check_backward(const at::Tensor& grad_output,
   TORCH_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0,
               kOp, ": the input shape must be non-negative, got [", batch_size,
               ", ", channels, ", ", height, ", ", width, "]");
+  checked_numel({batch_size, channels, height, width}, kOp,
+                "grad_input [batch_size, channels, height, width]");
   check_plane_fits_int32(height, width);
   RoIPoolShape s{batch_size, rois.size(0),        channels,
                  height,     width,               grad_output.size(2),

@@ -1,0 +1,116 @@
+"""Integer arguments of the modules, the fake impls and the Python wrappers:
+one table of accepted ranges and one checker.
+
+The C++ host layer checks the ops' own integer arguments against the same
+numbers (csrc/common/checks.h, namespace int_bounds) before any allocation or
+launch, and the fake impls mirror that check (check_fake), so torch.compile
+rejects what eager rejects. The table also covers the module constructors,
+whose arguments never reach C++ as such (channels, kernel sizes, fc widths).
+The functional wrappers only convert (bounds INT64) and leave the range to
+the op. docs/ops.md ("Integer arguments") lists every bound with its reason,
+and tests/test_integer_edges.py checks each from both sides.
+
+Values are accepted the way mmcv accepts them (it mostly calls int()):
+Python and NumPy integers, bool, and integer-valued floats such as 7.0. A
+float with a fractional part is a TypeError (int() would truncate it
+silently); a value outside its range is a ValueError naming the argument.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+
+import torch
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+# (lo, hi), both inclusive. Keep in step with csrc/common/checks.h.
+# RoI output size per side: mmdet uses 7 and 14; 4096^2 bins per RoI keeps
+# [K, C, PH, PW] indexing far from int64 limits.
+POOLED_SIZE = (1, 4096)
+# Samples per bin side; -1 (torchvision) and 0 (mmcv) mean adaptive. 128^2
+# samples per bin is far past where more samples change the mean.
+SAMPLING_RATIO = (-1, 128)
+# Convolution geometry: models use single or double digits; 2^16 keeps every
+# output-size formula exact in int64.
+STRIDE = (1, 2**16)
+PADDING = (0, 2**16)
+DILATION = (1, 2**16)
+# Groups divide a real channel count; the bound only matters without channels.
+GROUPS = (1, 2**20)
+# Module constructors: channel counts and fc widths (ResNet's largest is
+# 2048), kernel sizes of the convolutions they create (7x7 is the usual top;
+# large-kernel nets use 31).
+CHANNELS = (1, 2**16)
+KERNEL_SIZE = (1, 64)
+# CARAFE: masks have kernel_size^2 * group_size channels, the output is
+# scale_factor times the input per side; mmdet uses 5, 1 and 2.
+CARAFE_KERNEL = (1, 63)
+CARAFE_GROUPS = (1, 2**16)
+CARAFE_SCALE = (1, 64)
+# Multi-scale deformable attention: Deformable DETR uses 8 heads, 4 levels, 4 points.
+NUM_HEADS = (1, 1024)
+NUM_LEVELS = (1, 64)
+NUM_POINTS = (1, 1024)
+# im2col_step only chunks the batch (a step above the batch size is the whole
+# batch): no upper bound is needed. deform_conv2d: <= 0 picks the chunk size.
+IM2COL_STEP_DCN = (INT64_MIN, INT64_MAX)
+IM2COL_STEP_MSDA = (1, INT64_MAX)
+# Discrete choices.
+OFFSET = (0, 1)
+# The functional wrappers only convert: the op's C++ check (or, under
+# torch.compile, its fake impl) applies the bounds above, so the wrappers
+# raise the op's own errors. Past int64 the schema could not take the value.
+INT64 = (INT64_MIN, INT64_MAX)
+
+
+def as_int(op: str, arg: str, value) -> int:
+    """value as an int, or TypeError naming the argument."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{op}: {arg} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)  # int, bool, NumPy integers, integer 0-d tensors
+    except TypeError:
+        pass
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"{op}: {arg} must be an integer, got {value!r}") from None
+    if not number.is_integer():
+        raise TypeError(f"{op}: {arg} must be an integer, got {value!r}")
+    return int(number)
+
+
+def check_int(op: str, arg: str, value, bounds: tuple[int, int]) -> int:
+    """value as an int within bounds (inclusive), else TypeError/ValueError
+    naming the op and the argument."""
+    v = as_int(op, arg, value)
+    lo, hi = bounds
+    if not lo <= v <= hi:
+        raise ValueError(f"{op}: {arg} must be in [{lo}, {hi}], got {v}")
+    return v
+
+
+def check_pair(op: str, arg: str, value, bounds: tuple[int, int]) -> tuple[int, int]:
+    """An int or a pair of ints (nn.modules.utils._pair's inputs), each checked."""
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        if isinstance(value, torch.Tensor) and value.dim() == 0:
+            v = check_int(op, arg, value, bounds)
+            return v, v
+        items = tuple(value)
+        if len(items) != 2:
+            raise ValueError(f"{op}: {arg} must be an int or a pair of ints, got {value!r}")
+        return check_int(op, arg, items[0], bounds), check_int(op, arg, items[1], bounds)
+    v = check_int(op, arg, value, bounds)
+    return v, v
+
+
+def check_fake(op: str, arg: str, value, bounds: tuple[int, int]) -> None:
+    """The C++ check (check_int_range) inside a fake impl, where value may be
+    a SymInt: the same bounds and message, so torch.compile rejects what
+    eager rejects."""
+    lo, hi = bounds
+    torch._check(value >= lo, lambda: f"{op}: {arg} must be in [{lo}, {hi}], got {value}")
+    torch._check(value <= hi, lambda: f"{op}: {arg} must be in [{lo}, {hi}], got {value}")
