@@ -188,9 +188,21 @@ def test_offset_gradient_matches_mmcv_inside_the_map(rng):
     height, width = 20, 24
     x = torch.randn(1, 4, height, width, generator=rng, dtype=torch.float64)
     rois = torch.tensor([[0, 6.0, 5.0, 30.0, 26.0], [0, 10.0, 12.0, 38.0, 30.0]], dtype=torch.float64)
-    offset = (torch.rand(2, 2, 3, 3, generator=rng, dtype=torch.float64) - 0.5) * 0.4
-    for k in range(2):
-        ys, xs = sample_coords(rois[k].tolist(), offset[k], (3, 3), 0.5, 2, 0.1)
+
+    def draw_offset():
+        return (torch.rand(2, 2, 3, 3, generator=rng, dtype=torch.float64) - 0.5) * 0.4
+
+    def samples(offset):
+        return [sample_coords(rois[k].tolist(), offset[k], (3, 3), 0.5, 2, 0.1) for k in range(2)]
+
+    # The closed form and the derivative agree away from integer sample positions (the bilinear kinks):
+    # redraw the rare offsets that put a sample within near_kink's distance of one (seed 2557757091 did).
+    offset = draw_offset()
+    for _ in range(100):
+        if not any(near_kink(ys, xs) for ys, xs in samples(offset)):
+            break
+        offset = draw_offset()
+    for ys, xs in samples(offset):
         assert ys.min() > 0 and ys.max() < height - 1 and xs.min() > 0 and xs.max() < width - 1
         assert not near_kink(ys, xs)
     grad_out = torch.randn(2, 4, 3, 3, generator=rng, dtype=torch.float64)
