@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "common/rois.h"
 #include "deform_roi_pool.h"
 #include "deform_roi_pool_kernel.h"
@@ -21,20 +22,15 @@ const at::Tensor* present(const std::optional<at::Tensor>& offset) {
   return offset.has_value() && offset->defined() ? &*offset : nullptr;
 }
 
-// Float32/float64 everywhere; float16/bfloat16 on CUDA (computed in float32).
+// float32/float64, and float16/bfloat16 (computed in float32: on the CPU
+// through a float32 copy, reduced_float.h).
 void check_dtype(const at::Tensor& input) {
   check_floating(input, kOp, "input");
   const at::ScalarType t = input.scalar_type();
-  if (input.is_cuda()) {
-    TORCH_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf ||
-                    t == at::kBFloat16,
-                kOp, ": input on CUDA must be float32, float64, float16 or "
-                "bfloat16, got ", t);
-  } else {
-    TORCH_CHECK(t == at::kFloat || t == at::kDouble, kOp,
-                ": input on ", input.device(), " must be float32 or float64 "
-                "(float16/bfloat16 are supported on CUDA only), got ", t);
-  }
+  TORCH_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf ||
+                  t == at::kBFloat16,
+              kOp, ": input must be float32, float64, float16 or bfloat16, "
+              "got ", t);
 }
 
 // Checks shared by forward and backward; returns the launch shape.
@@ -46,7 +42,7 @@ DeformRoIPoolShape check_inputs(const at::Tensor& input, const at::Tensor& rois,
   check_dim(rois, 2, kOp, "rois");
   check_size(rois, 1, 5, kOp, "rois", "[K, 5] (batch_index, x1, y1, x2, y2)");
   check_dtype(input);
-  check_same_dtype(input, rois, kOp, "input", "rois");
+  check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
               ": output_size must be positive, got (", pooled_height, ", ",
@@ -152,6 +148,15 @@ at::Tensor deform_roi_pool_forward_cpu_kernel(
     const std::optional<at::Tensor>& offset, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
     double gamma) {
+  if (is_reduced_float(input)) {
+    check_inputs(input, rois, present(offset), pooled_height, pooled_width,
+                 spatial_scale, sampling_ratio, gamma);
+    return deform_roi_pool_forward_cpu_kernel(
+               input.to(at::kFloat), float_if_reduced(rois),
+               float_if_reduced(offset), pooled_height, pooled_width,
+               spatial_scale, sampling_ratio, gamma)
+        .to(input.scalar_type());
+  }
   const DeformRoIPoolForward f = deform_roi_pool_prepare_forward(
       input, rois, offset, pooled_height, pooled_width, spatial_scale,
       sampling_ratio, gamma);
@@ -177,6 +182,18 @@ std::tuple<at::Tensor, at::Tensor> deform_roi_pool_backward_cpu_kernel(
     const at::Tensor& grad_output, const at::Tensor& input,
     const at::Tensor& rois, const std::optional<at::Tensor>& offset,
     double spatial_scale, int64_t sampling_ratio, double gamma) {
+  if (is_reduced_float(input)) {
+    check_dim(grad_output, 4, kOp, "grad_output");
+    check_inputs(input, rois, present(offset), grad_output.size(2),
+                 grad_output.size(3), spatial_scale, sampling_ratio, gamma);
+    check_same_dtype(input, grad_output, kOp, "input", "grad_output");
+    auto [grad_input, grad_offset] = deform_roi_pool_backward_cpu_kernel(
+        grad_output.to(at::kFloat), input.to(at::kFloat),
+        float_if_reduced(rois), float_if_reduced(offset), spatial_scale,
+        sampling_ratio, gamma);
+    return {grad_input.to(input.scalar_type()),
+            grad_offset.to(input.scalar_type())};
+  }
   const DeformRoIPoolBackward b = deform_roi_pool_prepare_backward(
       grad_output, input, rois, offset, spatial_scale, sampling_ratio, gamma);
   const DeformRoIPoolShape& s = b.shape;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "common/rois.h"
 #include "roi_align.h"
 #include "roi_align_kernel.h"
@@ -44,7 +45,7 @@ RoIAlignShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_dim(input, 4, kOp, "input");
   check_rois(rois);
   check_floating(input, kOp, "input");
-  check_same_dtype(input, rois, kOp, "input", "rois");
+  check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   check_common(pooled_height, pooled_width, spatial_scale);
   RoIAlignShape s{input.size(0), rois.size(0),  input.size(1),
@@ -67,7 +68,7 @@ RoIAlignShape check_backward(
   check_rois(rois);
   check_dim(grad_output, 4, kOp, "grad_output");
   check_floating(grad_output, kOp, "grad_output");
-  check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
+  check_rois_dtype(grad_output, rois, kOp, "grad_output");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_common(grad_output.size(2), grad_output.size(3), spatial_scale);
   RoIAlignShape s{batch_size,          rois.size(0),        channels,
@@ -123,7 +124,7 @@ RoIAlignForward roi_align_prepare_forward(const at::Tensor& input,
                           spatial_scale, sampling_ratio, pool_mode, aligned);
   const RoIAlignShape& s = f.shape;
   f.input = input.contiguous();
-  f.rois = rois.contiguous();
+  f.rois = rois.to(roi_compute_dtype(input.scalar_type())).contiguous();
   f.output = at::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
                        input.options());
   const auto argmax_options =
@@ -146,7 +147,7 @@ RoIAlignBackward roi_align_prepare_backward(
                            channels, height, width, spatial_scale,
                            sampling_ratio, pool_mode, aligned);
   b.grad_output = grad_output.contiguous();
-  b.rois = rois.contiguous();
+  b.rois = rois.to(roi_compute_dtype(grad_output.scalar_type())).contiguous();
   b.argmax_y = argmax_y.contiguous();
   b.argmax_x = argmax_x.contiguous();
   b.grad_accum = at::zeros(
@@ -165,7 +166,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
     const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
     c10::string_view pool_mode, bool aligned) {
-  check_cpu_float(input, kOp, "input");
+  if (is_reduced_float(input)) {
+    check_rois_dtype(input, rois, kOp, "input");
+    auto [output, argmax_y, argmax_x] = roi_align_forward_cpu_kernel(
+        input.to(at::kFloat), float_if_reduced(rois), pooled_height,
+        pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned);
+    return {output.to(input.scalar_type()), argmax_y, argmax_x};
+  }
   const RoIAlignForward f =
       roi_align_prepare_forward(input, rois, pooled_height, pooled_width,
                                 spatial_scale, sampling_ratio, pool_mode,
@@ -195,7 +202,14 @@ at::Tensor roi_align_backward_cpu_kernel(
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
     bool aligned) {
-  check_cpu_float(grad_output, kOp, "grad_output");
+  if (is_reduced_float(grad_output)) {
+    check_rois_dtype(grad_output, rois, kOp, "grad_output");
+    return roi_align_backward_cpu_kernel(
+               grad_output.to(at::kFloat), float_if_reduced(rois), argmax_y,
+               argmax_x, batch_size, channels, height, width, spatial_scale,
+               sampling_ratio, pool_mode, aligned)
+        .to(grad_output.scalar_type());
+  }
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
       width, spatial_scale, sampling_ratio, pool_mode, aligned);

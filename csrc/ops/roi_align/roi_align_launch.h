@@ -39,10 +39,11 @@ void roi_align_backward_cpu(const T* grad_output, const T* rois,
                             int64_t c_begin, int64_t c_end, T* grad_input);
 
 #if defined(VISDET_OPS_WITH_CUDA)
-// T: float, double, __half, __nv_bfloat16. argmax_y/argmax_x (max mode only,
+// T: float, double, __half, __nv_bfloat16. rois are in acc_t<T> (float32
+// beside 16-bit input: never rounded to 16 bits). argmax_y/argmax_x (max mode only,
 // else null) are in acc_t<T>: float for the 16-bit types.
 template <typename T>
-cudaError_t roi_align_forward_cuda_launch(const T* input, const T* rois,
+cudaError_t roi_align_forward_cuda_launch(const T* input, const acc_t<T>* rois,
                                           const RoIAlignShape& s,
                                           double spatial_scale, T* output,
                                           acc_t<T>* argmax_y,
@@ -53,7 +54,7 @@ cudaError_t roi_align_forward_cuda_launch(const T* input, const T* rois,
 // the caller) must be zeroed by the caller; accumulates with atomicAdd.
 template <typename T>
 cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
-                                           const T* rois,
+                                           const acc_t<T>* rois,
                                            const acc_t<T>* argmax_y,
                                            const acc_t<T>* argmax_x,
                                            const RoIAlignShape& s,

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "common/rois.h"
 #include "roi_pool.h"
 #include "roi_pool_kernel.h"
@@ -40,7 +41,7 @@ RoIPoolShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_dim(input, 4, kOp, "input");
   check_rois(rois);
   check_floating(input, kOp, "input");
-  check_same_dtype(input, rois, kOp, "input", "rois");
+  check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   check_output_size(pooled_height, pooled_width);
   TORCH_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
@@ -63,7 +64,7 @@ RoIPoolShape check_backward(const at::Tensor& grad_output,
   check_rois(rois);
   check_dim(grad_output, 4, kOp, "grad_output");
   check_floating(grad_output, kOp, "grad_output");
-  check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
+  check_rois_dtype(grad_output, rois, kOp, "grad_output");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_same_device(grad_output, argmax, kOp, "grad_output", "argmax");
   check_output_size(grad_output.size(2), grad_output.size(3));
@@ -101,7 +102,7 @@ RoIPoolForward roi_pool_prepare_forward(const at::Tensor& input,
                           spatial_scale);
   const RoIPoolShape& s = f.shape;
   f.input = input.contiguous();
-  f.rois = rois.contiguous();
+  f.rois = rois.to(roi_compute_dtype(input.scalar_type())).contiguous();
   f.output = at::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
                        input.options());
   f.argmax = at::empty_like(f.output, input.options().dtype(at::kInt));
@@ -117,7 +118,7 @@ RoIPoolBackward roi_pool_prepare_backward(const at::Tensor& grad_output,
   b.shape = check_backward(grad_output, rois, argmax, batch_size, channels,
                            height, width);
   b.grad_output = grad_output.contiguous();
-  b.rois = rois.contiguous();
+  b.rois = rois.to(roi_compute_dtype(grad_output.scalar_type())).contiguous();
   b.argmax = argmax.contiguous();
   b.grad_accum = at::zeros(
       {batch_size, channels, height, width},
@@ -134,7 +135,13 @@ namespace {
 std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu_kernel(
     const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale) {
-  check_cpu_float(input, kOp, "input");
+  if (is_reduced_float(input)) {
+    check_rois_dtype(input, rois, kOp, "input");
+    auto [output, argmax] =
+        roi_pool_forward_cpu_kernel(input.to(at::kFloat), float_if_reduced(rois),
+                                    pooled_height, pooled_width, spatial_scale);
+    return {output.to(input.scalar_type()), argmax};
+  }
   const RoIPoolForward f = roi_pool_prepare_forward(
       input, rois, pooled_height, pooled_width, spatial_scale);
   const RoIPoolShape& s = f.shape;
@@ -160,7 +167,13 @@ at::Tensor roi_pool_backward_cpu_kernel(const at::Tensor& grad_output,
                                         const at::Tensor& argmax,
                                         int64_t batch_size, int64_t channels,
                                         int64_t height, int64_t width) {
-  check_cpu_float(grad_output, kOp, "grad_output");
+  if (is_reduced_float(grad_output)) {
+    check_rois_dtype(grad_output, rois, kOp, "grad_output");
+    return roi_pool_backward_cpu_kernel(grad_output.to(at::kFloat),
+                                        float_if_reduced(rois), argmax,
+                                        batch_size, channels, height, width)
+        .to(grad_output.scalar_type());
+  }
   const RoIPoolBackward b = roi_pool_prepare_backward(
       grad_output, rois, argmax, batch_size, channels, height, width);
   if (b.shape.output_numel() == 0) return b.grad_accum;
