@@ -45,7 +45,7 @@ def _corner_pool_backward_fake(grad_output, input, mode):
 
 def corner_pool(input: torch.Tensor, mode: str) -> torch.Tensor:
     """Corner pooling of a [N, C, H, W] map in direction `mode` ('top',
-    'bottom', 'left' or 'right'). float32/float64; on CUDA also
+    'bottom', 'left' or 'right'). float32/float64, or
     float16/bfloat16 (compared and summed in float32)."""
     _check_mode(mode, "corner_pool")
     note_device(input)

@@ -7,6 +7,7 @@
 
 #include "carafe.h"
 #include "common/checks.h"
+#include "common/reduced_float.h"
 
 namespace visdet_ops {
 
@@ -53,19 +54,17 @@ CarafeShape carafe_check_backward(const char* op, const at::Tensor& grad_output,
 
 namespace {
 
-void check_cpu_dtype(const char* op, const at::Tensor& features) {
-  TORCH_CHECK(features.scalar_type() == at::kFloat || features.scalar_type() == at::kDouble,
-              op, ": features must be float32 or float64 on the CPU (float16 and "
-              "bfloat16 only on CUDA), got ", features.scalar_type());
-}
-
 constexpr int64_t kGrain = 2048;
 
 at::Tensor forward_cpu(const char* op, const at::Tensor& features, const at::Tensor& masks,
                        int64_t kernel_size, int64_t group_size, int64_t scale_factor) {
   const CarafeShape s =
       carafe_check(op, features, masks, kernel_size, group_size, scale_factor);
-  check_cpu_dtype(op, features);
+  if (is_reduced_float(features)) {
+    return forward_cpu(op, features.to(at::kFloat), masks.to(at::kFloat),
+                       kernel_size, group_size, scale_factor)
+        .to(features.scalar_type());
+  }
   const at::Tensor f = features.contiguous(), m = masks.contiguous();
   at::Tensor output = at::empty({s.batch, s.channels, s.out_h(), s.out_w()}, f.options());
   if (output.numel() == 0) return output;
@@ -86,7 +85,13 @@ std::tuple<at::Tensor, at::Tensor> backward_cpu(const char* op, const at::Tensor
                                                 int64_t group_size, int64_t scale_factor) {
   const CarafeShape s = carafe_check_backward(op, grad_output, features, masks, kernel_size,
                                               group_size, scale_factor);
-  check_cpu_dtype(op, features);
+  if (is_reduced_float(features)) {
+    auto [grad_features, grad_masks] =
+        backward_cpu(op, grad_output.to(at::kFloat), features.to(at::kFloat),
+                     masks.to(at::kFloat), kernel_size, group_size, scale_factor);
+    return {grad_features.to(features.scalar_type()),
+            grad_masks.to(masks.scalar_type())};
+  }
   const at::Tensor g = grad_output.contiguous(), f = features.contiguous(),
                    m = masks.contiguous();
   at::Tensor grad_features = at::empty(f.sizes(), f.options());

@@ -3,12 +3,14 @@
 #include "ms_deform_attn.h"
 
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 
 namespace visdet_ops {
 namespace {
@@ -27,10 +29,21 @@ void check_shapes(const at::Tensor& value, const at::Tensor& spatial_shapes,
   check_dim(sampling_locations, 6, kOp, "sampling_locations");
   check_dim(attention_weights, 5, kOp, "attention_weights");
   check_floating(value, kOp, "value");
-  check_same_dtype(value, sampling_locations, kOp, "value",
-                   "sampling_locations");
-  check_same_dtype(value, attention_weights, kOp, "value",
-                   "attention_weights");
+  // Sampling locations and attention weights may come in value's dtype or
+  // in its compute dtype (float32 beside 16-bit value: what an AMP step
+  // produces). The kernels read them in the compute dtype, so a location is
+  // never rounded to 16 bits (bfloat16 would leave ~0.4 px on a 200-px map).
+  const at::ScalarType compute = at::toOpMathType(value.scalar_type());
+  for (const auto& [t, name] :
+       {std::pair<const at::Tensor&, const char*>{sampling_locations,
+                                                  "sampling_locations"},
+        {attention_weights, "attention_weights"}}) {
+    TORCH_CHECK(t.scalar_type() == value.scalar_type() ||
+                    t.scalar_type() == compute,
+                kOp, ": ", name, " must have the dtype of value (",
+                value.scalar_type(), ") or ", compute, ", got ",
+                t.scalar_type());
+  }
   check_same_device(value, sampling_locations, kOp, "value",
                     "sampling_locations");
   check_same_device(value, attention_weights, kOp, "value",
@@ -150,8 +163,9 @@ MSDAInputs msda_prepare(const at::Tensor& value,
   in.value = value.contiguous();
   in.spatial_shapes = level_table(spatial_shapes, value.device());
   in.level_start_index = level_table(level_start_index, value.device());
-  in.sampling_locations = sampling_locations.contiguous();
-  in.attention_weights = attention_weights.contiguous();
+  const at::ScalarType compute = at::toOpMathType(value.scalar_type());
+  in.sampling_locations = sampling_locations.to(compute).contiguous();
+  in.attention_weights = attention_weights.to(compute).contiguous();
   return in;
 }
 
@@ -188,6 +202,16 @@ at::Tensor msda_forward_cpu_kernel(const at::Tensor& value,
                                    const at::Tensor& sampling_locations,
                                    const at::Tensor& attention_weights,
                                    int64_t im2col_step) {
+  if (is_reduced_float(value)) {
+    msda_prepare(value, spatial_shapes, level_start_index, sampling_locations,
+                 attention_weights, im2col_step);
+    return msda_forward_cpu_kernel(value.to(at::kFloat), spatial_shapes,
+                                   level_start_index,
+                                   sampling_locations.to(at::kFloat),
+                                   attention_weights.to(at::kFloat),
+                                   im2col_step)
+        .to(value.scalar_type());
+  }
   const MSDAInputs in =
       msda_prepare(value, spatial_shapes, level_start_index,
                    sampling_locations, attention_weights, im2col_step);
@@ -220,6 +244,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> msda_backward_cpu_kernel(
     const at::Tensor& sampling_locations, const at::Tensor& attention_weights,
     int64_t im2col_step) {
   at::Tensor go;
+  if (is_reduced_float(value)) {
+    msda_prepare_backward(grad_output, value, spatial_shapes,
+                          level_start_index, sampling_locations,
+                          attention_weights, im2col_step, &go);
+    auto [grad_value, grad_loc, grad_attn] = msda_backward_cpu_kernel(
+        grad_output.to(at::kFloat), value.to(at::kFloat), spatial_shapes,
+        level_start_index, sampling_locations.to(at::kFloat),
+        attention_weights.to(at::kFloat), im2col_step);
+    return {grad_value.to(value.scalar_type()),
+            to_dtype_of(grad_loc, sampling_locations),
+            to_dtype_of(grad_attn, attention_weights)};
+  }
   const MSDAInputs in = msda_prepare_backward(
       grad_output, value, spatial_shapes, level_start_index,
       sampling_locations, attention_weights, im2col_step, &go);

@@ -41,7 +41,8 @@ void msda_backward_cpu(const T* grad_out, const T* value,
 
 #if defined(VISDET_OPS_WITH_CUDA)
 // float, double, __half or __nv_bfloat16 (computed in float for the last two),
-// passed as void pointers so that this header stays free of cuda_fp16.
+// passed as void pointers so that this header stays free of cuda_fp16. loc
+// and attn are in the compute type (float32 for the 16-bit types).
 enum class MSDADtype { kFloat, kDouble, kHalf, kBFloat16 };
 
 cudaError_t msda_forward_cuda_launch(MSDADtype dtype, const void* value,
