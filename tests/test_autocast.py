@@ -650,7 +650,7 @@ def test_detector_step_trains_under_grad_scaler(rng, device_name, dtype):
     img = torch.randn(2, 3, 64, 80, generator=rng).to(device)
     rois = _rois(rng, 32, 2, 256).to(device)
     target = torch.randint(0, 6, (32,), generator=rng).to(device)  # 5 = background
-    losses = []
+    losses, skipped = [], 0
     for _ in range(3):
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=dtype):
@@ -660,10 +660,16 @@ def test_detector_step_trains_under_grad_scaler(rng, device_name, dtype):
         assert loss.dtype == torch.float32
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
-        for n, p in model.named_parameters():
-            assert p.grad is not None and torch.isfinite(p.grad).all(), f"{n}: gradient missing or not finite"
-        assert model.dcn.conv_offset.weight.grad.abs().sum() > 0
+        grads = {n: p.grad for n, p in model.named_parameters()}
+        assert all(g is not None for g in grads.values()), [n for n, g in grads.items() if g is None]
+        # GradScaler skips a step whose scaled gradients overflowed (and lowers the
+        # scale): allowed once, as its first steps may; every other step must be finite.
+        if not all(torch.isfinite(g).all() for g in grads.values()):
+            skipped += 1
+        else:
+            assert model.dcn.conv_offset.weight.grad.abs().sum() > 0
         scaler.step(opt)
         scaler.update()
         losses.append(loss.item())
     assert all(math.isfinite(v) for v in losses), losses
+    assert skipped <= 1, f"{skipped} of 3 steps had non-finite gradients"
