@@ -1,14 +1,46 @@
-// float16/bfloat16 on the CPU. The CPU kernels are instantiated for float32
-// and float64; a CPU op given a 16-bit float tensor computes in float32 (as the
-// CUDA kernels do: they load 16-bit values and compute in float32) and rounds
-// each result once, to the dtype it returns. Torch-facing, host layer only.
+// float16/bfloat16 on the CPU. Most CPU kernels are instantiated for float32
+// and float64: a CPU op given a 16-bit float tensor computes through float32
+// copies (as the CUDA kernels, in float32) and rounds each result once, to the
+// dtype it returns. roi_align's CPU kernels read 16-bit data directly
+// (HostHalf/HostBFloat16 in scalar.h). Torch-facing, host layer only.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 
 #include <optional>
 
+#include "common/scalar.h"
+
 namespace visdet_ops {
+
+// Kernels that read 16-bit tensors directly (roi_align): the torch-free CPU
+// storage type of an AT_DISPATCH'ed scalar_t (c10::Half -> HostHalf,
+// c10::BFloat16 -> HostBFloat16; float, double as is), and t's data as it.
+template <typename T>
+struct HostTypeOf {
+  using type = T;
+};
+template <>
+struct HostTypeOf<c10::Half> {
+  using type = HostHalf;
+};
+template <>
+struct HostTypeOf<c10::BFloat16> {
+  using type = HostBFloat16;
+};
+template <typename T>
+using host_t = typename HostTypeOf<T>::type;
+
+template <typename scalar_t>
+const host_t<scalar_t>* host_data(const at::Tensor& t) {
+  return reinterpret_cast<const host_t<scalar_t>*>(t.const_data_ptr<scalar_t>());
+}
+template <typename scalar_t>
+host_t<scalar_t>* host_mutable_data(const at::Tensor& t) {
+  return reinterpret_cast<host_t<scalar_t>*>(t.mutable_data_ptr<scalar_t>());
+}
 
 inline bool is_reduced_float(const at::Tensor& t) {
   return t.defined() &&

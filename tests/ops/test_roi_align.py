@@ -227,6 +227,27 @@ def test_half_matches_reference(device, rng, dtype16, pool_mode, aligned):
     torch.testing.assert_close(got_grad.cpu().double(), want_grad, **HALF_TOL[dtype16])
 
 
+@pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_cpu_16bit_load_and_store_are_exact(dtype16):
+    """The CPU kernels read float16/bfloat16 through their own bit conversions
+    (scalar.h): one sample at each pixel centre must give back every finite 16-bit
+    value bit for bit (load, then a round-to-nearest-even store of an exact value)."""
+    bits = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(dtype16)
+    # Non-finite values and -0 (the bilinear sum's zero-weight terms make it +0) left out.
+    keep = torch.isfinite(bits) & (bits.view(torch.int16) != torch.iinfo(torch.int16).min)
+    x = torch.where(keep, bits, torch.zeros_like(bits)).view(1, 1, 256, 256)
+    rois = torch.tensor([[0.0, 0.0, 0.0, 256.0, 256.0]])
+    out = visdet_ops.roi_align(x, rois, (256, 256), 1.0, 1, "avg", True)
+    assert out.dtype == dtype16
+    assert torch.equal(out.view(torch.int16), x.view(torch.int16))
+    # Rounding: the average of two samples, rounded once to nearest even, as torch rounds.
+    wide = torch.randn(1, 1, 8, 8, dtype=torch.float64)
+    x16 = wide.to(dtype16)
+    got = visdet_ops.roi_align(x16, torch.tensor([[0.0, 0.0, 0.0, 8.0, 8.0]]), (8, 4), 1.0, 0, "avg", True)
+    want = visdet_ops.roi_align(x16.float(), torch.tensor([[0.0, 0.0, 0.0, 8.0, 8.0]]), (8, 4), 1.0, 0, "avg", True)
+    assert torch.equal(got.view(torch.int16), want.to(dtype16).view(torch.int16))
+
+
 def test_half_input_takes_float32_rois(device, rng):
     """float32 RoIs beside a 16-bit input (what AMP produces) are used unrounded: the same
     result as the input in float32 with the same RoIs, up to the output's rounding."""
