@@ -1,8 +1,9 @@
 // float16/bfloat16 on the CPU. Most CPU kernels are instantiated for float32
 // and float64: a CPU op given a 16-bit float tensor computes through float32
 // copies (as the CUDA kernels, in float32) and rounds each result once, to the
-// dtype it returns. roi_align's CPU kernels read 16-bit data directly
-// (HostHalf/HostBFloat16 in scalar.h). Torch-facing, host layer only.
+// dtype it returns. The CPU kernels of roi_align, roi_pool and
+// multi_scale_deformable_attn read 16-bit data directly (HostHalf /
+// HostBFloat16 in scalar.h, host_t below). Torch-facing, host layer only.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -15,7 +16,7 @@
 
 namespace visdet_ops {
 
-// Kernels that read 16-bit tensors directly (roi_align): the torch-free CPU
+// Kernels that read 16-bit tensors directly: the torch-free CPU
 // storage type of an AT_DISPATCH'ed scalar_t (c10::Half -> HostHalf,
 // c10::BFloat16 -> HostBFloat16; float, double as is), and t's data as it.
 template <typename T>

@@ -202,16 +202,6 @@ at::Tensor msda_forward_cpu_kernel(const at::Tensor& value,
                                    const at::Tensor& sampling_locations,
                                    const at::Tensor& attention_weights,
                                    int64_t im2col_step) {
-  if (is_reduced_float(value)) {
-    msda_prepare(value, spatial_shapes, level_start_index, sampling_locations,
-                 attention_weights, im2col_step);
-    return msda_forward_cpu_kernel(value.to(at::kFloat), spatial_shapes,
-                                   level_start_index,
-                                   sampling_locations.to(at::kFloat),
-                                   attention_weights.to(at::kFloat),
-                                   im2col_step)
-        .to(value.scalar_type());
-  }
   const MSDAInputs in =
       msda_prepare(value, spatial_shapes, level_start_index,
                    sampling_locations, attention_weights, im2col_step);
@@ -220,21 +210,25 @@ at::Tensor msda_forward_cpu_kernel(const at::Tensor& value,
   at::Tensor output = at::empty(
       {s.batch, s.num_queries, s.num_heads * s.head_dim}, value.options());
   if (output.numel() == 0) return output;
-  AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "msda_forward_cpu", [&] {
-    const scalar_t* v = in.value.data_ptr<scalar_t>();
-    const int64_t* shapes = in.spatial_shapes.data_ptr<int64_t>();
-    const int64_t* start = in.level_start_index.data_ptr<int64_t>();
-    const scalar_t* loc = in.sampling_locations.data_ptr<scalar_t>();
-    const scalar_t* attn = in.attention_weights.data_ptr<scalar_t>();
-    scalar_t* out = output.data_ptr<scalar_t>();
-    const int64_t work = std::max<int64_t>(
-        1, s.num_levels * s.num_points * s.head_dim);
-    const int64_t grain = std::max<int64_t>(1, 32768 / work);
-    at::parallel_for(0, s.rows(), grain, [&](int64_t begin, int64_t end) {
-      msda_forward_cpu<scalar_t>(v, shapes, start, loc, attn, s, begin, end,
-                                 out);
-    });
-  });
+  // float16/bfloat16 value is read directly (no float32 copy) and sampled in
+  // float; sampling locations and attention weights are in the compute dtype.
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, value.scalar_type(), "msda_forward_cpu", [&] {
+        using T = host_t<scalar_t>;
+        using A = acc_t<T>;
+        const T* v = host_data<scalar_t>(in.value);
+        const int64_t* shapes = in.spatial_shapes.const_data_ptr<int64_t>();
+        const int64_t* start = in.level_start_index.const_data_ptr<int64_t>();
+        const A* loc = in.sampling_locations.const_data_ptr<A>();
+        const A* attn = in.attention_weights.const_data_ptr<A>();
+        T* out = host_mutable_data<scalar_t>(output);
+        const int64_t work = std::max<int64_t>(
+            1, s.num_levels * s.num_points * s.head_dim);
+        const int64_t grain = std::max<int64_t>(1, 32768 / work);
+        at::parallel_for(0, s.rows(), grain, [&](int64_t begin, int64_t end) {
+          msda_forward_cpu<T>(v, shapes, start, loc, attn, s, begin, end, out);
+        });
+      });
   return output;
 }
 
@@ -244,44 +238,43 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> msda_backward_cpu_kernel(
     const at::Tensor& sampling_locations, const at::Tensor& attention_weights,
     int64_t im2col_step) {
   at::Tensor go;
-  if (is_reduced_float(value)) {
-    msda_prepare_backward(grad_output, value, spatial_shapes,
-                          level_start_index, sampling_locations,
-                          attention_weights, im2col_step, &go);
-    auto [grad_value, grad_loc, grad_attn] = msda_backward_cpu_kernel(
-        grad_output.to(at::kFloat), value.to(at::kFloat), spatial_shapes,
-        level_start_index, sampling_locations.to(at::kFloat),
-        attention_weights.to(at::kFloat), im2col_step);
-    return {grad_value.to(value.scalar_type()),
-            to_dtype_of(grad_loc, sampling_locations),
-            to_dtype_of(grad_attn, attention_weights)};
-  }
   const MSDAInputs in = msda_prepare_backward(
       grad_output, value, spatial_shapes, level_start_index,
       sampling_locations, attention_weights, im2col_step, &go);
   const MSDAShape& s = in.shape;
-  at::Tensor grad_value = at::zeros_like(in.value);
+  // Accumulated in the compute dtype (float32 for 16-bit value), each
+  // gradient returned in its argument's dtype (rounded once).
+  at::Tensor grad_value = at::zeros(
+      in.value.sizes(),
+      in.value.options().dtype(at::toOpMathType(value.scalar_type())));
   at::Tensor grad_loc = at::zeros_like(in.sampling_locations);
   at::Tensor grad_attn = at::zeros_like(in.attention_weights);
-  if (go.numel() == 0) return {grad_value, grad_loc, grad_attn};
-  AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "msda_backward_cpu", [&] {
-    const scalar_t* g = go.data_ptr<scalar_t>();
-    const scalar_t* v = in.value.data_ptr<scalar_t>();
-    const int64_t* shapes = in.spatial_shapes.data_ptr<int64_t>();
-    const int64_t* start = in.level_start_index.data_ptr<int64_t>();
-    const scalar_t* loc = in.sampling_locations.data_ptr<scalar_t>();
-    const scalar_t* attn = in.attention_weights.data_ptr<scalar_t>();
-    scalar_t* gv = grad_value.data_ptr<scalar_t>();
-    scalar_t* gl = grad_loc.data_ptr<scalar_t>();
-    scalar_t* ga = grad_attn.data_ptr<scalar_t>();
-    at::parallel_for(0, s.batch * s.num_heads, 1,
-                     [&](int64_t begin, int64_t end) {
-                       msda_backward_cpu<scalar_t>(g, v, shapes, start, loc,
-                                                   attn, s, begin, end, gv, gl,
-                                                   ga);
-                     });
-  });
-  return {grad_value, grad_loc, grad_attn};
+  if (go.numel() > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, value.scalar_type(), "msda_backward_cpu",
+        [&] {
+          using T = host_t<scalar_t>;
+          using A = acc_t<T>;
+          const T* g = host_data<scalar_t>(go);
+          const T* v = host_data<scalar_t>(in.value);
+          const int64_t* shapes = in.spatial_shapes.const_data_ptr<int64_t>();
+          const int64_t* start = in.level_start_index.const_data_ptr<int64_t>();
+          const A* loc = in.sampling_locations.const_data_ptr<A>();
+          const A* attn = in.attention_weights.const_data_ptr<A>();
+          A* gv = grad_value.mutable_data_ptr<A>();
+          A* gl = grad_loc.mutable_data_ptr<A>();
+          A* ga = grad_attn.mutable_data_ptr<A>();
+          at::parallel_for(0, s.batch * s.num_heads, 1,
+                           [&](int64_t begin, int64_t end) {
+                             msda_backward_cpu<T>(g, v, shapes, start, loc,
+                                                  attn, s, begin, end, gv, gl,
+                                                  ga);
+                           });
+        });
+  }
+  return {to_dtype_of(grad_value, value),
+          to_dtype_of(grad_loc, sampling_locations),
+          to_dtype_of(grad_attn, attention_weights)};
 }
 
 }  // namespace
