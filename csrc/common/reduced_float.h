@@ -1,8 +1,8 @@
 // float16/bfloat16 on the CPU. Most CPU kernels are instantiated for float32
 // and float64: a CPU op given a 16-bit float tensor computes through float32
 // copies (as the CUDA kernels, in float32) and rounds each result once, to the
-// dtype it returns. The CPU kernels of roi_align, roi_pool, carafe and
-// multi_scale_deformable_attn read 16-bit data directly (HostHalf /
+// dtype it returns. The CPU kernels of roi_align, roi_pool, deform_roi_pool,
+// carafe and multi_scale_deformable_attn read 16-bit data directly (HostHalf /
 // HostBFloat16 in scalar.h, host_t below). Torch-facing, host layer only.
 #pragma once
 

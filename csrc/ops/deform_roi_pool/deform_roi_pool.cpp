@@ -148,31 +148,24 @@ at::Tensor deform_roi_pool_forward_cpu_kernel(
     const std::optional<at::Tensor>& offset, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
     double gamma) {
-  if (is_reduced_float(input)) {
-    check_inputs(input, rois, present(offset), pooled_height, pooled_width,
-                 spatial_scale, sampling_ratio, gamma);
-    return deform_roi_pool_forward_cpu_kernel(
-               input.to(at::kFloat), float_if_reduced(rois),
-               float_if_reduced(offset), pooled_height, pooled_width,
-               spatial_scale, sampling_ratio, gamma)
-        .to(input.scalar_type());
-  }
   const DeformRoIPoolForward f = deform_roi_pool_prepare_forward(
       input, rois, offset, pooled_height, pooled_width, spatial_scale,
       sampling_ratio, gamma);
   const DeformRoIPoolShape& s = f.shape;
   const int64_t n = s.output_numel();
   if (n == 0) return f.output;
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "deform_roi_pool_forward_cpu", [&] {
-    const scalar_t* in = f.input.data_ptr<scalar_t>();
-    const scalar_t* r = f.rois.data_ptr<scalar_t>();
-    const scalar_t* off = f.offset.defined() ? f.offset.data_ptr<scalar_t>() : nullptr;
-    scalar_t* out = f.output.data_ptr<scalar_t>();
+  // float16/bfloat16 are read directly (no float32 copy) and computed in float.
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "deform_roi_pool_forward_cpu", [&] {
+    using S = host_t<scalar_t>;
+    using T = acc_t<S>;
+    const S* in = host_data<scalar_t>(f.input);
+    const T* r = f.rois.const_data_ptr<T>();
+    const S* off = f.offset.defined() ? host_data<scalar_t>(f.offset) : nullptr;
+    S* out = host_mutable_data<scalar_t>(f.output);
     const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
     at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-      deform_roi_pool_forward_cpu<scalar_t>(
-          in, r, off, s, static_cast<scalar_t>(spatial_scale),
-          static_cast<scalar_t>(gamma), begin, end, out);
+      deform_roi_pool_forward_cpu<S, T>(in, r, off, s, static_cast<T>(spatial_scale),
+                                        static_cast<T>(gamma), begin, end, out);
     });
   });
   return f.output;
@@ -182,18 +175,6 @@ std::tuple<at::Tensor, at::Tensor> deform_roi_pool_backward_cpu_kernel(
     const at::Tensor& grad_output, const at::Tensor& input,
     const at::Tensor& rois, const std::optional<at::Tensor>& offset,
     double spatial_scale, int64_t sampling_ratio, double gamma) {
-  if (is_reduced_float(input)) {
-    check_dim(grad_output, 4, kOp, "grad_output");
-    check_inputs(input, rois, present(offset), grad_output.size(2),
-                 grad_output.size(3), spatial_scale, sampling_ratio, gamma);
-    check_same_dtype(input, grad_output, kOp, "input", "grad_output");
-    auto [grad_input, grad_offset] = deform_roi_pool_backward_cpu_kernel(
-        grad_output.to(at::kFloat), input.to(at::kFloat),
-        float_if_reduced(rois), float_if_reduced(offset), spatial_scale,
-        sampling_ratio, gamma);
-    return {grad_input.to(input.scalar_type()),
-            grad_offset.to(input.scalar_type())};
-  }
   const DeformRoIPoolBackward b = deform_roi_pool_prepare_backward(
       grad_output, input, rois, offset, spatial_scale, sampling_ratio, gamma);
   const DeformRoIPoolShape& s = b.shape;
@@ -201,25 +182,26 @@ std::tuple<at::Tensor, at::Tensor> deform_roi_pool_backward_cpu_kernel(
     b.grad_offset.zero_();
     return b.outputs();
   }
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "deform_roi_pool_backward_cpu", [&] {
-    const scalar_t* go = b.grad_output.data_ptr<scalar_t>();
-    const scalar_t* in = b.input.data_ptr<scalar_t>();
-    const scalar_t* r = b.rois.data_ptr<scalar_t>();
-    const scalar_t* off = b.offset.defined() ? b.offset.data_ptr<scalar_t>() : nullptr;
-    const auto scale = static_cast<scalar_t>(spatial_scale);
-    const auto g = static_cast<scalar_t>(gamma);
-    scalar_t* gi = b.grad_input.data_ptr<scalar_t>();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "deform_roi_pool_backward_cpu", [&] {
+    using S = host_t<scalar_t>;
+    using T = acc_t<S>;
+    const S* go = host_data<scalar_t>(b.grad_output);
+    const S* in = host_data<scalar_t>(b.input);
+    const T* r = b.rois.const_data_ptr<T>();
+    const S* off = b.offset.defined() ? host_data<scalar_t>(b.offset) : nullptr;
+    const auto scale = static_cast<T>(spatial_scale);
+    const auto g = static_cast<T>(gamma);
+    // In the compute dtype (a float32 buffer for 16-bit input, rounded once).
+    T* gi = b.grad_input.mutable_data_ptr<T>();
     // Disjoint channel ranges: no races, and the same sums in the same
     // order whatever the thread count.
     at::parallel_for(0, s.channels, 1, [&](int64_t begin, int64_t end) {
-      deform_roi_pool_backward_input_cpu<scalar_t>(go, r, off, s, scale, g,
-                                                   begin, end, gi);
+      deform_roi_pool_backward_input_cpu<S, T>(go, r, off, s, scale, g, begin, end, gi);
     });
     if (off != nullptr) {
-      scalar_t* goff = b.grad_offset.data_ptr<scalar_t>();
+      S* goff = host_mutable_data<scalar_t>(b.grad_offset);
       at::parallel_for(0, s.num_bins(), 16, [&](int64_t begin, int64_t end) {
-        deform_roi_pool_backward_offset_cpu<scalar_t>(go, in, r, off, s, scale,
-                                                      g, begin, end, goff);
+        deform_roi_pool_backward_offset_cpu<S, T>(go, in, r, off, s, scale, g, begin, end, goff);
       });
     }
   });
