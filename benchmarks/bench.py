@@ -435,6 +435,91 @@ def bench_deform_conv(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
+@bench
+def bench_amp(gen, tv, results: list, copy_gbs: float) -> None:
+    # The AMP path: inside torch.autocast("cuda", float16), with what an AMP step hands
+    # the ops (16-bit features/offsets/masks from convs, float32 RoIs and weights).
+    # Ours keeps the 16-bit feature map (the kernels read it; RoIs stay float32);
+    # torchvision's autocast kernels cast every argument to float32 and the output back.
+    amp = torch.float16
+    for stride, h, w in ((4, 200, 336), (8, 100, 168)):
+        feats = torch.randn(2, 256, h, w, generator=gen).cuda().to(amp)
+        k = 1000
+        xy = torch.rand(k, 2, generator=gen) * torch.tensor([w * stride * 0.8, h * stride * 0.8])
+        wh = torch.rand(k, 2, generator=gen) * (stride * 28) + stride
+        rois = torch.cat([torch.randint(0, 2, (k, 1), generator=gen).float(), xy, xy + wh], 1).cuda()
+        grad = torch.randn(k, 256, 7, 7, generator=gen).cuda().to(amp)
+        x = feats.clone().requires_grad_()
+
+        def ours(x=x, rois=rois, grad=grad, scale=1.0 / stride):
+            x.grad = None
+            with torch.autocast("cuda", dtype=amp):
+                out = visdet_ops.roi_align(x, rois, 7, scale, 2, "avg", True)
+            out.backward(grad.to(out.dtype))
+
+        row = {
+            "op": "roi_align fwd+bwd, AMP",
+            "case": f"stride {stride} ({h}x{w}), 1000 rois x 256 ch, 7x7, f16 autocast",
+        }
+        row["ours"] = cuda_time_ms(ours)
+        if tv is not None:
+            xt = feats.clone().requires_grad_()
+            with torch.autocast("cuda", dtype=amp):
+                got = visdet_ops.roi_align(feats, rois, 7, 1.0 / stride, 2, "avg", True)
+                want = tv.roi_align(feats, rois, 7, 1.0 / stride, 2, True)
+            torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+
+            def peer(xt=xt, rois=rois, grad=grad, scale=1.0 / stride):
+                xt.grad = None
+                with torch.autocast("cuda", dtype=amp):
+                    out = tv.roi_align(xt, rois, 7, scale, 2, True)
+                out.backward(grad.to(out.dtype))
+
+            row["peer"] = cuda_time_ms(peer)
+            row["peer_name"] = "torchvision.ops.roi_align under autocast"
+        results.append(row)
+    for channels, size in DCN_SHAPES:
+        x, offset, mask, weight, bias, grad = dcn_case(channels, size, gen)
+        # 16-bit activations (conv outputs under autocast), float32 parameters.
+        leaves = [x.to(amp), offset.to(amp), mask.to(amp), weight, bias]
+        leaves = [t.clone().requires_grad_() for t in leaves]
+        grad = grad.to(amp)
+
+        def ours(leaves=leaves, grad=grad):
+            for t in leaves:
+                t.grad = None
+            xi, oi, mi, wi, bi = leaves
+            with torch.autocast("cuda", dtype=amp):
+                out = visdet_ops.modulated_deform_conv2d(xi, oi, mi, wi, bi, 1, 1, 1, 1, 1)
+            out.backward(grad.to(out.dtype))
+
+        row = {
+            "op": "modulated_deform_conv2d fwd+bwd, AMP",
+            "case": f"batch {DCN_BATCH}, {channels} ch, {size}x{size}, 3x3, f16 autocast",
+        }
+        row["ours"] = cuda_time_ms(ours, warmup=3, repeat=20)
+        if tv is not None:
+            xi, oi, mi, wi, bi = (t.detach() for t in leaves)
+            with torch.autocast("cuda", dtype=amp):
+                got = visdet_ops.modulated_deform_conv2d(xi, oi, mi, wi, bi, 1, 1, 1, 1, 1)
+                want = tv.deform_conv2d(xi, oi, wi, bi, padding=(1, 1), mask=mi)
+            scale = want.float().abs().max().item()
+            assert (got.float() - want.float()).abs().max().item() <= 2e-2 * scale, "DCNv2 AMP differs from torchvision"
+            tv_leaves = [t.detach().clone().requires_grad_() for t in leaves]
+
+            def peer(tv_leaves=tv_leaves, grad=grad):
+                for t in tv_leaves:
+                    t.grad = None
+                xi, oi, mi, wi, bi = tv_leaves
+                with torch.autocast("cuda", dtype=amp):
+                    out = tv.deform_conv2d(xi, oi, wi, bi, padding=(1, 1), mask=mi)
+                out.backward(grad.to(out.dtype))
+
+            row["peer"] = cuda_time_ms(peer, warmup=3, repeat=20)
+            row["peer_name"] = "torchvision.ops.deform_conv2d (mask) under autocast"
+        results.append(row)
+
+
 def _fwd_bwd(fn, inputs: list, grad: torch.Tensor):
     """A closure running fn forward and backward (input gradients reset)."""
 

@@ -32,15 +32,18 @@ inline at::ScalarType roi_compute_dtype(at::ScalarType dtype) {
   return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
 }
 
-// The CPU kernels take float32 and float64; 16-bit floats are CUDA only.
-// (Other dtypes are left to check_floating and its message.)
-inline void check_cpu_float(const at::Tensor& t, const char* op,
-                            const char* arg) {
-  const at::ScalarType dtype = t.scalar_type();
-  TORCH_CHECK(!at::isFloatingType(dtype) || dtype == at::kFloat ||
-                  dtype == at::kDouble,
-              op, ": ", arg, " on the CPU must be float32 or float64 (float16 "
-              "and bfloat16 are supported on CUDA), got ", dtype);
+// rois may come in the dtype of the feature map or in the kernels' compute
+// dtype: float32 RoIs beside a float16/bfloat16 input are what an AMP step
+// produces (boxes stay float32). The kernels read RoIs in the compute dtype,
+// so a coordinate is never rounded to 16 bits (a 1333-pixel image has no
+// 16-bit resolution left).
+inline void check_rois_dtype(const at::Tensor& input, const at::Tensor& rois,
+                             const char* op, const char* input_arg) {
+  const at::ScalarType dtype = input.scalar_type();
+  TORCH_CHECK(rois.scalar_type() == dtype ||
+                  rois.scalar_type() == roi_compute_dtype(dtype),
+              op, ": rois must have the dtype of ", input_arg, " (", dtype,
+              ") or ", roi_compute_dtype(dtype), ", got ", rois.scalar_type());
 }
 
 #if defined(VISDET_OPS_WITH_CUDA)

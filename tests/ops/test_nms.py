@@ -119,8 +119,8 @@ def test_nms_nan_and_inf_do_not_crash(device, rng):
             "boxes must be a floating point tensor",
         ),
         (
-            lambda d: (torch.zeros(5, 4, device=d), torch.zeros(5, device=d, dtype=torch.float64)),
-            "boxes and scores must have the same dtype",
+            lambda d: (torch.zeros(5, 4, device=d), torch.zeros(5, device=d, dtype=torch.int64)),
+            "scores must be a floating point tensor",
         ),
         (lambda d: (torch.zeros(5, 4, device=d), torch.zeros(5, 1, device=d)), "scores must have 1 dimensions"),
     ],

@@ -136,7 +136,10 @@ def test_large_random_float32_matches_reference(device, rng):
         (dict(rois=torch.tensor([[-1.0, 0, 0, 1, 1]])), r"batch index\) must lie in"),
         (dict(rois=torch.tensor([[0.0, 0, float("nan"), 1, 1]])), "rois must be finite"),
         (dict(rois=torch.tensor([[0.0, 0, 0, float("inf"), 1]])), "rois must be finite"),
-        (dict(rois=torch.zeros(1, 5, dtype=torch.float64)), "input and rois must have the same dtype"),
+        (
+            dict(rois=torch.zeros(1, 5, dtype=torch.float64)),
+            r"rois must have the dtype of input \(Float\) or Float, got Double",
+        ),
         (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
         (dict(spatial_scale=0.0), "spatial_scale must be a positive finite number, got 0"),
         (
@@ -199,36 +202,63 @@ def test_cuda_invalid_rois_give_nan_without_a_sync(rng, pool_mode):
     torch.testing.assert_close(xc.grad.cpu(), want_grad, **TOL[torch.float64])
 
 
-# 16-bit inputs (CUDA only) against the float64 reference on the same (rounded) values:
-# the kernels compute in float32, so what is left is the final rounding to 11 (float16)
-# or 8 (bfloat16) significant bits of values of order 1-10.
+# 16-bit inputs (the CPU computes them through float32, as CUDA does) against the float64
+# reference on the same (rounded) values: the kernels compute in float32, so what is left is
+# the final rounding to 11 (float16) or 8 (bfloat16) significant bits of values of order 1-10.
 HALF_TOL = {torch.float16: dict(rtol=2e-3, atol=2e-3), torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2)}
 
 
 @pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
 @pytest.mark.parametrize("aligned", [True, False])
-def test_half_cuda_matches_reference(rng, dtype16, pool_mode, aligned):
-    require_cuda()
+def test_half_matches_reference(device, rng, dtype16, pool_mode, aligned):
     x, rois = case(rng)
     x, rois = x.to(dtype16).double(), rois.to(dtype16).double()
     want = roi_align_reference(x.requires_grad_(), rois, (7, 7), 0.5, 0, pool_mode, aligned)
     grad_out = torch.randn(want.shape, generator=rng, dtype=torch.float64).to(dtype16).double()
     (want_grad,) = torch.autograd.grad(want, x, grad_out)
 
-    xd = x.detach().to("cuda", dtype16).requires_grad_()
-    out, argmax_y, _ = torch.ops.visdet_ops.roi_align(xd, rois.to("cuda", dtype16), 7, 7, 0.5, 0, pool_mode, aligned)
+    xd = x.detach().to(device, dtype16).requires_grad_()
+    out, argmax_y, _ = torch.ops.visdet_ops.roi_align(xd, rois.to(device, dtype16), 7, 7, 0.5, 0, pool_mode, aligned)
     assert out.dtype == dtype16 and argmax_y.dtype == torch.float32
     torch.testing.assert_close(out.detach().cpu().double(), want.detach(), **HALF_TOL[dtype16])
-    (got_grad,) = torch.autograd.grad(out, xd, grad_out.to("cuda", dtype16))
+    (got_grad,) = torch.autograd.grad(out, xd, grad_out.to(device, dtype16))
     assert got_grad.dtype == dtype16
     torch.testing.assert_close(got_grad.cpu().double(), want_grad, **HALF_TOL[dtype16])
 
 
-def test_half_on_cpu_is_rejected():
-    x = torch.zeros(1, 1, 4, 4, dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="roi_align: input on the CPU must be float32 or float64"):
-        visdet_ops.roi_align(x, torch.zeros(1, 5, dtype=torch.bfloat16), 2)
+@pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_cpu_16bit_load_and_store_are_exact(dtype16):
+    """The CPU kernels read float16/bfloat16 through their own bit conversions
+    (scalar.h): one sample at each pixel centre must give back every finite 16-bit
+    value bit for bit (load, then a round-to-nearest-even store of an exact value)."""
+    bits = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(dtype16)
+    # Non-finite values and -0 (the bilinear sum's zero-weight terms make it +0) left out.
+    keep = torch.isfinite(bits) & (bits.view(torch.int16) != torch.iinfo(torch.int16).min)
+    x = torch.where(keep, bits, torch.zeros_like(bits)).view(1, 1, 256, 256)
+    rois = torch.tensor([[0.0, 0.0, 0.0, 256.0, 256.0]])
+    out = visdet_ops.roi_align(x, rois, (256, 256), 1.0, 1, "avg", True)
+    assert out.dtype == dtype16
+    assert torch.equal(out.view(torch.int16), x.view(torch.int16))
+    # Rounding: the average of two samples, rounded once to nearest even, as torch rounds.
+    wide = torch.randn(1, 1, 8, 8, dtype=torch.float64)
+    x16 = wide.to(dtype16)
+    got = visdet_ops.roi_align(x16, torch.tensor([[0.0, 0.0, 0.0, 8.0, 8.0]]), (8, 4), 1.0, 0, "avg", True)
+    want = visdet_ops.roi_align(x16.float(), torch.tensor([[0.0, 0.0, 0.0, 8.0, 8.0]]), (8, 4), 1.0, 0, "avg", True)
+    assert torch.equal(got.view(torch.int16), want.to(dtype16).view(torch.int16))
+
+
+def test_half_input_takes_float32_rois(device, rng):
+    """float32 RoIs beside a 16-bit input (what AMP produces) are used unrounded: the same
+    result as the input in float32 with the same RoIs, up to the output's rounding."""
+    x, rois = case(rng)
+    x16 = x.to(device, torch.bfloat16)
+    got = visdet_ops.roi_align(x16, rois.to(device, torch.float32), 7, 0.5, 2)
+    want = visdet_ops.roi_align(x16.float(), rois.to(device, torch.float32), 7, 0.5, 2)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want.to(torch.bfloat16).float(), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match=r"rois must have the dtype of input \(BFloat16\) or Float, got Double"):
+        visdet_ops.roi_align(x16, rois.to(device), 7)
 
 
 def test_backward_op_skips_invalid_rois(device):

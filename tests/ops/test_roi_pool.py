@@ -70,16 +70,17 @@ def test_forward_backward_match_reference(device, dtype, rng, output_size, scale
 
 @pytest.mark.parametrize("dtype16", HALF_DTYPES, ids=["f16", "bf16"])
 @pytest.mark.parametrize("output_size", [(7, 7), (2, 3)])
-def test_half_cuda_matches_reference(rng, dtype16, output_size):
-    require_cuda()
+def test_half_matches_reference(device, rng, dtype16, output_size):
     x, rois = case(rng, scale=0.5)
-    run_and_compare(x, rois, output_size, 0.5, torch.device("cuda"), dtype16, rng)
+    run_and_compare(x, rois, output_size, 0.5, device, dtype16, rng)
 
 
-def test_half_on_cpu_is_rejected():
-    x = torch.zeros(1, 1, 4, 4, dtype=torch.float16)
-    with pytest.raises(RuntimeError, match="roi_pool: input on the CPU must be float32 or float64"):
-        visdet_ops.roi_pool(x, torch.zeros(1, 5, dtype=torch.float16), 2)
+def test_half_input_takes_float32_rois(device, rng):
+    x, rois = case(rng, scale=0.5)
+    x16 = x.to(device, torch.float16)
+    got = visdet_ops.roi_pool(x16, rois.to(device, torch.float32), 3, 0.5)
+    assert got.dtype == torch.float16
+    assert torch.equal(got.float(), visdet_ops.roi_pool(x16.float(), rois.to(device, torch.float32), 3, 0.5))
 
 
 def test_hand_computed():
@@ -235,7 +236,10 @@ def test_autograd_is_registered_in_cpp():
         (dict(rois=torch.tensor([[-1.0, 0, 0, 1, 1]])), r"batch index\) must lie in"),
         (dict(rois=torch.tensor([[0.0, 0, float("nan"), 1, 1]])), "roi_pool: rois must be finite"),
         (dict(rois=torch.tensor([[0.0, 0, 0, float("inf"), 1]])), "roi_pool: rois must be finite"),
-        (dict(rois=torch.zeros(1, 5, dtype=torch.float64)), "roi_pool: input and rois must have the same dtype"),
+        (
+            dict(rois=torch.zeros(1, 5, dtype=torch.float64)),
+            r"roi_pool: rois must have the dtype of input \(Float\) or Float",
+        ),
         (dict(output_size=0), r"roi_pool: output_size must be positive, got \(0, 0\)"),
         (dict(output_size=(2, -1)), r"output_size must be positive, got \(2, -1\)"),
         (dict(spatial_scale=0.0), "roi_pool: spatial_scale must be a positive finite number, got 0"),

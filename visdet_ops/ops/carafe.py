@@ -82,8 +82,8 @@ def carafe(
     """CARAFE upsampling (mmcv.ops.carafe).
 
     Args:
-        features: [N, C, H, W] (float32/float64; on CUDA also
-            float16/bfloat16, computed in float32).
+        features: [N, C, H, W] (float32/float64, or
+            float16/bfloat16 computed in float32).
         masks: [N, kernel_size**2 * group_size, H * scale_factor,
             W * scale_factor] reassembly kernels (normally softmax-normalised).
         kernel_size: odd K.

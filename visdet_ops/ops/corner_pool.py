@@ -61,10 +61,10 @@ def _cummax_pool(input: torch.Tensor, mode: str) -> torch.Tensor:
 
 def corner_pool(input: torch.Tensor, mode: str) -> torch.Tensor:
     """Corner pooling of a [N, C, H, W] map in direction `mode` ('top',
-    'bottom', 'left' or 'right'). float32/float64; on CUDA also
-    float16/bfloat16 (compared and summed in float32). Integer and bool maps
-    (forward only, as they have no gradient) give exactly torch.cummax's
-    result, as mmcv's CornerPool (which is torch.cummax) does."""
+    'bottom', 'left' or 'right'). float32/float64, or float16/bfloat16
+    (compared and summed in float32). Integer and bool maps (forward only, as
+    they have no gradient) give exactly torch.cummax's result, as mmcv's
+    CornerPool (which is torch.cummax) does."""
     _check_mode(mode, "corner_pool")
     if not input.is_floating_point() and not input.is_complex():
         return _cummax_pool(input, mode)

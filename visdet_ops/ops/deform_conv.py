@@ -123,7 +123,7 @@ def deform_conv2d(
     """Deformable convolution v1 (mmcv.ops.deform_conv2d).
 
     Args:
-        input: [N, C, H, W] (float32/float64; on CUDA also float16/bfloat16).
+        input: [N, C, H, W] (float32/float64, or float16/bfloat16).
         offset: [N, 2 * deform_groups * KH * KW, OH, OW], (y, x) per kernel point.
         weight: [C_out, C / groups, KH, KW].
         stride, padding, dilation: int or (h, w).

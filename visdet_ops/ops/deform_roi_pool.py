@@ -66,10 +66,10 @@ def deform_roi_pool(
     """Deformable RoI pooling (mmcv semantics).
 
     Args:
-        input: [N, C, H, W] feature map (float32/float64; on CUDA also
-            float16/bfloat16, computed in float32).
+        input: [N, C, H, W] feature map (float32/float64, or
+            float16/bfloat16 computed in float32).
         rois: [K, 5] (batch_index, x1, y1, x2, y2) in input-image coordinates,
-            input's dtype.
+            input's dtype (or float32 beside a 16-bit input; never rounded).
         offset: [K, 2, PH, PW] normalised bin shifts (channel 0: x, 1: y), or
             None (then RoIAlign aligned=True avg pooling). mmcv's convention of
             an empty 1-D tensor for "no offset" is accepted too.

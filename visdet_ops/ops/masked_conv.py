@@ -64,8 +64,8 @@ def masked_conv2d(
     """Convolution at the positions where mask > 0 (mmcv.ops.masked_conv2d).
 
     Args:
-        features: [N, C_in, H, W] (float32/float64; on CUDA also
-            float16/bfloat16, computed in float32).
+        features: [N, C_in, H, W] (float32/float64, or
+            float16/bfloat16 computed in float32).
         mask: [1, H, W] or [N, H, W]; an output position (h, w) is computed
             where mask[., h, w] > 0 and is 0 elsewhere.
         weight: [C_out, C_in, KH, KW] (groups=1, dilation=1).

@@ -80,8 +80,10 @@ def multi_scale_deformable_attn(
     Returns:
         [bs, num_queries, num_heads * head_dim].
 
-    sampling_locations and attention_weights are cast to value's dtype, as
-    mmcv does for mixed precision. The forward checks the level tables
+    sampling_locations and attention_weights are used in value's compute
+    dtype (float32 for float16/bfloat16 value, else value's dtype): float32
+    ones beside 16-bit value are read as they are (never rounded to 16 bits),
+    others are cast to it (mmcv casts them to value's dtype). The forward checks the level tables
     against num_keys on the host: where they live on a GPU, that is one small
     device-to-host copy (a stream sync) per forward call; tables on the CPU
     cost no sync. The CUDA backward does not read GPU tables on the host (the
@@ -95,13 +97,13 @@ def multi_scale_deformable_attn(
         value_level_start_index = torch.as_tensor(value_level_start_index, dtype=torch.int64)
     im2col_step = _args.check_int(_OP, "im2col_step", im2col_step, _args.INT64)
     note_device(value)
+    compute = torch.float32 if value.dtype in (torch.float16, torch.bfloat16) else value.dtype
+    if sampling_locations.dtype not in (value.dtype, compute):
+        sampling_locations = sampling_locations.to(compute)
+    if attention_weights.dtype not in (value.dtype, compute):
+        attention_weights = attention_weights.to(compute)
     return torch.ops.visdet_ops.multi_scale_deformable_attn(
-        value,
-        value_spatial_shapes,
-        value_level_start_index,
-        sampling_locations.to(value.dtype),
-        attention_weights.to(value.dtype),
-        int(im2col_step),
+        value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, int(im2col_step)
     )
 
 
@@ -264,7 +266,11 @@ class MultiScaleDeformableAttention(nn.Module):
             bs, num_query, self.num_heads, self.num_levels, self.num_points
         )
         if reference_points.shape[-1] == 2:
-            offset_normalizer = torch.stack([spatial_shapes[..., 1], spatial_shapes[..., 0]], -1)
+            # In reference_points' dtype: 16-bit offsets (a Linear under autocast) divided by
+            # an integer tensor would stay 16-bit and round the sampling locations.
+            offset_normalizer = torch.stack([spatial_shapes[..., 1], spatial_shapes[..., 0]], -1).to(
+                reference_points.dtype
+            )
             sampling_locations = (
                 reference_points[:, :, None, :, None, :]
                 + sampling_offsets / offset_normalizer[None, None, None, :, None, :]

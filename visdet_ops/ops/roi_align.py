@@ -1,8 +1,9 @@
 """roi_align / RoIAlign with mmcv.ops semantics (avg and max pool_mode,
 `aligned` half-pixel shift, adaptive sampling_ratio=0).
 
-float32 and float64 on CPU and CUDA; float16 and bfloat16 on CUDA (computed in
-float32, gradients accumulated in a float32 buffer). On CUDA the RoI values
+float32, float64, float16 and bfloat16 on CPU and CUDA (16-bit computed in
+float32, gradients accumulated in a float32 buffer; rois may be float32 beside a
+16-bit input). On CUDA the RoI values
 are not checked on the host (that would wait for the GPU): a RoI with a
 non-finite coordinate or a batch index outside [0, N) gives NaN output and no
 gradient. VISDET_OPS_SYNC_ROI_CHECKS=1 turns the synchronising check (a clear
@@ -19,7 +20,7 @@ _POOL_MODES = ("avg", "max")
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The kernels' compute dtype: float32 for 16-bit floats (CUDA only)."""
+    """The kernels' compute dtype: float32 for 16-bit floats."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 

@@ -2,8 +2,9 @@
 bin, RoI corners scaled but not rounded, far corner inclusive (x2 + 1, y2 + 1),
 bin edges floor/ceil, empty bin -> 0.
 
-float32 and float64 on CPU and CUDA; float16 and bfloat16 on CUDA (bin edges
-in float32, gradients accumulated in a float32 buffer). On CUDA the RoI values
+float32, float64, float16 and bfloat16 on CPU and CUDA (16-bit: bin edges in
+float32, gradients accumulated in a float32 buffer; rois may be float32 beside a
+16-bit input). On CUDA the RoI values
 are not checked on the host (that would wait for the GPU): a RoI with a
 non-finite coordinate or a batch index outside [0, N) gives NaN output and no
 gradient. VISDET_OPS_SYNC_ROI_CHECKS=1 turns the synchronising check (a clear

@@ -7,6 +7,7 @@
 
 #include "carafe.h"
 #include "common/checks.h"
+#include "common/reduced_float.h"
 
 namespace visdet_ops {
 
@@ -58,28 +59,23 @@ CarafeShape carafe_check_backward(const char* op, const at::Tensor& grad_output,
 
 namespace {
 
-void check_cpu_dtype(const char* op, const at::Tensor& features) {
-  TORCH_CHECK(features.scalar_type() == at::kFloat || features.scalar_type() == at::kDouble,
-              op, ": features must be float32 or float64 on the CPU (float16 and "
-              "bfloat16 only on CUDA), got ", features.scalar_type());
-}
-
 constexpr int64_t kGrain = 2048;
 
 at::Tensor forward_cpu(const char* op, const at::Tensor& features, const at::Tensor& masks,
                        int64_t kernel_size, int64_t group_size, int64_t scale_factor) {
   const CarafeShape s =
       carafe_check(op, features, masks, kernel_size, group_size, scale_factor);
-  check_cpu_dtype(op, features);
   const at::Tensor f = features.contiguous(), m = masks.contiguous();
   at::Tensor output = at::empty({s.batch, s.channels, s.out_h(), s.out_w()}, f.options());
   if (output.numel() == 0) return output;
-  AT_DISPATCH_FLOATING_TYPES(f.scalar_type(), "carafe_forward_cpu", [&] {
-    const scalar_t* fp = f.const_data_ptr<scalar_t>();
-    const scalar_t* mp = m.const_data_ptr<scalar_t>();
-    scalar_t* out = output.mutable_data_ptr<scalar_t>();
+  // float16/bfloat16 are read directly (no float32 copy) and computed in float.
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "carafe_forward_cpu", [&] {
+    using T = host_t<scalar_t>;
+    const T* fp = host_data<scalar_t>(f);
+    const T* mp = host_data<scalar_t>(m);
+    T* out = host_mutable_data<scalar_t>(output);
     at::parallel_for(0, output.numel(), kGrain, [&](int64_t b, int64_t e) {
-      carafe_forward_cpu<scalar_t>(fp, mp, s, b, e, out);
+      carafe_forward_cpu<T>(fp, mp, s, b, e, out);
     });
   });
   return output;
@@ -91,22 +87,22 @@ std::tuple<at::Tensor, at::Tensor> backward_cpu(const char* op, const at::Tensor
                                                 int64_t group_size, int64_t scale_factor) {
   const CarafeShape s = carafe_check_backward(op, grad_output, features, masks, kernel_size,
                                               group_size, scale_factor);
-  check_cpu_dtype(op, features);
   const at::Tensor g = grad_output.contiguous(), f = features.contiguous(),
                    m = masks.contiguous();
   at::Tensor grad_features = at::empty(f.sizes(), f.options());
   at::Tensor grad_masks = at::empty(m.sizes(), m.options());
-  AT_DISPATCH_FLOATING_TYPES(f.scalar_type(), "carafe_backward_cpu", [&] {
-    const scalar_t* gp = g.const_data_ptr<scalar_t>();
-    const scalar_t* fp = f.const_data_ptr<scalar_t>();
-    const scalar_t* mp = m.const_data_ptr<scalar_t>();
-    scalar_t* gf = grad_features.mutable_data_ptr<scalar_t>();
-    scalar_t* gm = grad_masks.mutable_data_ptr<scalar_t>();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "carafe_backward_cpu", [&] {
+    using T = host_t<scalar_t>;
+    const T* gp = host_data<scalar_t>(g);
+    const T* fp = host_data<scalar_t>(f);
+    const T* mp = host_data<scalar_t>(m);
+    T* gf = host_mutable_data<scalar_t>(grad_features);
+    T* gm = host_mutable_data<scalar_t>(grad_masks);
     at::parallel_for(0, grad_features.numel(), kGrain, [&](int64_t b, int64_t e) {
-      carafe_grad_features_cpu<scalar_t>(gp, mp, s, b, e, gf);
+      carafe_grad_features_cpu<T>(gp, mp, s, b, e, gf);
     });
     at::parallel_for(0, grad_masks.numel(), kGrain, [&](int64_t b, int64_t e) {
-      carafe_grad_masks_cpu<scalar_t>(gp, fp, s, b, e, gm);
+      carafe_grad_masks_cpu<T>(gp, fp, s, b, e, gm);
     });
   });
   return {grad_features, grad_masks};

@@ -1,12 +1,15 @@
 #include "carafe_kernel.h"
 #include "carafe_launch.h"
+#include "common/scalar.h"
 
 namespace visdet_ops {
 
 namespace {
+// Storage to compute type: float16/bfloat16 (HostHalf, HostBFloat16) are read
+// directly and computed in float; float and double as they are.
 template <typename T>
-struct Identity {
-  T operator()(T v) const { return v; }
+struct Load {
+  acc_t<T> operator()(T v) const { return to_acc(v); }
 };
 }  // namespace
 
@@ -14,8 +17,8 @@ template <typename T>
 void carafe_forward_cpu(const T* features, const T* masks, const CarafeShape& s,
                         int64_t begin, int64_t end, T* output) {
   for (int64_t e = begin; e < end; ++e) {
-    output[e] = carafe_detail::forward_element<T>(e, features, masks, s,
-                                                  Identity<T>());
+    output[e] = from_acc<T>(carafe_detail::forward_element<acc_t<T>>(
+        e, features, masks, s, Load<T>()));
   }
 }
 
@@ -24,8 +27,8 @@ void carafe_grad_features_cpu(const T* grad_output, const T* masks,
                               const CarafeShape& s, int64_t begin, int64_t end,
                               T* grad_features) {
   for (int64_t e = begin; e < end; ++e) {
-    grad_features[e] = carafe_detail::grad_features_element<T>(
-        e, grad_output, masks, s, Identity<T>());
+    grad_features[e] = from_acc<T>(carafe_detail::grad_features_element<acc_t<T>>(
+        e, grad_output, masks, s, Load<T>()));
   }
 }
 
@@ -34,8 +37,8 @@ void carafe_grad_masks_cpu(const T* grad_output, const T* features,
                            const CarafeShape& s, int64_t begin, int64_t end,
                            T* grad_masks) {
   for (int64_t e = begin; e < end; ++e) {
-    grad_masks[e] = carafe_detail::grad_masks_element<T>(
-        e, grad_output, features, s, Identity<T>());
+    grad_masks[e] = from_acc<T>(carafe_detail::grad_masks_element<acc_t<T>>(
+        e, grad_output, features, s, Load<T>()));
   }
 }
 
@@ -49,6 +52,8 @@ void carafe_grad_masks_cpu(const T* grad_output, const T* features,
                                          int64_t, T*);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)
+VISDET_INSTANTIATE(HostHalf)
+VISDET_INSTANTIATE(HostBFloat16)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

@@ -16,7 +16,8 @@ namespace visdet_ops {
 using CarafeShape = carafe_detail::Shape;
 
 // Elements [begin, end) of the output / the features gradient / the masks
-// gradient (each element written once; no zeroing needed).
+// gradient (each element written once; no zeroing needed). T: float, double,
+// HostHalf, HostBFloat16 (read directly, computed in float, rounded once).
 template <typename T>
 void carafe_forward_cpu(const T* features, const T* masks, const CarafeShape& s,
                         int64_t begin, int64_t end, T* output);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "corner_pool.h"
 #include "corner_pool_kernel.h"
 
@@ -61,8 +62,8 @@ namespace {
 
 void check_cpu_dtype(const at::Tensor& input) {
   TORCH_CHECK(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble,
-              kOp, ": input must be float32 or float64 on the CPU (float16 and "
-              "bfloat16 only on CUDA), got ", input.scalar_type());
+              kOp, ": input must be float32, float64, float16 or bfloat16, got ",
+              input.scalar_type());
 }
 
 int64_t grain_for(const CornerPoolShape& s) {
@@ -72,6 +73,10 @@ int64_t grain_for(const CornerPoolShape& s) {
 at::Tensor corner_pool_forward_cpu_kernel(const at::Tensor& input,
                                           c10::string_view mode) {
   const CornerPoolShape s = corner_pool_shape(input, mode, "input");
+  if (is_reduced_float(input)) {  // a max: exact through float32
+    return corner_pool_forward_cpu_kernel(input.to(at::kFloat), mode)
+        .to(input.scalar_type());
+  }
   check_cpu_dtype(input);
   const at::Tensor in = input.contiguous();
   at::Tensor output = at::empty_like(in);
@@ -90,6 +95,11 @@ at::Tensor corner_pool_backward_cpu_kernel(const at::Tensor& grad_output,
                                            const at::Tensor& input,
                                            c10::string_view mode) {
   const CornerPoolShape s = corner_pool_backward_shape(grad_output, input, mode);
+  if (is_reduced_float(input)) {
+    return corner_pool_backward_cpu_kernel(grad_output.to(at::kFloat),
+                                           input.to(at::kFloat), mode)
+        .to(input.scalar_type());
+  }
   check_cpu_dtype(input);
   const at::Tensor in = input.contiguous();
   const at::Tensor g = grad_output.contiguous();

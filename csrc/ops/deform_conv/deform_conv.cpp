@@ -14,9 +14,11 @@
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "deform_conv.h"
 
 namespace visdet_ops {
@@ -159,6 +161,9 @@ at::Tensor narrow_or_undefined(const at::Tensor& t, int64_t start,
 
 at::Tensor deform_conv_forward_impl(const DeformConvArgs& a,
                                     const DeformConvKernels& kernels) {
+  // This op's own GEMMs and sums: a backward run inside torch.autocast
+  // (loss.backward() in the autocast region) must not have them recast.
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const DeformConvShape& s = a.shape;
   const int64_t n = s.batch, cout = a.out_channels, plane = s.out_plane();
   at::Tensor output = at::empty({n, cout, s.out_h, s.out_w}, a.input.options());
@@ -215,6 +220,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 deform_conv_backward_impl(const at::Tensor& grad_output_in,
                           const DeformConvArgs& a,
                           const DeformConvKernels& kernels) {
+  // This op's own GEMMs and sums: a backward run inside torch.autocast
+  // (loss.backward() in the autocast region) must not have them recast.
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const DeformConvShape& s = a.shape;
   const int64_t n = s.batch, cout = a.out_channels, plane = s.out_plane();
   check_dim(grad_output_in, 4, kOp, "grad_output");
@@ -327,12 +335,6 @@ deform_conv_backward_impl(const at::Tensor& grad_output_in,
 
 namespace {
 
-void check_cpu_dtype(const at::Tensor& input) {
-  TORCH_CHECK(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble,
-              kOp, ": on the CPU input must be float32 or float64, got ",
-              input.scalar_type(), " (float16/bfloat16 are supported on CUDA)");
-}
-
 DeformConvKernels cpu_kernels() {
   DeformConvKernels k;
   k.im2col = [](const at::Tensor& input, const at::Tensor& offset,
@@ -397,7 +399,14 @@ at::Tensor deform_conv2d_forward_cpu(
       input, offset, mask, weight, bias,
       params_of(stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w,
                 groups, deform_groups, im2col_step));
-  check_cpu_dtype(input);
+  if (is_reduced_float(input)) {
+    return deform_conv2d_forward_cpu(
+               input.to(at::kFloat), offset.to(at::kFloat),
+               float_if_reduced(mask), weight.to(at::kFloat),
+               float_if_reduced(bias), stride_h, stride_w, pad_h, pad_w,
+               dilation_h, dilation_w, groups, deform_groups, im2col_step)
+        .to(input.scalar_type());
+  }
   return deform_conv_forward_impl(a, cpu());
 }
 
@@ -413,7 +422,17 @@ deform_conv2d_backward_cpu(
       input, offset, mask, weight, bias,
       params_of(stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w,
                 groups, deform_groups, im2col_step));
-  check_cpu_dtype(input);
+  if (is_reduced_float(input)) {
+    check_same_dtype(input, grad_output, kOp, "input", "grad_output");
+    const at::ScalarType dtype = input.scalar_type();
+    auto [gi, go, gm, gw, gb] = deform_conv2d_backward_cpu(
+        grad_output.to(at::kFloat), input.to(at::kFloat),
+        offset.to(at::kFloat), float_if_reduced(mask), weight.to(at::kFloat),
+        float_if_reduced(bias), stride_h, stride_w, pad_h, pad_w, dilation_h,
+        dilation_w, groups, deform_groups, im2col_step);
+    return {gi.to(dtype), go.to(dtype), gm.to(dtype), gw.to(dtype),
+            gb.to(dtype)};
+  }
   return deform_conv_backward_impl(grad_output, a, cpu());
 }
 

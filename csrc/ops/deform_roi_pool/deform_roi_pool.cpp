@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "common/rois.h"
 #include "deform_roi_pool.h"
 #include "deform_roi_pool_kernel.h"
@@ -21,20 +22,15 @@ const at::Tensor* present(const std::optional<at::Tensor>& offset) {
   return offset.has_value() && offset->defined() ? &*offset : nullptr;
 }
 
-// Float32/float64 everywhere; float16/bfloat16 on CUDA (computed in float32).
+// float32/float64, and float16/bfloat16 (computed in float32: on the CPU
+// through a float32 copy, reduced_float.h).
 void check_dtype(const at::Tensor& input) {
   check_floating(input, kOp, "input");
   const at::ScalarType t = input.scalar_type();
-  if (input.is_cuda()) {
-    TORCH_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf ||
-                    t == at::kBFloat16,
-                kOp, ": input on CUDA must be float32, float64, float16 or "
-                "bfloat16, got ", t);
-  } else {
-    TORCH_CHECK(t == at::kFloat || t == at::kDouble, kOp,
-                ": input on ", input.device(), " must be float32 or float64 "
-                "(float16/bfloat16 are supported on CUDA only), got ", t);
-  }
+  TORCH_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf ||
+                  t == at::kBFloat16,
+              kOp, ": input must be float32, float64, float16 or bfloat16, "
+              "got ", t);
 }
 
 // Checks shared by forward and backward; returns the launch shape.
@@ -46,7 +42,7 @@ DeformRoIPoolShape check_inputs(const at::Tensor& input, const at::Tensor& rois,
   check_dim(rois, 2, kOp, "rois");
   check_size(rois, 1, 5, kOp, "rois", "[K, 5] (batch_index, x1, y1, x2, y2)");
   check_dtype(input);
-  check_same_dtype(input, rois, kOp, "input", "rois");
+  check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
               ": output_size must be positive, got (", pooled_height, ", ",
@@ -166,16 +162,18 @@ at::Tensor deform_roi_pool_forward_cpu_kernel(
   const DeformRoIPoolShape& s = f.shape;
   const int64_t n = s.output_numel();
   if (n == 0) return f.output;
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "deform_roi_pool_forward_cpu", [&] {
-    const scalar_t* in = f.input.data_ptr<scalar_t>();
-    const scalar_t* r = f.rois.data_ptr<scalar_t>();
-    const scalar_t* off = f.offset.defined() ? f.offset.data_ptr<scalar_t>() : nullptr;
-    scalar_t* out = f.output.data_ptr<scalar_t>();
+  // float16/bfloat16 are read directly (no float32 copy) and computed in float.
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "deform_roi_pool_forward_cpu", [&] {
+    using S = host_t<scalar_t>;
+    using T = acc_t<S>;
+    const S* in = host_data<scalar_t>(f.input);
+    const T* r = f.rois.const_data_ptr<T>();
+    const S* off = f.offset.defined() ? host_data<scalar_t>(f.offset) : nullptr;
+    S* out = host_mutable_data<scalar_t>(f.output);
     const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
     at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-      deform_roi_pool_forward_cpu<scalar_t>(
-          in, r, off, s, static_cast<scalar_t>(spatial_scale),
-          static_cast<scalar_t>(gamma), begin, end, out);
+      deform_roi_pool_forward_cpu<S, T>(in, r, off, s, static_cast<T>(spatial_scale),
+                                        static_cast<T>(gamma), begin, end, out);
     });
   });
   return f.output;
@@ -192,25 +190,26 @@ std::tuple<at::Tensor, at::Tensor> deform_roi_pool_backward_cpu_kernel(
     b.grad_offset.zero_();
     return b.outputs();
   }
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "deform_roi_pool_backward_cpu", [&] {
-    const scalar_t* go = b.grad_output.data_ptr<scalar_t>();
-    const scalar_t* in = b.input.data_ptr<scalar_t>();
-    const scalar_t* r = b.rois.data_ptr<scalar_t>();
-    const scalar_t* off = b.offset.defined() ? b.offset.data_ptr<scalar_t>() : nullptr;
-    const auto scale = static_cast<scalar_t>(spatial_scale);
-    const auto g = static_cast<scalar_t>(gamma);
-    scalar_t* gi = b.grad_input.data_ptr<scalar_t>();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "deform_roi_pool_backward_cpu", [&] {
+    using S = host_t<scalar_t>;
+    using T = acc_t<S>;
+    const S* go = host_data<scalar_t>(b.grad_output);
+    const S* in = host_data<scalar_t>(b.input);
+    const T* r = b.rois.const_data_ptr<T>();
+    const S* off = b.offset.defined() ? host_data<scalar_t>(b.offset) : nullptr;
+    const auto scale = static_cast<T>(spatial_scale);
+    const auto g = static_cast<T>(gamma);
+    // In the compute dtype (a float32 buffer for 16-bit input, rounded once).
+    T* gi = b.grad_input.mutable_data_ptr<T>();
     // Disjoint channel ranges: no races, and the same sums in the same
     // order whatever the thread count.
     at::parallel_for(0, s.channels, 1, [&](int64_t begin, int64_t end) {
-      deform_roi_pool_backward_input_cpu<scalar_t>(go, r, off, s, scale, g,
-                                                   begin, end, gi);
+      deform_roi_pool_backward_input_cpu<S, T>(go, r, off, s, scale, g, begin, end, gi);
     });
     if (off != nullptr) {
-      scalar_t* goff = b.grad_offset.data_ptr<scalar_t>();
+      S* goff = host_mutable_data<scalar_t>(b.grad_offset);
       at::parallel_for(0, s.num_bins(), 16, [&](int64_t begin, int64_t end) {
-        deform_roi_pool_backward_offset_cpu<scalar_t>(go, in, r, off, s, scale,
-                                                      g, begin, end, goff);
+        deform_roi_pool_backward_offset_cpu<S, T>(go, in, r, off, s, scale, g, begin, end, goff);
       });
     }
   });

@@ -26,20 +26,23 @@ struct DeformRoIPoolShape {
 
 // offset may be null everywhere (no deformation: RoIAlign-like pooling).
 
+// (S, T) = (float, float), (double, double), (HostHalf, float),
+// (HostBFloat16, float): storage S read directly, computed in T.
+
 // Output elements [begin, end) of the [K, C, PH, PW] output.
-template <typename T>
-void deform_roi_pool_forward_cpu(const T* input, const T* rois,
-                                 const T* offset, const DeformRoIPoolShape& s,
+template <typename S, typename T>
+void deform_roi_pool_forward_cpu(const S* input, const T* rois,
+                                 const S* offset, const DeformRoIPoolShape& s,
                                  T spatial_scale, T gamma, int64_t begin,
-                                 int64_t end, T* output);
+                                 int64_t end, S* output);
 
 // Input gradient of channels [channel_begin, channel_end): every output
 // element of channel c writes only to input channel c, so disjoint channel
 // ranges run in parallel without races, in a fixed order (deterministic).
 // grad_input must be zeroed by the caller.
-template <typename T>
-void deform_roi_pool_backward_input_cpu(const T* grad_output, const T* rois,
-                                        const T* offset,
+template <typename S, typename T>
+void deform_roi_pool_backward_input_cpu(const S* grad_output, const T* rois,
+                                        const S* offset,
                                         const DeformRoIPoolShape& s,
                                         T spatial_scale, T gamma,
                                         int64_t channel_begin,
@@ -47,13 +50,13 @@ void deform_roi_pool_backward_input_cpu(const T* grad_output, const T* rois,
 
 // Offset gradient of bins [begin, end) of the K x PH x PW bins; each bin
 // writes its own two values of grad_offset [K, 2, PH, PW].
-template <typename T>
-void deform_roi_pool_backward_offset_cpu(const T* grad_output, const T* input,
-                                         const T* rois, const T* offset,
+template <typename S, typename T>
+void deform_roi_pool_backward_offset_cpu(const S* grad_output, const S* input,
+                                         const T* rois, const S* offset,
                                          const DeformRoIPoolShape& s,
                                          T spatial_scale, T gamma,
                                          int64_t begin, int64_t end,
-                                         T* grad_offset);
+                                         S* grad_offset);
 
 #if defined(VISDET_OPS_WITH_CUDA)
 // Instantiated for (S, T) = (float, float), (double, double),

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "focal_loss.h"
 #include "focal_loss_kernel.h"
 
@@ -177,14 +178,6 @@ FocalLossBackward focal_loss_prepare_backward(
 
 namespace {
 
-void check_cpu_dtype(FocalKind kind, const at::Tensor& input) {
-  TORCH_CHECK(input.scalar_type() == at::kFloat ||
-                  input.scalar_type() == at::kDouble,
-              focal_loss_op_name(kind),
-              ": on the CPU input must be float32 or float64 (float16 and "
-              "bfloat16 are CUDA only), got ", input.scalar_type());
-}
-
 template <typename scalar_t>
 const scalar_t* weight_ptr(const at::Tensor& weight) {
   return weight.defined() ? weight.data_ptr<scalar_t>() : nullptr;
@@ -210,7 +203,6 @@ at::Tensor focal_loss_forward_cpu_kernel(FocalKind kind,
   TORCH_CHECK(f.input.device().is_cpu(), focal_loss_op_name(kind),
               ": the CPU kernel needs CPU tensors, got input on ",
               f.input.device());
-  check_cpu_dtype(kind, f.input);
   if (f.empty()) return focal_loss_empty_forward(f);
   focal_loss_check_targets(kind, f.target, f.classes);
   const bool sigmoid_elements =
@@ -250,7 +242,6 @@ at::Tensor focal_loss_backward_cpu_kernel(
   TORCH_CHECK(b.input.device().is_cpu(), focal_loss_op_name(kind),
               ": the CPU kernel needs CPU tensors, got input on ",
               b.input.device());
-  check_cpu_dtype(kind, b.input);
   if (b.empty()) return b.grad_input;
   focal_loss_check_targets(kind, b.target, b.classes);
   AT_DISPATCH_FLOATING_TYPES(b.input.scalar_type(), "focal_loss_backward_cpu", [&] {
@@ -284,6 +275,13 @@ at::Tensor forward_cpu_op(const at::Tensor& input, const at::Tensor& target,
                           double gamma, double alpha,
                           const std::optional<at::Tensor>& weight,
                           c10::string_view reduction) {
+  if (is_reduced_float(input)) {
+    check_inputs(kKind, input, target, gamma, alpha, weight, reduction);
+    return focal_loss_forward_cpu_kernel(kKind, input.to(at::kFloat), target,
+                                         gamma, alpha, float_if_reduced(weight),
+                                         reduction)
+        .to(input.scalar_type());
+  }
   return focal_loss_forward_cpu_kernel(kKind, input, target, gamma, alpha,
                                        weight, reduction);
 }
@@ -294,6 +292,15 @@ at::Tensor backward_cpu_op(const at::Tensor& grad_output,
                            double gamma, double alpha,
                            const std::optional<at::Tensor>& weight,
                            c10::string_view reduction) {
+  if (is_reduced_float(input)) {
+    check_inputs(kKind, input, target, gamma, alpha, weight, reduction);
+    check_same_dtype(input, grad_output, focal_loss_op_name(kKind), "input",
+                     "grad_output");
+    return focal_loss_backward_cpu_kernel(
+               kKind, grad_output.to(at::kFloat), input.to(at::kFloat), target,
+               gamma, alpha, float_if_reduced(weight), reduction)
+        .to(input.scalar_type());
+  }
   return focal_loss_backward_cpu_kernel(kKind, grad_output, input, target,
                                         gamma, alpha, weight, reduction);
 }

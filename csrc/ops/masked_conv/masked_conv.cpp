@@ -8,9 +8,11 @@
 // positions; positions outside H_out x W_out or H x W are never active.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "masked_conv.h"
 
 namespace visdet_ops {
@@ -82,6 +84,9 @@ at::Tensor masked_conv2d_forward_impl(const at::Tensor& features,
                                       const std::optional<at::Tensor>& bias,
                                       int64_t pad_h, int64_t pad_w,
                                       const MaskedConvDevice& device) {
+  // This op's own GEMMs and sums: a backward run inside torch.autocast
+  // (loss.backward() in the autocast region) must not have them recast.
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const Checked c = check_args(features, mask, weight, pad_h, pad_w);
   if (bias.has_value()) {
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == c.out_channels, kOp,
@@ -114,6 +119,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_conv2d_backward_impl(
     const at::Tensor& grad_output, const at::Tensor& features,
     const at::Tensor& mask, const at::Tensor& weight, int64_t pad_h,
     int64_t pad_w, const MaskedConvDevice& device) {
+  // This op's own GEMMs and sums: a backward run inside torch.autocast
+  // (loss.backward() in the autocast region) must not have them recast.
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const Checked c = check_args(features, mask, weight, pad_h, pad_w);
   TORCH_CHECK(grad_output.dim() == 4 && grad_output.size(0) == c.batch &&
                   grad_output.size(1) == c.out_channels &&
@@ -167,13 +175,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_conv2d_backward_impl(
 
 namespace {
 
-void check_cpu(const at::Tensor& features) {
-  check_floating(features, kOp, "features");
-  TORCH_CHECK(features.scalar_type() == at::kFloat || features.scalar_type() == at::kDouble,
-              kOp, ": features must be float32 or float64 on the CPU (float16 and "
-              "bfloat16 only on CUDA), got ", features.scalar_type());
-}
-
 void im2col_cpu(const at::Tensor& input, const at::Tensor& idx,
                 const MaskedConvGeometry& g, at::Tensor& cols) {
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "masked_im2col_cpu", [&] {
@@ -213,14 +214,32 @@ at::Tensor masked_conv2d_cpu_kernel(const at::Tensor& features, const at::Tensor
                                     const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias,
                                     int64_t pad_h, int64_t pad_w) {
-  check_cpu(features);
+  if (is_reduced_float(features)) {
+    check_same_dtype(features, weight, kOp, "features", "weight");
+    if (bias.has_value() && bias->defined()) {
+      check_same_dtype(features, *bias, kOp, "features", "bias");
+    }
+    return masked_conv2d_cpu_kernel(features.to(at::kFloat), mask,
+                                    weight.to(at::kFloat), float_if_reduced(bias),
+                                    pad_h, pad_w)
+        .to(features.scalar_type());
+  }
   return masked_conv2d_forward_impl(features, mask, weight, bias, pad_h, pad_w, kCpu);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_conv2d_backward_cpu_kernel(
     const at::Tensor& grad_output, const at::Tensor& features, const at::Tensor& mask,
     const at::Tensor& weight, int64_t pad_h, int64_t pad_w) {
-  check_cpu(features);
+  if (is_reduced_float(features)) {
+    check_same_dtype(features, weight, kOp, "features", "weight");
+    check_same_dtype(grad_output, features, kOp, "grad_output", "features");
+    const at::ScalarType dtype = features.scalar_type();
+    auto [grad_features, grad_weight, grad_bias] =
+        masked_conv2d_backward_cpu_kernel(grad_output.to(at::kFloat),
+                                          features.to(at::kFloat), mask,
+                                          weight.to(at::kFloat), pad_h, pad_w);
+    return {grad_features.to(dtype), grad_weight.to(dtype), grad_bias.to(dtype)};
+  }
   return masked_conv2d_backward_impl(grad_output, features, mask, weight, pad_h, pad_w,
                                      kCpu);
 }

@@ -3,12 +3,14 @@
 #include "ms_deform_attn.h"
 
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 
 namespace visdet_ops {
 namespace {
@@ -27,10 +29,21 @@ void check_shapes(const at::Tensor& value, const at::Tensor& spatial_shapes,
   check_dim(sampling_locations, 6, kOp, "sampling_locations");
   check_dim(attention_weights, 5, kOp, "attention_weights");
   check_floating(value, kOp, "value");
-  check_same_dtype(value, sampling_locations, kOp, "value",
-                   "sampling_locations");
-  check_same_dtype(value, attention_weights, kOp, "value",
-                   "attention_weights");
+  // Sampling locations and attention weights may come in value's dtype or
+  // in its compute dtype (float32 beside 16-bit value: what an AMP step
+  // produces). The kernels read them in the compute dtype, so a location is
+  // never rounded to 16 bits (bfloat16 would leave ~0.4 px on a 200-px map).
+  const at::ScalarType compute = at::toOpMathType(value.scalar_type());
+  for (const auto& [t, name] :
+       {std::pair<const at::Tensor&, const char*>{sampling_locations,
+                                                  "sampling_locations"},
+        {attention_weights, "attention_weights"}}) {
+    TORCH_CHECK(t.scalar_type() == value.scalar_type() ||
+                    t.scalar_type() == compute,
+                kOp, ": ", name, " must have the dtype of value (",
+                value.scalar_type(), ") or ", compute, ", got ",
+                t.scalar_type());
+  }
   check_same_device(value, sampling_locations, kOp, "value",
                     "sampling_locations");
   check_same_device(value, attention_weights, kOp, "value",
@@ -150,8 +163,9 @@ MSDAInputs msda_prepare(const at::Tensor& value,
   in.value = value.contiguous();
   in.spatial_shapes = level_table(spatial_shapes, value.device());
   in.level_start_index = level_table(level_start_index, value.device());
-  in.sampling_locations = sampling_locations.contiguous();
-  in.attention_weights = attention_weights.contiguous();
+  const at::ScalarType compute = at::toOpMathType(value.scalar_type());
+  in.sampling_locations = sampling_locations.to(compute).contiguous();
+  in.attention_weights = attention_weights.to(compute).contiguous();
   return in;
 }
 
@@ -196,21 +210,25 @@ at::Tensor msda_forward_cpu_kernel(const at::Tensor& value,
   at::Tensor output = at::empty(
       {s.batch, s.num_queries, s.num_heads * s.head_dim}, value.options());
   if (output.numel() == 0) return output;
-  AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "msda_forward_cpu", [&] {
-    const scalar_t* v = in.value.data_ptr<scalar_t>();
-    const int64_t* shapes = in.spatial_shapes.data_ptr<int64_t>();
-    const int64_t* start = in.level_start_index.data_ptr<int64_t>();
-    const scalar_t* loc = in.sampling_locations.data_ptr<scalar_t>();
-    const scalar_t* attn = in.attention_weights.data_ptr<scalar_t>();
-    scalar_t* out = output.data_ptr<scalar_t>();
-    const int64_t work = std::max<int64_t>(
-        1, s.num_levels * s.num_points * s.head_dim);
-    const int64_t grain = std::max<int64_t>(1, 32768 / work);
-    at::parallel_for(0, s.rows(), grain, [&](int64_t begin, int64_t end) {
-      msda_forward_cpu<scalar_t>(v, shapes, start, loc, attn, s, begin, end,
-                                 out);
-    });
-  });
+  // float16/bfloat16 value is read directly (no float32 copy) and sampled in
+  // float; sampling locations and attention weights are in the compute dtype.
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, value.scalar_type(), "msda_forward_cpu", [&] {
+        using T = host_t<scalar_t>;
+        using A = acc_t<T>;
+        const T* v = host_data<scalar_t>(in.value);
+        const int64_t* shapes = in.spatial_shapes.const_data_ptr<int64_t>();
+        const int64_t* start = in.level_start_index.const_data_ptr<int64_t>();
+        const A* loc = in.sampling_locations.const_data_ptr<A>();
+        const A* attn = in.attention_weights.const_data_ptr<A>();
+        T* out = host_mutable_data<scalar_t>(output);
+        const int64_t work = std::max<int64_t>(
+            1, s.num_levels * s.num_points * s.head_dim);
+        const int64_t grain = std::max<int64_t>(1, 32768 / work);
+        at::parallel_for(0, s.rows(), grain, [&](int64_t begin, int64_t end) {
+          msda_forward_cpu<T>(v, shapes, start, loc, attn, s, begin, end, out);
+        });
+      });
   return output;
 }
 
@@ -224,28 +242,39 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> msda_backward_cpu_kernel(
       grad_output, value, spatial_shapes, level_start_index,
       sampling_locations, attention_weights, im2col_step, &go);
   const MSDAShape& s = in.shape;
-  at::Tensor grad_value = at::zeros_like(in.value);
+  // Accumulated in the compute dtype (float32 for 16-bit value), each
+  // gradient returned in its argument's dtype (rounded once).
+  at::Tensor grad_value = at::zeros(
+      in.value.sizes(),
+      in.value.options().dtype(at::toOpMathType(value.scalar_type())));
   at::Tensor grad_loc = at::zeros_like(in.sampling_locations);
   at::Tensor grad_attn = at::zeros_like(in.attention_weights);
-  if (go.numel() == 0) return {grad_value, grad_loc, grad_attn};
-  AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "msda_backward_cpu", [&] {
-    const scalar_t* g = go.data_ptr<scalar_t>();
-    const scalar_t* v = in.value.data_ptr<scalar_t>();
-    const int64_t* shapes = in.spatial_shapes.data_ptr<int64_t>();
-    const int64_t* start = in.level_start_index.data_ptr<int64_t>();
-    const scalar_t* loc = in.sampling_locations.data_ptr<scalar_t>();
-    const scalar_t* attn = in.attention_weights.data_ptr<scalar_t>();
-    scalar_t* gv = grad_value.data_ptr<scalar_t>();
-    scalar_t* gl = grad_loc.data_ptr<scalar_t>();
-    scalar_t* ga = grad_attn.data_ptr<scalar_t>();
-    at::parallel_for(0, s.batch * s.num_heads, 1,
-                     [&](int64_t begin, int64_t end) {
-                       msda_backward_cpu<scalar_t>(g, v, shapes, start, loc,
-                                                   attn, s, begin, end, gv, gl,
-                                                   ga);
-                     });
-  });
-  return {grad_value, grad_loc, grad_attn};
+  if (go.numel() > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, value.scalar_type(), "msda_backward_cpu",
+        [&] {
+          using T = host_t<scalar_t>;
+          using A = acc_t<T>;
+          const T* g = host_data<scalar_t>(go);
+          const T* v = host_data<scalar_t>(in.value);
+          const int64_t* shapes = in.spatial_shapes.const_data_ptr<int64_t>();
+          const int64_t* start = in.level_start_index.const_data_ptr<int64_t>();
+          const A* loc = in.sampling_locations.const_data_ptr<A>();
+          const A* attn = in.attention_weights.const_data_ptr<A>();
+          A* gv = grad_value.mutable_data_ptr<A>();
+          A* gl = grad_loc.mutable_data_ptr<A>();
+          A* ga = grad_attn.mutable_data_ptr<A>();
+          at::parallel_for(0, s.batch * s.num_heads, 1,
+                           [&](int64_t begin, int64_t end) {
+                             msda_backward_cpu<T>(g, v, shapes, start, loc,
+                                                  attn, s, begin, end, gv, gl,
+                                                  ga);
+                           });
+        });
+  }
+  return {to_dtype_of(grad_value, value),
+          to_dtype_of(grad_loc, sampling_locations),
+          to_dtype_of(grad_attn, attention_weights)};
 }
 
 }  // namespace

@@ -104,7 +104,8 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
     msda_forward_kernel(const T* __restrict__ value,
                         const int64_t* __restrict__ spatial_shapes,
                         const int64_t* __restrict__ level_start,
-                        const T* __restrict__ loc, const T* __restrict__ attn,
+                        const acc_t<T>* __restrict__ loc,
+                        const acc_t<T>* __restrict__ attn,
                         MSDAShape s, T* __restrict__ out) {
   using A = acc_t<T>;
   const I D = static_cast<I>(s.head_dim);
@@ -121,8 +122,8 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
     const I row = index / groups;
     const I m = row % M;
     const I b = row / M / Q;
-    const T* row_loc = loc + row * L * P * 2;
-    const T* row_attn = attn + row * L * P;
+    const acc_t<T>* row_loc = loc + row * L * P * 2;
+    const acc_t<T>* row_attn = attn + row * L * P;
     const T* head_value = value + b * K * key_stride + m * D + g * VEC;
     A acc[VEC];
 #pragma unroll
@@ -177,7 +178,8 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
                          const T* __restrict__ value,
                          const int64_t* __restrict__ spatial_shapes,
                          const int64_t* __restrict__ level_start,
-                         const T* __restrict__ loc, const T* __restrict__ attn,
+                         const acc_t<T>* __restrict__ loc,
+                        const acc_t<T>* __restrict__ attn,
                          MSDAShape s, acc_t<T>* grad_value,
                          acc_t<T>* __restrict__ grad_loc,
                          acc_t<T>* __restrict__ grad_attn) {
@@ -204,8 +206,8 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
     const I row = safe_index / groups;
     const I m = row % M;
     const I b = row / M / Q;
-    const T* row_loc = loc + row * L * P * 2;
-    const T* row_attn = attn + row * L * P;
+    const acc_t<T>* row_loc = loc + row * L * P * 2;
+    const acc_t<T>* row_attn = attn + row * L * P;
     const I head_offset = b * K * key_stride + m * D + g * VEC;
     A top[VEC];
     if (active) {
@@ -323,7 +325,7 @@ void launch_forward(const void* value, const int64_t* spatial_shapes,
   msda_forward_kernel<T, I, VEC>
       <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
           static_cast<const T*>(value), spatial_shapes, level_start,
-          static_cast<const T*>(loc), static_cast<const T*>(attn), s,
+          static_cast<const acc_t<T>*>(loc), static_cast<const acc_t<T>*>(attn), s,
           static_cast<T*>(out));}
 
 template <typename T, typename I, int VEC>
@@ -339,8 +341,8 @@ void launch_backward(const void* grad_out, const void* value,
   auto args = [&](auto kernel) {
     kernel<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
         static_cast<const T*>(grad_out), static_cast<const T*>(value),
-        spatial_shapes, level_start, static_cast<const T*>(loc),
-        static_cast<const T*>(attn), s, static_cast<A*>(grad_value),
+        spatial_shapes, level_start, static_cast<const acc_t<T>*>(loc),
+        static_cast<const acc_t<T>*>(attn), s, static_cast<A*>(grad_value),
         static_cast<A*>(grad_loc), static_cast<A*>(grad_attn));
   };
   if (warp_reduce) {

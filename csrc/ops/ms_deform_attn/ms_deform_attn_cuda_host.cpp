@@ -96,12 +96,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> msda_backward_cuda_kernel(
         grad_value.data_ptr(), grad_loc.data_ptr(), grad_attn.data_ptr(),
         c10::cuda::getCurrentCUDAStream()));
   }
-  if (acc != value.scalar_type()) {
-    grad_value = grad_value.to(value.scalar_type());
-    grad_loc = grad_loc.to(value.scalar_type());
-    grad_attn = grad_attn.to(value.scalar_type());
-  }
-  return {grad_value, grad_loc, grad_attn};
+  // Each gradient in its argument's dtype: float32 sampling locations and
+  // attention weights beside 16-bit value keep float32 gradients.
+  return {grad_value.to(value.scalar_type()),
+          grad_loc.to(sampling_locations.scalar_type()),
+          grad_attn.to(attention_weights.scalar_type())};
 }
 
 }  // namespace

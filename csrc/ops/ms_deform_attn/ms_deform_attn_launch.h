@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "common/macros.h"
+#include "common/scalar.h"
 
 #if defined(VISDET_OPS_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -24,10 +25,13 @@ struct MSDAShape {
 };
 
 // CPU forward of the rows [begin, end) of the flattened [B * Q * M] rows.
+// T: float, double, HostHalf, HostBFloat16 (value read directly, computed in
+// float); loc, attn and the gradients in acc_t<T>, as on CUDA.
 template <typename T>
 void msda_forward_cpu(const T* value, const int64_t* spatial_shapes,
-                      const int64_t* level_start, const T* loc, const T* attn,
-                      const MSDAShape& s, int64_t begin, int64_t end, T* out);
+                      const int64_t* level_start, const acc_t<T>* loc,
+                      const acc_t<T>* attn, const MSDAShape& s, int64_t begin,
+                      int64_t end, T* out);
 
 // CPU backward of the (batch, head) pairs [begin, end) of [B * M]: each pair
 // owns its slice of grad_value, so pairs run in parallel without atomics and
@@ -35,13 +39,15 @@ void msda_forward_cpu(const T* value, const int64_t* spatial_shapes,
 template <typename T>
 void msda_backward_cpu(const T* grad_out, const T* value,
                        const int64_t* spatial_shapes,
-                       const int64_t* level_start, const T* loc, const T* attn,
-                       const MSDAShape& s, int64_t begin, int64_t end,
-                       T* grad_value, T* grad_loc, T* grad_attn);
+                       const int64_t* level_start, const acc_t<T>* loc,
+                       const acc_t<T>* attn, const MSDAShape& s, int64_t begin,
+                       int64_t end, acc_t<T>* grad_value, acc_t<T>* grad_loc,
+                       acc_t<T>* grad_attn);
 
 #if defined(VISDET_OPS_WITH_CUDA)
 // float, double, __half or __nv_bfloat16 (computed in float for the last two),
-// passed as void pointers so that this header stays free of cuda_fp16.
+// passed as void pointers so that this header stays free of cuda_fp16. loc
+// and attn are in the compute type (float32 for the 16-bit types).
 enum class MSDADtype { kFloat, kDouble, kHalf, kBFloat16 };
 
 cudaError_t msda_forward_cuda_launch(MSDADtype dtype, const void* value,

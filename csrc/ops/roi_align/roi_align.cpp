@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "common/rois.h"
 #include "roi_align.h"
 #include "roi_align_kernel.h"
@@ -44,7 +45,7 @@ RoIAlignShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_dim(input, 4, kOp, "input");
   check_rois(rois);
   check_floating(input, kOp, "input");
-  check_same_dtype(input, rois, kOp, "input", "rois");
+  check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   check_common(pooled_height, pooled_width, spatial_scale);
   check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, kOp,
@@ -62,7 +63,9 @@ RoIAlignShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   TORCH_CHECK(rois.size(0) == 0 || (s.height > 0 && s.width > 0), kOp,
               ": input must have a non-empty spatial size, got shape ",
               input.sizes());
-  check_rois_values_nosync(rois, input.size(0), kOp);
+  // In the compute dtype, which the CPU check reads (16-bit RoIs widen exactly).
+  check_rois_values_nosync(rois.to(roi_compute_dtype(input.scalar_type())),
+                           input.size(0), kOp);
   return s;
 }
 
@@ -75,7 +78,7 @@ RoIAlignShape check_backward(
   check_rois(rois);
   check_dim(grad_output, 4, kOp, "grad_output");
   check_floating(grad_output, kOp, "grad_output");
-  check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
+  check_rois_dtype(grad_output, rois, kOp, "grad_output");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_common(grad_output.size(2), grad_output.size(3), spatial_scale);
   check_int_range(sampling_ratio, int_bounds::kMinSamplingRatio,
@@ -135,7 +138,7 @@ RoIAlignForward roi_align_prepare_forward(const at::Tensor& input,
                           spatial_scale, sampling_ratio, pool_mode, aligned);
   const RoIAlignShape& s = f.shape;
   f.input = input.contiguous();
-  f.rois = rois.contiguous();
+  f.rois = rois.to(roi_compute_dtype(input.scalar_type())).contiguous();
   f.output = at::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
                        input.options());
   const auto argmax_options =
@@ -158,7 +161,7 @@ RoIAlignBackward roi_align_prepare_backward(
                            channels, height, width, spatial_scale,
                            sampling_ratio, pool_mode, aligned);
   b.grad_output = grad_output.contiguous();
-  b.rois = rois.contiguous();
+  b.rois = rois.to(roi_compute_dtype(grad_output.scalar_type())).contiguous();
   b.argmax_y = argmax_y.contiguous();
   b.argmax_x = argmax_x.contiguous();
   b.grad_accum = at::zeros(
@@ -177,7 +180,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
     const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
     c10::string_view pool_mode, bool aligned) {
-  check_cpu_float(input, kOp, "input");
   const RoIAlignForward f =
       roi_align_prepare_forward(input, rois, pooled_height, pooled_width,
                                 spatial_scale, sampling_ratio, pool_mode,
@@ -185,19 +187,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cpu_kernel(
   const RoIAlignShape& s = f.shape;
   const int64_t n = s.output_numel();
   if (n == 0) return f.outputs();
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_align_forward_cpu", [&] {
-    const scalar_t* in = f.input.data_ptr<scalar_t>();
-    const scalar_t* r = f.rois.data_ptr<scalar_t>();
-    scalar_t* out = f.output.data_ptr<scalar_t>();
-    scalar_t* ay = f.is_max() ? f.argmax_y.data_ptr<scalar_t>() : nullptr;
-    scalar_t* ax = f.is_max() ? f.argmax_x.data_ptr<scalar_t>() : nullptr;
-    const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
-    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-      roi_align_forward_cpu<scalar_t>(in, r, s,
-                                      static_cast<scalar_t>(spatial_scale),
-                                      begin, end, out, ay, ax);
-    });
-  });
+  // float16/bfloat16 are read directly (no float32 copy of the feature map)
+  // and computed in float, as on CUDA.
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "roi_align_forward_cpu",
+      [&] {
+        using T = host_t<scalar_t>;
+        using A = acc_t<T>;
+        const T* in = host_data<scalar_t>(f.input);
+        const A* r = f.rois.const_data_ptr<A>();
+        T* out = host_mutable_data<scalar_t>(f.output);
+        A* ay = f.is_max() ? f.argmax_y.mutable_data_ptr<A>() : nullptr;
+        A* ax = f.is_max() ? f.argmax_x.mutable_data_ptr<A>() : nullptr;
+        const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
+        at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+          roi_align_forward_cpu<T>(in, r, s, static_cast<A>(spatial_scale),
+                                   begin, end, out, ay, ax);
+        });
+      });
   return f.outputs();
 }
 
@@ -207,26 +214,31 @@ at::Tensor roi_align_backward_cpu_kernel(
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
     bool aligned) {
-  check_cpu_float(grad_output, kOp, "grad_output");
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
       width, spatial_scale, sampling_ratio, pool_mode, aligned);
-  if (b.shape.output_numel() == 0) return b.grad_accum;
-  AT_DISPATCH_FLOATING_TYPES(grad_output.scalar_type(), "roi_align_backward_cpu", [&] {
-    const scalar_t* go = b.grad_output.data_ptr<scalar_t>();
-    const scalar_t* r = b.rois.data_ptr<scalar_t>();
-    const scalar_t* ay = b.is_max() ? b.argmax_y.data_ptr<scalar_t>() : nullptr;
-    const scalar_t* ax = b.is_max() ? b.argmax_x.data_ptr<scalar_t>() : nullptr;
-    scalar_t* gi = b.grad_accum.data_ptr<scalar_t>();
-    // Parallel over channels: each channel's gradient is written by its own
-    // output elements only, so this is race-free and sums in a fixed order.
-    at::parallel_for(0, b.shape.channels, 1, [&](int64_t begin, int64_t end) {
-      roi_align_backward_cpu<scalar_t>(go, r, ay, ax, b.shape,
-                                       static_cast<scalar_t>(spatial_scale),
-                                       begin, end, gi);
-    });
-  });
-  return b.grad_accum;
+  if (b.shape.output_numel() == 0) return b.grad_input();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, grad_output.scalar_type(),
+      "roi_align_backward_cpu", [&] {
+        using T = host_t<scalar_t>;
+        using A = acc_t<T>;
+        const T* go = host_data<scalar_t>(b.grad_output);
+        const A* r = b.rois.const_data_ptr<A>();
+        const A* ay = b.is_max() ? b.argmax_y.const_data_ptr<A>() : nullptr;
+        const A* ax = b.is_max() ? b.argmax_x.const_data_ptr<A>() : nullptr;
+        A* gi = b.grad_accum.mutable_data_ptr<A>();
+        // Parallel over channels: each channel's gradient is written by its
+        // own output elements only, so this is race-free and sums in a fixed
+        // order (in float for 16-bit grad_output, rounded once at the end).
+        at::parallel_for(0, b.shape.channels, 1,
+                         [&](int64_t begin, int64_t end) {
+                           roi_align_backward_cpu<T>(
+                               go, r, ay, ax, b.shape,
+                               static_cast<A>(spatial_scale), begin, end, gi);
+                         });
+      });
+  return b.grad_input();
 }
 
 }  // namespace

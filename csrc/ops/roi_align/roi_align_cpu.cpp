@@ -4,10 +4,10 @@
 namespace visdet_ops {
 
 template <typename T>
-void roi_align_forward_cpu(const T* input, const T* rois,
-                           const RoIAlignShape& s, T spatial_scale,
-                           int64_t begin, int64_t end, T* output, T* argmax_y,
-                           T* argmax_x) {
+void roi_align_forward_cpu(const T* input, const acc_t<T>* rois,
+                           const RoIAlignShape& s, acc_t<T> spatial_scale,
+                           int64_t begin, int64_t end, T* output,
+                           acc_t<T>* argmax_y, acc_t<T>* argmax_x) {
   for (int64_t index = begin; index < end; ++index) {
     roi_align_detail::roi_align_forward_element<T, int64_t>(
         index, input, rois, s.batch_size, s.channels, s.height, s.width,
@@ -17,11 +17,12 @@ void roi_align_forward_cpu(const T* input, const T* rois,
 }
 
 template <typename T>
-void roi_align_backward_cpu(const T* grad_output, const T* rois,
-                            const T* argmax_y, const T* argmax_x,
-                            const RoIAlignShape& s, T spatial_scale,
-                            int64_t c_begin, int64_t c_end, T* grad_input) {
-  auto add = [grad_input](int64_t offset, T value) {
+void roi_align_backward_cpu(const T* grad_output, const acc_t<T>* rois,
+                            const acc_t<T>* argmax_y, const acc_t<T>* argmax_x,
+                            const RoIAlignShape& s, acc_t<T> spatial_scale,
+                            int64_t c_begin, int64_t c_end,
+                            acc_t<T>* grad_input) {
+  auto add = [grad_input](int64_t offset, acc_t<T> value) {
     grad_input[offset] += value;
   };
   const int64_t plane = s.pooled_h * s.pooled_w;
@@ -38,15 +39,17 @@ void roi_align_backward_cpu(const T* grad_output, const T* rois,
   }
 }
 
-#define VISDET_INSTANTIATE(T)                                                 \
-  template void roi_align_forward_cpu<T>(const T*, const T*,                  \
-                                         const RoIAlignShape&, T, int64_t,    \
-                                         int64_t, T*, T*, T*);                \
-  template void roi_align_backward_cpu<T>(const T*, const T*, const T*,       \
-                                          const T*, const RoIAlignShape&, T,  \
-                                          int64_t, int64_t, T*);
+#define VISDET_INSTANTIATE(T)                                                \
+  template void roi_align_forward_cpu<T>(                                    \
+      const T*, const acc_t<T>*, const RoIAlignShape&, acc_t<T>, int64_t,    \
+      int64_t, T*, acc_t<T>*, acc_t<T>*);                                    \
+  template void roi_align_backward_cpu<T>(                                   \
+      const T*, const acc_t<T>*, const acc_t<T>*, const acc_t<T>*,           \
+      const RoIAlignShape&, acc_t<T>, int64_t, int64_t, acc_t<T>*);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)
+VISDET_INSTANTIATE(HostHalf)
+VISDET_INSTANTIATE(HostBFloat16)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

@@ -7,7 +7,7 @@ namespace {
 
 template <typename T, typename I>
 __global__ void roi_align_forward_kernel(const T* __restrict__ input,
-                                         const T* __restrict__ rois,
+                                         const acc_t<T>* __restrict__ rois,
                                          RoIAlignShape s,
                                          acc_t<T> spatial_scale,
                                          T* __restrict__ output,
@@ -27,7 +27,7 @@ __global__ void roi_align_forward_kernel(const T* __restrict__ input,
 // before sm_80 (bfloat16) and would round every partial sum to 8-11 bits.
 template <typename T, typename I>
 __global__ void roi_align_backward_kernel(const T* __restrict__ grad_output,
-                                          const T* __restrict__ rois,
+                                          const acc_t<T>* __restrict__ rois,
                                           const acc_t<T>* argmax_y,
                                           const acc_t<T>* argmax_x,
                                           RoIAlignShape s,
@@ -59,7 +59,7 @@ bool fits_int32(const RoIAlignShape& s) {
 }  // namespace
 
 template <typename T>
-cudaError_t roi_align_forward_cuda_launch(const T* input, const T* rois,
+cudaError_t roi_align_forward_cuda_launch(const T* input, const acc_t<T>* rois,
                                           const RoIAlignShape& s,
                                           double spatial_scale, T* output,
                                           acc_t<T>* argmax_y,
@@ -82,7 +82,7 @@ cudaError_t roi_align_forward_cuda_launch(const T* input, const T* rois,
 
 template <typename T>
 cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
-                                           const T* rois,
+                                           const acc_t<T>* rois,
                                            const acc_t<T>* argmax_y,
                                            const acc_t<T>* argmax_x,
                                            const RoIAlignShape& s,
@@ -106,10 +106,10 @@ cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
 
 #define VISDET_INSTANTIATE(T)                                                \
   template cudaError_t roi_align_forward_cuda_launch<T>(                     \
-      const T*, const T*, const RoIAlignShape&, double, T*, acc_t<T>*,       \
+      const T*, const acc_t<T>*, const RoIAlignShape&, double, T*, acc_t<T>*,       \
       acc_t<T>*, cudaStream_t);                                              \
   template cudaError_t roi_align_backward_cuda_launch<T>(                    \
-      const T*, const T*, const acc_t<T>*, const acc_t<T>*,                  \
+      const T*, const acc_t<T>*, const acc_t<T>*, const acc_t<T>*,                  \
       const RoIAlignShape&, double, acc_t<T>*, cudaStream_t);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)

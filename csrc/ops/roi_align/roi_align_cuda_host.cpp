@@ -29,7 +29,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cuda_kernel(
         using T = cuda_t<scalar_t>;
         using A = acc_t<T>;
         C10_CUDA_CHECK(roi_align_forward_cuda_launch<T>(
-            cuda_data<scalar_t>(f.input), cuda_data<scalar_t>(f.rois),
+            cuda_data<scalar_t>(f.input), f.rois.const_data_ptr<A>(),
             f.shape, spatial_scale, cuda_mutable_data<scalar_t>(f.output),
             f.is_max() ? f.argmax_y.mutable_data_ptr<A>() : nullptr,
             f.is_max() ? f.argmax_x.mutable_data_ptr<A>() : nullptr, stream));
@@ -57,7 +57,7 @@ at::Tensor roi_align_backward_cuda_kernel(
         using T = cuda_t<scalar_t>;
         using A = acc_t<T>;
         C10_CUDA_CHECK(roi_align_backward_cuda_launch<T>(
-            cuda_data<scalar_t>(b.grad_output), cuda_data<scalar_t>(b.rois),
+            cuda_data<scalar_t>(b.grad_output), b.rois.const_data_ptr<A>(),
             b.is_max() ? b.argmax_y.const_data_ptr<A>() : nullptr,
             b.is_max() ? b.argmax_x.const_data_ptr<A>() : nullptr, b.shape,
             spatial_scale, b.grad_accum.mutable_data_ptr<A>(), stream));

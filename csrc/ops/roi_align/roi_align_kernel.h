@@ -130,7 +130,7 @@ VISDET_HOST_DEVICE VISDET_INLINE A bilinear_value(const T* plane, I width,
 // NaN and argmax -1, and reads no input.
 template <typename T, typename I>
 VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
-    I index, const T* input, const T* rois, int64_t batch_size, I channels,
+    I index, const T* input, const acc_t<T>* rois, int64_t batch_size, I channels,
     I height, I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
     int64_t sampling_ratio, int pool_mode, bool aligned, T* output,
     acc_t<T>* argmax_y, acc_t<T>* argmax_x) {
@@ -140,7 +140,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
   const I c = (index / pooled_w / pooled_h) % channels;
   const I k = index / pooled_w / pooled_h / channels;
 
-  const T* roi = rois + k * 5;
+  const acc_t<T>* roi = rois + k * 5;
   if (roi_flags(roi, batch_size) != 0) {
     output[index] = from_acc<T>(quiet_nan<A>());
     if (pool_mode == kMax) {
@@ -199,7 +199,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
 // backward is safe on any rois without a host-side check.
 template <typename T, typename I, typename AddFn>
 VISDET_HOST_DEVICE VISDET_INLINE void roi_align_backward_element(
-    I index, const T* grad_output, const T* rois, const acc_t<T>* argmax_y,
+    I index, const T* grad_output, const acc_t<T>* rois, const acc_t<T>* argmax_y,
     const acc_t<T>* argmax_x, int64_t batch_size, I channels, I height,
     I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
     int64_t sampling_ratio, int pool_mode, bool aligned, AddFn add) {
@@ -209,7 +209,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_backward_element(
   const I c = (index / pooled_w / pooled_h) % channels;
   const I k = index / pooled_w / pooled_h / channels;
 
-  const T* roi = rois + k * 5;
+  const acc_t<T>* roi = rois + k * 5;
   if (roi_flags(roi, batch_size) != 0) return;
   const A grad = to_acc(grad_output[index]);
   const I batch = static_cast<I>(to_acc(roi[0]));

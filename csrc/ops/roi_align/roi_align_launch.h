@@ -22,27 +22,31 @@ struct RoIAlignShape {
   }
 };
 
-// Output elements [begin, end) of the [K, C, PH, PW] output.
+// Output elements [begin, end) of the [K, C, PH, PW] output. T: float,
+// double, HostHalf, HostBFloat16 (read directly, computed in float); rois,
+// argmax_y/argmax_x and grad_input in acc_t<T>, as on CUDA.
 template <typename T>
-void roi_align_forward_cpu(const T* input, const T* rois,
-                           const RoIAlignShape& s, T spatial_scale,
-                           int64_t begin, int64_t end, T* output, T* argmax_y,
-                           T* argmax_x);
+void roi_align_forward_cpu(const T* input, const acc_t<T>* rois,
+                           const RoIAlignShape& s, acc_t<T> spatial_scale,
+                           int64_t begin, int64_t end, T* output,
+                           acc_t<T>* argmax_y, acc_t<T>* argmax_x);
 
 // Channels [c_begin, c_end) of grad_input, which the caller has zeroed: an
 // output element of channel c adds only to channel c of its RoI's image, so
 // disjoint channel ranges may run in parallel (and each sums in a fixed order).
 template <typename T>
-void roi_align_backward_cpu(const T* grad_output, const T* rois,
-                            const T* argmax_y, const T* argmax_x,
-                            const RoIAlignShape& s, T spatial_scale,
-                            int64_t c_begin, int64_t c_end, T* grad_input);
+void roi_align_backward_cpu(const T* grad_output, const acc_t<T>* rois,
+                            const acc_t<T>* argmax_y, const acc_t<T>* argmax_x,
+                            const RoIAlignShape& s, acc_t<T> spatial_scale,
+                            int64_t c_begin, int64_t c_end,
+                            acc_t<T>* grad_input);
 
 #if defined(VISDET_OPS_WITH_CUDA)
-// T: float, double, __half, __nv_bfloat16. argmax_y/argmax_x (max mode only,
+// T: float, double, __half, __nv_bfloat16. rois are in acc_t<T> (float32
+// beside 16-bit input: never rounded to 16 bits). argmax_y/argmax_x (max mode only,
 // else null) are in acc_t<T>: float for the 16-bit types.
 template <typename T>
-cudaError_t roi_align_forward_cuda_launch(const T* input, const T* rois,
+cudaError_t roi_align_forward_cuda_launch(const T* input, const acc_t<T>* rois,
                                           const RoIAlignShape& s,
                                           double spatial_scale, T* output,
                                           acc_t<T>* argmax_y,
@@ -53,7 +57,7 @@ cudaError_t roi_align_forward_cuda_launch(const T* input, const T* rois,
 // the caller) must be zeroed by the caller; accumulates with atomicAdd.
 template <typename T>
 cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
-                                           const T* rois,
+                                           const acc_t<T>* rois,
                                            const acc_t<T>* argmax_y,
                                            const acc_t<T>* argmax_x,
                                            const RoIAlignShape& s,

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/checks.h"
+#include "common/reduced_float.h"
 #include "common/rois.h"
 #include "roi_pool.h"
 #include "roi_pool_kernel.h"
@@ -44,7 +45,7 @@ RoIPoolShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_dim(input, 4, kOp, "input");
   check_rois(rois);
   check_floating(input, kOp, "input");
-  check_same_dtype(input, rois, kOp, "input", "rois");
+  check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   check_output_size(pooled_height, pooled_width);
   check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, kOp,
@@ -62,7 +63,9 @@ RoIPoolShape check_forward(const at::Tensor& input, const at::Tensor& rois,
               ": input must have a non-empty spatial size, got shape ",
               input.sizes());
   check_plane_fits_int32(s.height, s.width);
-  check_rois_values_nosync(rois, input.size(0), kOp);
+  // In the compute dtype, which the CPU check reads (16-bit RoIs widen exactly).
+  check_rois_values_nosync(rois.to(roi_compute_dtype(input.scalar_type())),
+                           input.size(0), kOp);
   return s;
 }
 
@@ -73,7 +76,7 @@ RoIPoolShape check_backward(const at::Tensor& grad_output,
   check_rois(rois);
   check_dim(grad_output, 4, kOp, "grad_output");
   check_floating(grad_output, kOp, "grad_output");
-  check_same_dtype(grad_output, rois, kOp, "grad_output", "rois");
+  check_rois_dtype(grad_output, rois, kOp, "grad_output");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_same_device(grad_output, argmax, kOp, "grad_output", "argmax");
   check_output_size(grad_output.size(2), grad_output.size(3));
@@ -113,7 +116,7 @@ RoIPoolForward roi_pool_prepare_forward(const at::Tensor& input,
                           spatial_scale);
   const RoIPoolShape& s = f.shape;
   f.input = input.contiguous();
-  f.rois = rois.contiguous();
+  f.rois = rois.to(roi_compute_dtype(input.scalar_type())).contiguous();
   f.output = at::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
                        input.options());
   f.argmax = at::empty_like(f.output, input.options().dtype(at::kInt));
@@ -129,7 +132,7 @@ RoIPoolBackward roi_pool_prepare_backward(const at::Tensor& grad_output,
   b.shape = check_backward(grad_output, rois, argmax, batch_size, channels,
                            height, width);
   b.grad_output = grad_output.contiguous();
-  b.rois = rois.contiguous();
+  b.rois = rois.to(roi_compute_dtype(grad_output.scalar_type())).contiguous();
   b.argmax = argmax.contiguous();
   b.grad_accum = at::zeros(
       {batch_size, channels, height, width},
@@ -146,24 +149,27 @@ namespace {
 std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu_kernel(
     const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale) {
-  check_cpu_float(input, kOp, "input");
   const RoIPoolForward f = roi_pool_prepare_forward(
       input, rois, pooled_height, pooled_width, spatial_scale);
   const RoIPoolShape& s = f.shape;
   const int64_t n = s.output_numel();
   if (n == 0) return f.outputs();
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_pool_forward_cpu", [&] {
-    const scalar_t* in = f.input.data_ptr<scalar_t>();
-    const scalar_t* r = f.rois.data_ptr<scalar_t>();
-    scalar_t* out = f.output.data_ptr<scalar_t>();
-    int32_t* am = f.argmax.data_ptr<int32_t>();
-    const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
-    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-      roi_pool_forward_cpu<scalar_t>(in, r, s,
-                                     static_cast<scalar_t>(spatial_scale),
-                                     begin, end, out, am);
-    });
-  });
+  // float16/bfloat16 are read directly (no float32 copy of the feature map).
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "roi_pool_forward_cpu",
+      [&] {
+        using T = host_t<scalar_t>;
+        using A = acc_t<T>;
+        const T* in = host_data<scalar_t>(f.input);
+        const A* r = f.rois.const_data_ptr<A>();
+        T* out = host_mutable_data<scalar_t>(f.output);
+        int32_t* am = f.argmax.mutable_data_ptr<int32_t>();
+        const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
+        at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+          roi_pool_forward_cpu<T>(in, r, s, static_cast<A>(spatial_scale),
+                                  begin, end, out, am);
+        });
+      });
   return f.outputs();
 }
 
@@ -172,22 +178,28 @@ at::Tensor roi_pool_backward_cpu_kernel(const at::Tensor& grad_output,
                                         const at::Tensor& argmax,
                                         int64_t batch_size, int64_t channels,
                                         int64_t height, int64_t width) {
-  check_cpu_float(grad_output, kOp, "grad_output");
   const RoIPoolBackward b = roi_pool_prepare_backward(
       grad_output, rois, argmax, batch_size, channels, height, width);
-  if (b.shape.output_numel() == 0) return b.grad_accum;
-  AT_DISPATCH_FLOATING_TYPES(grad_output.scalar_type(), "roi_pool_backward_cpu", [&] {
-    const scalar_t* go = b.grad_output.data_ptr<scalar_t>();
-    const scalar_t* r = b.rois.data_ptr<scalar_t>();
-    const int32_t* am = b.argmax.data_ptr<int32_t>();
-    scalar_t* gi = b.grad_accum.data_ptr<scalar_t>();
-    // Parallel over channels: each channel's gradient is written by its own
-    // output elements only, so this is race-free and sums in a fixed order.
-    at::parallel_for(0, b.shape.channels, 1, [&](int64_t begin, int64_t end) {
-      roi_pool_backward_cpu<scalar_t>(go, r, am, b.shape, begin, end, gi);
-    });
-  });
-  return b.grad_accum;
+  if (b.shape.output_numel() == 0) return b.grad_input();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, grad_output.scalar_type(),
+      "roi_pool_backward_cpu", [&] {
+        using T = host_t<scalar_t>;
+        using A = acc_t<T>;
+        const T* go = host_data<scalar_t>(b.grad_output);
+        const A* r = b.rois.const_data_ptr<A>();
+        const int32_t* am = b.argmax.const_data_ptr<int32_t>();
+        A* gi = b.grad_accum.mutable_data_ptr<A>();
+        // Parallel over channels: each channel's gradient is written by its
+        // own output elements only, so this is race-free and sums in a fixed
+        // order (in float for 16-bit grad_output, rounded once at the end).
+        at::parallel_for(0, b.shape.channels, 1,
+                         [&](int64_t begin, int64_t end) {
+                           roi_pool_backward_cpu<T>(go, r, am, b.shape, begin,
+                                                    end, gi);
+                         });
+      });
+  return b.grad_input();
 }
 
 }  // namespace

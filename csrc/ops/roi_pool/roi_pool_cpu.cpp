@@ -4,8 +4,8 @@
 namespace visdet_ops {
 
 template <typename T>
-void roi_pool_forward_cpu(const T* input, const T* rois,
-                          const RoIPoolShape& s, T spatial_scale,
+void roi_pool_forward_cpu(const T* input, const acc_t<T>* rois,
+                          const RoIPoolShape& s, acc_t<T> spatial_scale,
                           int64_t begin, int64_t end, T* output,
                           int32_t* argmax) {
   for (int64_t index = begin; index < end; ++index) {
@@ -16,10 +16,11 @@ void roi_pool_forward_cpu(const T* input, const T* rois,
 }
 
 template <typename T>
-void roi_pool_backward_cpu(const T* grad_output, const T* rois,
+void roi_pool_backward_cpu(const T* grad_output, const acc_t<T>* rois,
                            const int32_t* argmax, const RoIPoolShape& s,
-                           int64_t c_begin, int64_t c_end, T* grad_input) {
-  auto add = [grad_input](int64_t offset, T value) {
+                           int64_t c_begin, int64_t c_end,
+                           acc_t<T>* grad_input) {
+  auto add = [grad_input](int64_t offset, acc_t<T> value) {
     grad_input[offset] += value;
   };
   const int64_t plane = s.pooled_h * s.pooled_w;
@@ -35,15 +36,17 @@ void roi_pool_backward_cpu(const T* grad_output, const T* rois,
   }
 }
 
-#define VISDET_INSTANTIATE(T)                                               \
-  template void roi_pool_forward_cpu<T>(const T*, const T*,                 \
-                                        const RoIPoolShape&, T, int64_t,    \
-                                        int64_t, T*, int32_t*);             \
-  template void roi_pool_backward_cpu<T>(const T*, const T*, const int32_t*, \
-                                         const RoIPoolShape&, int64_t,      \
-                                         int64_t, T*);
+#define VISDET_INSTANTIATE(T)                                                \
+  template void roi_pool_forward_cpu<T>(const T*, const acc_t<T>*,           \
+                                        const RoIPoolShape&, acc_t<T>,       \
+                                        int64_t, int64_t, T*, int32_t*);     \
+  template void roi_pool_backward_cpu<T>(const T*, const acc_t<T>*,          \
+                                         const int32_t*, const RoIPoolShape&, \
+                                         int64_t, int64_t, acc_t<T>*);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)
+VISDET_INSTANTIATE(HostHalf)
+VISDET_INSTANTIATE(HostBFloat16)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

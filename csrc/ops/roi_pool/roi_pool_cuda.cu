@@ -7,7 +7,7 @@ namespace {
 
 template <typename T, typename I>
 __global__ void roi_pool_forward_kernel(const T* __restrict__ input,
-                                        const T* __restrict__ rois,
+                                        const acc_t<T>* __restrict__ rois,
                                         RoIPoolShape s, acc_t<T> spatial_scale,
                                         T* __restrict__ output,
                                         int32_t* __restrict__ argmax) {
@@ -25,7 +25,7 @@ __global__ void roi_pool_forward_kernel(const T* __restrict__ input,
 // before sm_80 (bfloat16) and would round every partial sum to 8-11 bits.
 template <typename T, typename I>
 __global__ void roi_pool_backward_kernel(const T* __restrict__ grad_output,
-                                         const T* __restrict__ rois,
+                                         const acc_t<T>* __restrict__ rois,
                                          const int32_t* __restrict__ argmax,
                                          RoIPoolShape s,
                                          acc_t<T>* grad_input) {
@@ -54,7 +54,7 @@ bool fits_int32(const RoIPoolShape& s) {
 }  // namespace
 
 template <typename T>
-cudaError_t roi_pool_forward_cuda_launch(const T* input, const T* rois,
+cudaError_t roi_pool_forward_cuda_launch(const T* input, const acc_t<T>* rois,
                                          const RoIPoolShape& s,
                                          double spatial_scale, T* output,
                                          int32_t* argmax, cudaStream_t stream) {
@@ -74,7 +74,7 @@ cudaError_t roi_pool_forward_cuda_launch(const T* input, const T* rois,
 }
 
 template <typename T>
-cudaError_t roi_pool_backward_cuda_launch(const T* grad_output, const T* rois,
+cudaError_t roi_pool_backward_cuda_launch(const T* grad_output, const acc_t<T>* rois,
                                           const int32_t* argmax,
                                           const RoIPoolShape& s,
                                           acc_t<T>* grad_input,
@@ -95,10 +95,10 @@ cudaError_t roi_pool_backward_cuda_launch(const T* grad_output, const T* rois,
 
 #define VISDET_INSTANTIATE(T)                                                 \
   template cudaError_t roi_pool_forward_cuda_launch<T>(                       \
-      const T*, const T*, const RoIPoolShape&, double, T*, int32_t*,          \
+      const T*, const acc_t<T>*, const RoIPoolShape&, double, T*, int32_t*,          \
       cudaStream_t);                                                          \
   template cudaError_t roi_pool_backward_cuda_launch<T>(                      \
-      const T*, const T*, const int32_t*, const RoIPoolShape&, acc_t<T>*,     \
+      const T*, const acc_t<T>*, const int32_t*, const RoIPoolShape&, acc_t<T>*,     \
       cudaStream_t);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)

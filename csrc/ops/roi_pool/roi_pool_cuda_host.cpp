@@ -23,8 +23,9 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda_kernel(
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, input.scalar_type(), "roi_pool_forward_cuda",
       [&] {
-        C10_CUDA_CHECK(roi_pool_forward_cuda_launch(
-            cuda_data<scalar_t>(f.input), cuda_data<scalar_t>(f.rois),
+        using T = cuda_t<scalar_t>;
+        C10_CUDA_CHECK(roi_pool_forward_cuda_launch<T>(
+            cuda_data<scalar_t>(f.input), f.rois.const_data_ptr<acc_t<T>>(),
             f.shape, spatial_scale, cuda_mutable_data<scalar_t>(f.output),
             f.argmax.mutable_data_ptr<int32_t>(), stream));
       });
@@ -49,7 +50,7 @@ at::Tensor roi_pool_backward_cuda_kernel(const at::Tensor& grad_output,
       "roi_pool_backward_cuda", [&] {
         using T = cuda_t<scalar_t>;
         C10_CUDA_CHECK(roi_pool_backward_cuda_launch<T>(
-            cuda_data<scalar_t>(b.grad_output), cuda_data<scalar_t>(b.rois),
+            cuda_data<scalar_t>(b.grad_output), b.rois.const_data_ptr<acc_t<T>>(),
             b.argmax.const_data_ptr<int32_t>(), b.shape,
             b.grad_accum.mutable_data_ptr<acc_t<T>>(), stream));
       });

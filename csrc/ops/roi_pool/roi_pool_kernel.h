@@ -63,7 +63,7 @@ VISDET_HOST_DEVICE VISDET_INLINE I clip_to_index(A v, I limit) {
 // index outside [0, batch_size)) gives NaN and argmax -1 and reads no input.
 template <typename T, typename I>
 VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_element(
-    I index, const T* input, const T* rois, int64_t batch_size, I channels,
+    I index, const T* input, const acc_t<T>* rois, int64_t batch_size, I channels,
     I height, I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
     T* output, int32_t* argmax) {
   using A = acc_t<T>;
@@ -72,7 +72,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_element(
   const I c = (index / pooled_w / pooled_h) % channels;
   const I k = index / pooled_w / pooled_h / channels;
 
-  const T* roi = rois + k * 5;
+  const acc_t<T>* roi = rois + k * 5;
   if (roi_flags(roi, batch_size) != 0) {
     output[index] = from_acc<T>(quiet_nan<A>());
     argmax[index] = -1;
@@ -125,14 +125,14 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_element(
 // nothing.
 template <typename T, typename I, typename AddFn>
 VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_backward_element(
-    I index, const T* grad_output, const T* rois, const int32_t* argmax,
+    I index, const T* grad_output, const acc_t<T>* rois, const int32_t* argmax,
     int64_t batch_size, I channels, I height, I width, I pooled_h, I pooled_w,
     AddFn add) {
   const int32_t chosen = argmax[index];
   if (chosen < 0 || static_cast<I>(chosen) >= height * width) return;
   const I c = (index / pooled_w / pooled_h) % channels;
   const I k = index / pooled_w / pooled_h / channels;
-  const T* roi = rois + k * 5;
+  const acc_t<T>* roi = rois + k * 5;
   if (roi_flags(roi, batch_size) != 0) return;
   const I batch = static_cast<I>(to_acc(roi[0]));
   add((batch * channels + c) * height * width + static_cast<I>(chosen),

@@ -33,7 +33,9 @@ SoftNmsPrepared soft_nms_prepare(const at::Tensor& boxes,
   p.n = boxes.size(0);
   if (p.n == 0) return p;
   const at::ScalarType compute =
-      boxes.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+      boxes.scalar_type() == at::kDouble || scores.scalar_type() == at::kDouble
+          ? at::kDouble
+          : at::kFloat;
   at::Tensor b = boxes, s = scores;
   if (idxs.has_value()) {
     // Stable: within a class, positions keep input order (the tie-break).
