@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheel", type=Path, help="test this wheel instead of building in place")
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--skip-sanitizer", action="store_true")
+    parser.add_argument("--skip-tests", action="store_true", help="sanitize and bench only")
     parser.add_argument("--pytest-args", default="", help="extra pytest arguments")
     parser.add_argument(
         "--compiler-dir",
@@ -131,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         f"--junitxml={junit}",
         *args.pytest_args.split(),
     ]
-    rc, took = run(pytest_cmd, out / "pytest.log", env, scratch, 900)
-    report["steps"]["pytest"] = {"rc": rc, "seconds": round(took, 1), **junit_counts(junit)}
+    if not args.skip_tests:
+        rc, took = run(pytest_cmd, out / "pytest.log", env, scratch, 900)
+        report["steps"]["pytest"] = {"rc": rc, "seconds": round(took, 1), **junit_counts(junit)}
 
     sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     for tool in () if args.skip_sanitizer else ("memcheck", "racecheck", "initcheck"):

@@ -412,6 +412,87 @@ def carafe_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
     return None
 
 
+def _autocast_forward_backward(fn, ref, inputs, float32: set[int], constant: set[int], dtype, gen) -> str | None:
+    """fn under torch.autocast('cuda', dtype), with the inputs in `float32` kept float32 (RoIs, sampling
+    locations: what an AMP step gives the op) and the others 16-bit; ref on float64 copies of the same
+    values. The output must come out in the autocast dtype and each gradient (of the inputs not in
+    `constant`) in its input's dtype."""
+    kinds = [torch.float32 if i in float32 else dtype for i in range(len(inputs))]
+    rounded = [t.to(k).double() for t, k in zip(inputs, kinds, strict=True)]
+    diff = [i not in constant for i in range(len(inputs))]
+    ref_in = [t.clone().requires_grad_(d) for t, d in zip(rounded, diff, strict=True)]
+    want = ref(*ref_in)
+    grad = torch.randn(want.shape, generator=gen, dtype=torch.float64).to(dtype).double()
+    want_grads = torch.autograd.grad(want, [t for t in ref_in if t.requires_grad], grad)
+    dev_in = [t.cuda().to(k).requires_grad_(d) for t, k, d in zip(rounded, kinds, diff, strict=True)]
+    with torch.autocast("cuda", dtype):
+        got = fn(*dev_in)
+    if got.dtype != dtype:
+        return f"output dtype {got.dtype} under {dtype} autocast"
+    wanted = [t for t in dev_in if t.requires_grad]
+    got_grads = torch.autograd.grad(got, wanted, grad.cuda().to(dtype))
+    torch.cuda.synchronize()
+    if not _close(got, want, dtype):
+        return "wrong forward"
+    for i, (t, g, w) in enumerate(zip(wanted, got_grads, want_grads, strict=True)):
+        if g.dtype != t.dtype:
+            return f"gradient {i} in {g.dtype}, its input is {t.dtype}"
+        if not _close(g, w, dtype):
+            return f"wrong gradient of input {i}"
+    return None
+
+
+@case
+def autocast_mixed_dtype_case(gen: torch.Generator, dtype: torch.dtype) -> str | None:
+    """The kernels that read a 16-bit map beside float32 RoIs / sampling locations (the AMP path)."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return None
+    x = torch.randn(2, 5, 12, 14, generator=gen, dtype=torch.float64)
+    boxes, _ = _boxes(9, gen)
+    rois = torch.cat([torch.randint(0, 2, (9, 1), generator=gen).double(), boxes], 1)
+    offset = torch.randn(9, 2, 3, 3, generator=gen, dtype=torch.float64) * 0.1
+    checks = {
+        "roi_align avg": (
+            lambda t, r: visdet_ops.roi_align(t, r, 3, 0.1, 2, "avg", True),
+            lambda t, r: roi_align_reference(t, r, (3, 3), 0.1, 2, "avg", True),
+            [x, rois],
+        ),
+        "roi_align max": (
+            lambda t, r: visdet_ops.roi_align(t, r, 3, 0.1, 0, "max", False),
+            lambda t, r: roi_align_reference(t, r, (3, 3), 0.1, 0, "max", False),
+            [x, rois],
+        ),
+        "roi_pool": (
+            lambda t, r: visdet_ops.roi_pool(t, r, 3, 0.1),
+            lambda t, r: roi_pool_reference(t, r, (3, 3), 0.1),
+            [x, rois],
+        ),
+        "deform_roi_pool": (
+            lambda t, r, o: visdet_ops.deform_roi_pool(t, r, o, 3, 0.1, 2, 0.1),
+            lambda t, r, o: deform_roi_pool_reference(t, r, o, (3, 3), 0.1, 2, 0.1),
+            [x, rois, offset],
+        ),
+    }
+    for name, (fn, ref, inputs) in checks.items():
+        error = _autocast_forward_backward(fn, ref, inputs, {1}, {1}, dtype, gen)  # rois: float32, constant
+        if error is not None:
+            return f"{name} under autocast: {error}"
+    spatial, start = torch.tensor([[6, 7], [3, 4]]), torch.tensor([0, 42])
+    value = torch.randn(2, 54, 2, 32, generator=gen, dtype=torch.float64)
+    loc = torch.rand(2, 17, 2, 2, 4, 2, generator=gen, dtype=torch.float64) * 1.2 - 0.1
+    attn = torch.rand(2, 17, 2, 2, 4, generator=gen, dtype=torch.float64)
+    error = _autocast_forward_backward(
+        lambda v, lo, a: visdet_ops.multi_scale_deformable_attn(v, spatial.cuda(), start.cuda(), lo, a),
+        lambda v, lo, a: multi_scale_deformable_attn_reference(v, spatial, lo, a),
+        [value, loc, attn],
+        {1, 2},
+        set(),
+        dtype,
+        gen,
+    )
+    return None if error is None else f"multi_scale_deformable_attn under autocast: {error}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every case, or those whose name contains one of the arguments."""
     names = sys.argv[1:] if argv is None else argv

@@ -9,14 +9,14 @@ namespace {
 template <c10::DispatchKey kKey, c10::DeviceType kDevice>
 at::Tensor bbox_overlaps_autocast(const at::Tensor& bboxes1,
                                   const at::Tensor& bboxes2, int64_t mode,
-                                  bool aligned, int64_t offset) {
+                                  bool aligned, int64_t offset, double eps) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(kKey);
   static const auto op =
       find_op<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool,
-                         int64_t)>("visdet_ops::bbox_overlaps");
+                         int64_t, double)>("visdet_ops::bbox_overlaps");
   return op.call(autocast_to(at::kFloat, bboxes1, kDevice),
                  autocast_to(at::kFloat, bboxes2, kDevice), mode, aligned,
-                 offset);
+                 offset, eps);
 }
 
 }  // namespace
