@@ -4,6 +4,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include "common/checks.h"
+
 namespace visdet_ops {
 
 // rois must be [K, 5] with finite values and batch indices in
@@ -24,6 +26,25 @@ void check_rois_values_nosync(const at::Tensor& rois, int64_t batch_size,
 // Whether VISDET_OPS_SYNC_ROI_CHECKS=1 (read on every call, so a test or a
 // debugging session can switch it on at run time).
 bool sync_roi_checks_enabled();
+
+// The integer arguments every RoI op shares, before any work: the output size
+// per side, and that the output [K, C, PH, PW] fits int64.
+inline void check_roi_output_size(const at::Tensor& input,
+                                  const at::Tensor& rois, int64_t pooled_height,
+                                  int64_t pooled_width, const char* op) {
+  check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, op,
+                  "pooled_height");
+  check_int_range(pooled_width, 1, int_bounds::kMaxPooledSize, op,
+                  "pooled_width");
+  checked_numel({rois.size(0), input.size(1), pooled_height, pooled_width}, op,
+                "the output [K, C, PH, PW]");
+}
+
+// sampling_ratio of roi_align and deform_roi_pool: -1 and 0 are adaptive.
+inline void check_sampling_ratio(int64_t sampling_ratio, const char* op) {
+  check_int_range(sampling_ratio, int_bounds::kMinSamplingRatio,
+                  int_bounds::kMaxSamplingRatio, op, "sampling_ratio");
+}
 
 // The compute dtype of the RoI kernels for a storage dtype: float32 for
 // float16/bfloat16 (sample positions in max mode and gradient accumulation

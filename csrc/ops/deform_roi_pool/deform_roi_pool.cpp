@@ -52,14 +52,8 @@ DeformRoIPoolShape check_inputs(const at::Tensor& input, const at::Tensor& rois,
               spatial_scale);
   TORCH_CHECK(std::isfinite(gamma), kOp, ": gamma must be finite, got ",
               gamma);
-  check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, kOp,
-                  "pooled_height");
-  check_int_range(pooled_width, 1, int_bounds::kMaxPooledSize, kOp,
-                  "pooled_width");
-  check_int_range(sampling_ratio, int_bounds::kMinSamplingRatio,
-                  int_bounds::kMaxSamplingRatio, kOp, "sampling_ratio");
-  checked_numel({rois.size(0), input.size(1), pooled_height, pooled_width},
-                kOp, "the output [K, C, PH, PW]");
+  check_roi_output_size(input, rois, pooled_height, pooled_width, kOp);
+  check_sampling_ratio(sampling_ratio, kOp);
   const int64_t k = rois.size(0);
   if (offset != nullptr) {
     TORCH_CHECK(offset->dim() == 4 && offset->size(0) == k &&

@@ -48,14 +48,8 @@ RoIAlignShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   check_common(pooled_height, pooled_width, spatial_scale);
-  check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, kOp,
-                  "pooled_height");
-  check_int_range(pooled_width, 1, int_bounds::kMaxPooledSize, kOp,
-                  "pooled_width");
-  check_int_range(sampling_ratio, int_bounds::kMinSamplingRatio,
-                  int_bounds::kMaxSamplingRatio, kOp, "sampling_ratio");
-  checked_numel({rois.size(0), input.size(1), pooled_height, pooled_width},
-                kOp, "the output [K, C, PH, PW]");
+  check_roi_output_size(input, rois, pooled_height, pooled_width, kOp);
+  check_sampling_ratio(sampling_ratio, kOp);
   RoIAlignShape s{input.size(0), rois.size(0),  input.size(1),
                   input.size(2), input.size(3), pooled_height,
                   pooled_width,  sampling_ratio, parse_pool_mode(pool_mode),
@@ -81,8 +75,7 @@ RoIAlignShape check_backward(
   check_rois_dtype(grad_output, rois, kOp, "grad_output");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_common(grad_output.size(2), grad_output.size(3), spatial_scale);
-  check_int_range(sampling_ratio, int_bounds::kMinSamplingRatio,
-                  int_bounds::kMaxSamplingRatio, kOp, "sampling_ratio");
+  check_sampling_ratio(sampling_ratio, kOp);
   RoIAlignShape s{batch_size,          rois.size(0),        channels,
                   height,              width,               grad_output.size(2),
                   grad_output.size(3), sampling_ratio,      parse_pool_mode(pool_mode),

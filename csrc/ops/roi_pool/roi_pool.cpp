@@ -48,12 +48,7 @@ RoIPoolShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   check_output_size(pooled_height, pooled_width);
-  check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, kOp,
-                  "pooled_height");
-  check_int_range(pooled_width, 1, int_bounds::kMaxPooledSize, kOp,
-                  "pooled_width");
-  checked_numel({rois.size(0), input.size(1), pooled_height, pooled_width},
-                kOp, "the output [K, C, PH, PW]");
+  check_roi_output_size(input, rois, pooled_height, pooled_width, kOp);
   TORCH_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
               ": spatial_scale must be a positive finite number, got ",
               spatial_scale);
