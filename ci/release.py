@@ -181,7 +181,7 @@ def _set_version(project: Path, version: str) -> None:
 
 def rehearsal(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    python = args.python or find_python("3.10")
+    python = args.python or find_python(".".join(map(str, variant_matrix.rules.MIN_PYTHON)))
     matrix = variant_matrix.load()
     flavour = matrix.flavour(args.flavour)
     torch_version = flavour.torch_for(args.torch) if args.torch else matrix.tests_torch

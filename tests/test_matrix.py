@@ -130,3 +130,14 @@ def test_no_version_outside_the_matrix():
 def test_docs_matrix_is_up_to_date():
     want = variants.markdown(variants.load())
     assert (ROOT / "docs" / "matrix.md").read_text() == want, "run: python -m ci.matrix --markdown > docs/matrix.md"
+
+
+def test_abi3_floor_has_one_value():
+    """visdet_ops/_build_rules.py holds the abi3 floor; pyproject.toml's static fields must agree with it."""
+    import tomllib
+
+    floor = variants.rules.MIN_PYTHON
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["requires-python"] == f">={floor[0]}.{floor[1]}"
+    assert pyproject["tool"]["cibuildwheel"]["build"] == f"{variants.rules.ABI3_TAG}-manylinux_x86_64"
+    assert variants.rules.PY_LIMITED_API == f"0x{floor[0]:02X}{floor[1]:02X}0000"
