@@ -158,15 +158,15 @@ def check_mismatch(variant: str, torch_spec: str, url: str, work: Path, env: dic
     """`variant`'s wheel beside a torch of another minor: one clear ImportError, doctor exits 1."""
     py = venv(work / "venv-mismatch", env)
     run([py, "-m", "pip", "install", "--quiet", torch_spec], env)
-    found = run([py, "-c", "import torch; print(torch.__version__)"], env, cwd=work).stdout.strip()
+    probe = "import json, torch; print(json.dumps([torch.__version__, torch.version.cuda]))"
+    found, found_cuda = json.loads(run([py, "-c", probe], env, cwd=work).stdout)
     run(
         [py, "-m", "pip", "install", "--quiet", "--no-deps", "visdet-ops", "-f", f"{url}/{variant}/"], user_pip_env(env)
     )
     res = run([py, "-c", "import visdet_ops"], env, cwd=work, check=False)
     err = res.stderr
     print(err)
-    fix = rules.variant_for(found, run([py, "-c", "import torch; print(torch.version.cuda)"], env).stdout.strip()
-                            .replace("None", "") or None)  # fmt: skip
+    fix = rules.variant_for(found, found_cuda)
     checks = {
         "import fails": res.returncode != 0,
         "one exception, an ImportError": re.findall(r"^\w+Error: ", err, flags=re.M) == ["ImportError: "],
