@@ -30,80 +30,26 @@ else:
     LOAD_ERROR = None
     __version__ = BUILD_INFO["VERSION"]
 
-    from .ops.bbox_overlaps import bbox_overlaps  # noqa: E402
-    from .ops.carafe import CARAFE, CARAFENaive, CARAFEPack, carafe, carafe_naive  # noqa: E402
-    from .ops.corner_pool import CornerPool, bottom_pool, corner_pool, left_pool, right_pool, top_pool  # noqa: E402
-    from .ops.deform_conv import (  # noqa: E402
-        DeformConv2d,
-        DeformConv2dPack,
-        ModulatedDeformConv2d,
-        ModulatedDeformConv2dPack,
-        deform_conv2d,
-        modulated_deform_conv2d,
-    )
-    from .ops.deform_roi_pool import (  # noqa: E402
-        DeformRoIPool,
-        DeformRoIPoolPack,
-        ModulatedDeformRoIPoolPack,
-        deform_roi_pool,
-    )
-    from .ops.focal_loss import (  # noqa: E402
-        SigmoidFocalLoss,
-        SoftmaxFocalLoss,
-        sigmoid_focal_loss,
-        softmax_focal_loss,
-    )
-    from .ops.masked_conv import MaskedConv2d, masked_conv2d  # noqa: E402
-    from .ops.multi_scale_deform_attn import (  # noqa: E402
-        MultiScaleDeformableAttention,
-        MultiScaleDeformableAttnFunction,
-        multi_scale_deformable_attn,
-        multi_scale_deformable_attn_pytorch,
-    )
-    from .ops.nms import batched_nms, nms, nms_match, soft_nms  # noqa: E402
-    from .ops.roi_align import RoIAlign, roi_align  # noqa: E402
-    from .ops.roi_pool import RoIPool, roi_pool  # noqa: E402
+    def _export_op_modules() -> list[str]:
+        """Every op module of visdet_ops/ops/ (a module per op family, found by name; `_*.py` are helpers)
+        and its __all__: adding an op adds its module, nothing here."""
+        import importlib
+        import pkgutil
 
-    __all__ = [
-        "BUILD_INFO",
-        "CARAFE",
-        "CARAFENaive",
-        "CARAFEPack",
-        "CornerPool",
-        "DeformConv2d",
-        "DeformConv2dPack",
-        "DeformRoIPool",
-        "DeformRoIPoolPack",
-        "MaskedConv2d",
-        "ModulatedDeformConv2d",
-        "ModulatedDeformConv2dPack",
-        "ModulatedDeformRoIPoolPack",
-        "MultiScaleDeformableAttention",
-        "MultiScaleDeformableAttnFunction",
-        "RoIAlign",
-        "RoIPool",
-        "SigmoidFocalLoss",
-        "SoftmaxFocalLoss",
-        "batched_nms",
-        "bbox_overlaps",
-        "bottom_pool",
-        "carafe",
-        "carafe_naive",
-        "corner_pool",
-        "deform_conv2d",
-        "deform_roi_pool",
-        "left_pool",
-        "masked_conv2d",
-        "modulated_deform_conv2d",
-        "multi_scale_deformable_attn",
-        "multi_scale_deformable_attn_pytorch",
-        "nms",
-        "nms_match",
-        "right_pool",
-        "roi_align",
-        "roi_pool",
-        "sigmoid_focal_loss",
-        "soft_nms",
-        "softmax_focal_loss",
-        "top_pool",
-    ]
+        from . import ops
+
+        exported: dict[str, str] = {}
+        for info in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{ops.__name__}.{info.name}")
+            for name in module.__all__:
+                if name in exported:
+                    raise ImportError(
+                        f"visdet_ops: {name} is exported by both ops.{exported[name]} and ops.{info.name}"
+                    )
+                exported[name] = info.name
+                globals()[name] = getattr(module, name)
+        return sorted(exported)
+
+    __all__ = ["BUILD_INFO", *_export_op_modules()]

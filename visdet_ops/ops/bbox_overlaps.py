@@ -10,6 +10,9 @@ import torch
 from ..reference.bbox_overlaps import bbox_overlaps_reference
 from . import _args, note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["bbox_overlaps"]
+
 _MODES = {"iou": 0, "iof": 1, "giou": 2}
 _MODE_NAMES = {v: k for k, v in _MODES.items()}
 

@@ -24,6 +24,9 @@ from torch import nn
 
 from . import _args, note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["CARAFE", "CARAFENaive", "CARAFEPack", "carafe", "carafe_naive"]
+
 _INT_BOUNDS = (
     ("kernel_size", _args.CARAFE_KERNEL),
     ("group_size", _args.CARAFE_GROUPS),

@@ -24,6 +24,9 @@ from torch import nn
 
 from . import note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["CornerPool", "bottom_pool", "corner_pool", "left_pool", "right_pool", "top_pool"]
+
 MODES = ("top", "bottom", "left", "right")
 
 

@@ -29,6 +29,16 @@ from torch.nn.modules.utils import _pair, _single
 
 from . import _args, note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = [
+    "DeformConv2d",
+    "DeformConv2dPack",
+    "ModulatedDeformConv2d",
+    "ModulatedDeformConv2dPack",
+    "deform_conv2d",
+    "modulated_deform_conv2d",
+]
+
 
 def _out_size(size, pad, dilation, kernel, stride):
     return (size + 2 * pad - (dilation * (kernel - 1) + 1)) // stride + 1

@@ -22,6 +22,9 @@ from torch import nn
 
 from . import _args, note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"]
+
 
 @torch.library.register_fake("visdet_ops::deform_roi_pool")
 def _deform_roi_pool_fake(input, rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio, gamma):

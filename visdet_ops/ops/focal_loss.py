@@ -27,6 +27,9 @@ from torch import nn
 
 from . import note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"]
+
 _REDUCTIONS = ("none", "mean", "sum")
 
 

@@ -25,6 +25,9 @@ from torch.nn.modules.utils import _pair
 
 from . import _args, note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["MaskedConv2d", "masked_conv2d"]
+
 
 @torch.library.register_fake("visdet_ops::masked_conv2d")
 def _masked_conv2d_fake(features, mask, weight, bias, pad_h, pad_w):

@@ -13,6 +13,14 @@ from torch import nn
 from ..reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 from . import _args, note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = [
+    "MultiScaleDeformableAttention",
+    "MultiScaleDeformableAttnFunction",
+    "multi_scale_deformable_attn",
+    "multi_scale_deformable_attn_pytorch",
+]
+
 _OP = "multi_scale_deformable_attn"
 
 

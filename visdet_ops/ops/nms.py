@@ -13,6 +13,9 @@ import torch
 
 from . import _args, note_device, renamed_kwargs, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["batched_nms", "nms", "nms_match", "soft_nms"]
+
 _SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
 
 

@@ -16,6 +16,9 @@ from torch import nn
 
 from . import _args, note_device, renamed_kwargs, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["RoIAlign", "roi_align"]
+
 _POOL_MODES = ("avg", "max")
 
 

@@ -17,6 +17,9 @@ from torch import nn
 
 from . import _args, note_device, smoke_test
 
+# The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
+__all__ = ["RoIPool", "roi_pool"]
+
 
 @torch.library.register_fake("visdet_ops::roi_pool")
 def _roi_pool_fake(input, rois, pooled_height, pooled_width, spatial_scale):

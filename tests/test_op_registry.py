@@ -1,0 +1,80 @@
+"""Every operator registered in torch.ops.visdet_ops has what the project promises for an op: a fake impl
+(torch.compile), an opcheck in its family's test file, an example case the doctor runs (its module's smoke
+test), a benchmark entry for its family and a docs section. A new op that misses one fails here, by name.
+
+An op's family is the module of visdet_ops/ops/ that registers its fake impl; its test file is
+tests/ops/test_<module>.py."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+from torch._library.simple_registry import singleton
+
+import visdet_ops
+from visdet_ops import _loader
+from visdet_ops.ops import SMOKE_TESTS
+
+ROOT = Path(__file__).resolve().parent.parent
+OPS = _loader.op_names()
+PUBLIC = [n for n in OPS if not n.split("::")[1].startswith("_")]
+BENCH = (ROOT / "benchmarks" / "bench.py").read_text()
+DOCS = (ROOT / "docs" / "ops.md").read_text()
+
+
+def _fake_module(qualname: str) -> str:
+    """The module whose register_fake registered qualname's fake impl (the op's module)."""
+    kernel = singleton.find(qualname).fake_impl.kernel
+    assert kernel is not None, f"{qualname} has no fake impl (torch.library.register_fake)"
+    path = Path(kernel.source.rsplit(":", 1)[0])  # "<file>:<line>" of the register_fake call
+    return f"visdet_ops.{path.parent.name}.{path.stem}"
+
+
+def test_the_registry_is_not_empty():
+    assert len(PUBLIC) >= 16 and all(n.startswith("visdet_ops::") for n in OPS)
+
+
+@pytest.mark.parametrize("qualname", OPS)
+def test_fake_impl(qualname):
+    assert _fake_module(qualname).startswith("visdet_ops.ops.")
+
+
+@pytest.mark.parametrize("qualname", OPS)
+def test_opcheck(qualname):
+    module = _fake_module(qualname).rsplit(".", 1)[1]
+    test_file = ROOT / "tests" / "ops" / f"test_{module}.py"
+    assert test_file.exists(), f"{qualname}: no test file {test_file.relative_to(ROOT)}"
+    text = test_file.read_text()
+    name = qualname.split("::")[1].lstrip("_")
+    # The op appears by name (an f-string builds some, e.g. f"_{kind}_focal_loss_backward").
+    stem = name.removesuffix("_backward")
+    assert "opcheck(" in text and stem in text, f"{test_file.name} runs no opcheck on {qualname}"
+
+
+@pytest.mark.parametrize("qualname", PUBLIC)
+def test_example_case_in_the_doctor(qualname):
+    module = _fake_module(qualname)
+    smoke_modules = {fn.__module__ for fn in SMOKE_TESTS.values()}
+    assert module in smoke_modules, f"{module} registers {qualname} but no @smoke_test example case"
+
+
+@pytest.mark.parametrize("qualname", PUBLIC)
+def test_benchmark_entry(qualname):
+    module = importlib.import_module(_fake_module(qualname))
+    timed = [n for n in module.__all__ if f"visdet_ops.{n}(" in BENCH or f"visdet_ops.{n}," in BENCH]
+    assert timed, f"benchmarks/bench.py times nothing of {module.__name__} ({qualname})"
+
+
+@pytest.mark.parametrize("qualname", PUBLIC)
+def test_docs_section(qualname):
+    name = qualname.split("::")[1]
+    assert f"`{name}" in DOCS, f"docs/ops.md does not describe {name}"
+
+
+def test_the_package_exports_what_the_op_modules_declare():
+    modules = {_fake_module(q) for q in OPS}
+    names = {n for m in modules for n in importlib.import_module(m).__all__}
+    assert names == set(visdet_ops.__all__) - {"BUILD_INFO"}
+    assert all(callable(getattr(visdet_ops, n)) for n in names)
