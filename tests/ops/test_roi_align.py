@@ -31,13 +31,36 @@ def case(rng, batch=2, channels=3, height=13, width=17, k=12, scale=0.5):
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-10, atol=1e-10)}
 
 
+def _near_tie(x, rois, output_size, scale, sampling_ratio, aligned, dtype) -> bool:
+    """Whether some bin's maximum is a near-tie that float32 and float64 break differently: the op's sample
+    positions (argmax_y/x) differ between the two. Such a choice must still be a maximum: its value must
+    equal the float64 one to float32 rounding, else this fails (a wrong pick is a bug, not a tie)."""
+    ph, pw = output_size
+    out_lo, ay_lo, ax_lo = torch.ops.visdet_ops.roi_align(
+        x.to(dtype), rois.to(dtype), ph, pw, scale, sampling_ratio, "max", aligned
+    )
+    out, ay, ax = torch.ops.visdet_ops.roi_align(x, rois, ph, pw, scale, sampling_ratio, "max", aligned)
+    moved = (ay_lo.double() - ay).abs().gt(1e-4) | (ax_lo.double() - ax).abs().gt(1e-4)
+    if not moved.any():
+        return False
+    torch.testing.assert_close(out_lo.double()[moved], out[moved], rtol=1e-5, atol=1e-5)
+    return True
+
+
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
 @pytest.mark.parametrize("aligned", [True, False])
 @pytest.mark.parametrize("sampling_ratio", [0, 1, 2])
 @pytest.mark.parametrize("output_size", [(7, 7), (3, 5)])
 def test_forward_backward_match_reference(device, dtype, rng, pool_mode, aligned, sampling_ratio, output_size):
-    x, rois = case(rng)
     scale = 0.5
+    x, rois = case(rng)
+    if pool_mode == "max" and dtype != torch.float64:
+        # Two samples of a bin within float32 rounding of each other: float32 and float64 may pick different
+        # maxima (both right), and the gradient lands on different pixels (seed 791606530): redraw those.
+        for _ in range(50):
+            if not _near_tie(x, rois, output_size, scale, sampling_ratio, aligned, dtype):
+                break
+            x, rois = case(rng)
     want = roi_align_reference(x.requires_grad_(), rois, output_size, scale, sampling_ratio, pool_mode, aligned)
     grad_out = torch.randn(want.shape, generator=rng, dtype=torch.float64)
     (want_grad,) = torch.autograd.grad(want, x, grad_out)
