@@ -220,6 +220,9 @@ def rehearsal(args: argparse.Namespace) -> int:
         smoke.run_smoke(site, site_url, work / "smoke", versions=[f"{v}+{variant}" for v in versions], source=project)
     finally:
         server.shutdown()
+    # Each venv holds a CUDA build of torch (~5 GB): keep the wheels, the site and the project copy, not them.
+    for venv_dir in [work / "build-venv", work / "test-venv", *(work / "smoke").glob("venv-*")]:
+        shutil.rmtree(venv_dir, ignore_errors=True)
     print(f"release rehearsal OK: {variant}, releases {versions}, {time.monotonic() - started:.0f} s")
     return 0
 
