@@ -19,13 +19,29 @@ import torch
 
 import visdet_ops
 
-# fn(gen, tv, results, copy_gbs): appends result rows; tv is torchvision.ops or None.
-BENCHES: list = []
+# (families, fn) in file order; fn(gen, tv, results, copy_gbs) appends result rows; tv is
+# torchvision.ops or None. families: the op modules (visdet_ops/ops/<family>.py) whose ops fn times.
+BENCHES: list[tuple[tuple[str, ...], object]] = []
 
 
-def bench(fn):
-    BENCHES.append(fn)
-    return fn
+def bench(*families: str):
+    def register(fn):
+        BENCHES.append((families, fn))
+        return fn
+
+    return register
+
+
+def op_families() -> list[str]:
+    """What must be benchmarked: every op module of visdet_ops/ops/ (each declares an example case)."""
+    from visdet_ops.ops import EXAMPLES
+
+    return sorted(EXAMPLES)
+
+
+def unbenchmarked_families() -> list[str]:
+    covered = {f for families, _ in BENCHES for f in families}
+    return [f for f in op_families() if f not in covered]
 
 
 def cuda_time_ms(fn, warmup: int = 10, repeat: int = 50) -> dict:
@@ -67,7 +83,7 @@ def detection_boxes(n: int, gen: torch.Generator, image=(800, 1333)) -> tuple[to
     return boxes.cuda(), torch.rand(n, generator=gen).cuda()
 
 
-@bench
+@bench("nms")
 def bench_nms(gen, tv, results: list, copy_gbs: float) -> None:
     for n in (1000, 5000, 20000):
         boxes, scores = detection_boxes(n, gen)
@@ -81,7 +97,7 @@ def bench_nms(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
-@bench
+@bench("nms")
 def bench_batched_nms(gen, tv, results: list, copy_gbs: float) -> None:
     # mmdet's test-time config: 80 classes, iou 0.5, default split_thr (10000).
     cfg = {"type": "nms", "iou_threshold": 0.5}
@@ -115,7 +131,7 @@ def cpu_time_ms(fn, warmup: int = 1, repeat: int = 5) -> dict:
     return {"median_ms": statistics.median(times), "p10_ms": times[0], "p90_ms": times[-1]}
 
 
-@bench
+@bench("nms")
 def bench_soft_nms(gen, tv, results: list, copy_gbs: float) -> None:
     # Peer: our own CPU kernel (mmcv has soft_nms on the CPU only).
     for n, method in ((1000, "linear"), (5000, "linear"), (5000, "gaussian")):
@@ -132,7 +148,7 @@ def bench_soft_nms(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
-@bench
+@bench("bbox_overlaps")
 def bench_bbox_overlaps(gen, tv, results: list, copy_gbs: float) -> None:
     for m, n in ((1000, 1000), (5000, 5000), (20000, 20000), (20000, 100)):
         a, _ = detection_boxes(m, gen)
@@ -160,7 +176,7 @@ def bench_bbox_overlaps(gen, tv, results: list, copy_gbs: float) -> None:
     results.append(row)
 
 
-@bench
+@bench("roi_align")
 def bench_roi_align(gen, tv, results: list, copy_gbs: float) -> None:
     # FPN levels of a 2-image batch at 800x1333: strides 4..32, 256 channels.
     levels = [(4, 200, 336), (8, 100, 168), (16, 50, 84), (32, 25, 42)]
@@ -207,7 +223,34 @@ def bench_roi_align(gen, tv, results: list, copy_gbs: float) -> None:
             results.append(row)
 
 
-@bench
+@bench("roi_align", "roi_pool")
+def bench_roi_overhead(gen, tv, results: list, copy_gbs: float) -> None:
+    # The fixed per-call cost against torchvision: 1000 RoIs, 1 channel, a 1x1 output, so kernel
+    # time is negligible and what remains is launch, validation and autograd overhead.
+    x = torch.randn(2, 1, 8, 8, generator=gen).cuda()
+    xg = x.clone().requires_grad_()
+    rois = torch.tensor([[0, 1, 1, 5, 5.0]] * 1000).cuda()
+    cases = [("roi_align", lambda t: visdet_ops.roi_align(t, rois, 1, 1.0, 1), None)]
+    cases.append(("roi_pool", lambda t: visdet_ops.roi_pool(t, rois, 1, 1.0), None))
+    if tv is not None:
+        cases = [
+            ("roi_align", cases[0][1], lambda t: tv.roi_align(t, rois, 1, 1.0, 1, True)),
+            ("roi_pool", cases[1][1], lambda t: tv.roi_pool(t, rois, 1, 1.0)),
+        ]
+    for op, ours, peer in cases:
+        for what, inp, step in (
+            ("forward", x, lambda f, t: f(t)),
+            ("fwd+bwd", xg, lambda f, t: f(t).sum().backward()),
+        ):
+            row = {"op": f"{op} {what}", "case": "per-call overhead: 1000 rois x 1 ch, 1x1 output"}
+            row["ours"] = cuda_time_ms(lambda s=step, f=ours, t=inp: s(f, t), warmup=20, repeat=200)
+            if peer is not None:
+                row["peer"] = cuda_time_ms(lambda s=step, f=peer, t=inp: s(f, t), warmup=20, repeat=200)
+                row["peer_name"] = f"torchvision.ops.{op}"
+            results.append(row)
+
+
+@bench("deform_roi_pool")
 def bench_deform_roi_pool(gen, tv, results: list, copy_gbs: float) -> None:
     # No peer: torchvision has no deform_roi_pool and mmcv is not installed on the
     # GPU machine. visdet_ops.roi_align (aligned=True, avg) on the same input and
@@ -264,7 +307,7 @@ def peak_memory_bytes(fn) -> int:
     return torch.cuda.max_memory_allocated() - base
 
 
-@bench
+@bench("focal_loss")
 def bench_focal_loss(gen, tv, results: list, copy_gbs: float) -> None:
     # RetinaNet-sized: 100k anchors x 80 classes; forward + backward (torch.autograd.grad).
     from visdet_ops.reference.focal_loss import py_sigmoid_focal_loss, py_softmax_focal_loss
@@ -330,7 +373,7 @@ def bench_focal_loss(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
-@bench
+@bench("roi_pool")
 def bench_roi_pool(gen, tv, results: list, copy_gbs: float) -> None:
     # The roi_align setup: FPN levels of a 2-image batch at 800x1333, strides 4..32, 256 channels.
     levels = [(4, 200, 336), (8, 100, 168), (16, 50, 84), (32, 25, 42)]
@@ -391,7 +434,7 @@ def dcn_case(channels: int, size: int, gen: torch.Generator) -> tuple[torch.Tens
     return x, offset, mask, weight, bias, grad
 
 
-@bench
+@bench("deform_conv")
 def bench_deform_conv(gen, tv, results: list, copy_gbs: float) -> None:
     # DCNv2 forward + backward (all five gradients) at DCN_SHAPES. Peer: torchvision's
     # deform_conv2d with mask and bias, same inputs, same backward.
@@ -435,7 +478,7 @@ def bench_deform_conv(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
-@bench
+@bench("roi_align", "deform_conv")
 def bench_amp(gen, tv, results: list, copy_gbs: float) -> None:
     # The AMP path: inside torch.autocast("cuda", float16), with what an AMP step hands
     # the ops (16-bit features/offsets/masks from convs, float32 RoIs and weights).
@@ -531,7 +574,7 @@ def _fwd_bwd(fn, inputs: list, grad: torch.Tensor):
     return run
 
 
-@bench
+@bench("carafe")
 def bench_carafe(gen, tv, results: list, copy_gbs: float) -> None:
     # CARAFE-FPN (mmdet configs/carafe): 256 channels, kernel 5, group 1,
     # x2 upsampling of each FPN level of a 2-image batch at 800 x 1333.
@@ -569,7 +612,7 @@ def _cummax_corner_pool(x: torch.Tensor, mode: str) -> torch.Tensor:
     return out.flip(dim) if flip else out
 
 
-@bench
+@bench("corner_pool")
 def bench_corner_pool(gen, tv, results: list, copy_gbs: float) -> None:
     # CornerNet's pooling input: 2 images, 128 channels at 128 x 128 (511 px input, stride 4).
     x = torch.randn(2, 128, 128, 128, generator=gen).cuda()
@@ -588,10 +631,11 @@ def bench_corner_pool(gen, tv, results: list, copy_gbs: float) -> None:
         results.append(row)
 
 
-@bench
+@bench("multi_scale_deform_attn")
 def bench_multi_scale_deformable_attn(gen, tv, results: list, copy_gbs: float) -> None:
-    # Deformable DETR on an 800x1200 batch of 4: 4 levels (strides 8..64), 8 heads,
-    # head_dim 32, 4 points; the encoder (queries = keys) and decoders of 300 and 900 queries.
+    # Deformable DETR at 800x1200: 4 levels (strides 8..64), 8 heads, head_dim 32, 4 points; the
+    # encoder (queries = keys, batch 2) and decoders of 300 and 900 queries (batch 8). Level tables
+    # on the GPU, as the model keeps them.
     # Peer: mmcv's multi_scale_deformable_attn_pytorch (F.grid_sample), ported verbatim
     # in visdet_ops.reference (one .tolist() of the level shapes instead of mmcv's per-level reads).
     from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
@@ -600,9 +644,9 @@ def bench_multi_scale_deformable_attn(gen, tv, results: list, copy_gbs: float) -
     sizes = shapes.prod(1)
     start = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]]).cuda()
     keys = int(sizes.sum())
-    bs, heads, dim, levels, points = 4, 8, 32, 4, 4
+    heads, dim, levels, points = 8, 32, 4, 4
     shapes_cuda = shapes.cuda()
-    for name, queries in (("encoder", keys), ("decoder", 300), ("decoder", 900)):
+    for name, bs, queries in (("encoder", 2, keys), ("decoder", 8, 300), ("decoder", 8, 900)):
         value = torch.randn(bs, keys, heads, dim, generator=gen).cuda().requires_grad_()
         loc = torch.rand(bs, queries, heads, levels, points, 2, generator=gen).cuda().requires_grad_()
         attn = torch.rand(bs, queries, heads, levels, points, generator=gen).cuda().softmax(-1).requires_grad_()
@@ -633,7 +677,7 @@ def bench_multi_scale_deformable_attn(gen, tv, results: list, copy_gbs: float) -
         results.append(row)
 
 
-@bench
+@bench("masked_conv")
 def bench_masked_conv(gen, tv, results: list, copy_gbs: float) -> None:
     # Guided-anchoring style: 256 -> 256 channels, 3x3, one FPN level, a
     # sparse location mask. Peer: the dense F.conv2d times the mask.
@@ -718,12 +762,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
-        "--only", nargs="+", metavar="NAME", help="run only the families whose function name contains a NAME"
+        "--only", nargs="+", metavar="NAME", help="run only the benchmarks of the op families named (op module names)"
     )
     args = parser.parse_args(argv)
-    benches = [fn for fn in BENCHES if not args.only or any(name in fn.__name__ for name in args.only)]
-    if not benches:
-        parser.error(f"--only {args.only} matches none of {[fn.__name__ for fn in BENCHES]}")
+    missing = unbenchmarked_families()
+    if missing:
+        print(f"op families without a benchmark: {missing} (add a @bench(family) function)", file=sys.stderr)
+        return 1
+    unknown = set(args.only or ()) - set(op_families())
+    if unknown:
+        parser.error(f"--only: {sorted(unknown)} are not op families; families: {op_families()}")
+    benches = [fn for families, fn in BENCHES if not args.only or set(families) & set(args.only)]
     if not torch.cuda.is_available():
         print("benchmarks need a CUDA device", file=sys.stderr)
         return 1

@@ -3,6 +3,8 @@ the time of the ops whose goals are tight goes (DCNv2 against torchvision's
 deform_conv2d, carafe against carafe_naive), at the shapes of bench.py.
 
   PYTHONPATH=. python3 benchmarks/profile_kernels.py [--steps 10] [--timeline]
+  ncu --kernel-name regex:col2im --launch-skip 1 --launch-count 1 \\
+      python3 benchmarks/profile_kernels.py --ncu-target CHANNELS SIZE
 
 Prints one table per case: kernel name (shortened), calls per step, GPU
 microseconds per step. --timeline instead prints, for DCNv2, where a step's
@@ -105,7 +107,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--timeline", action="store_true", help="host lead and idle gaps of DCNv2 steps")
+    parser.add_argument(
+        "--ncu-target",
+        nargs=2,
+        type=int,
+        metavar=("CHANNELS", "SIZE"),
+        help="run two DCNv2 forward + backward steps at that shape and nothing else, unprofiled: a target "
+        "for Nsight Compute (the second step's kernels are the warm ones)",
+    )
     args = parser.parse_args()
+    if args.ncu_target:
+        *leaves, grad = dcn_case(*args.ncu_target, torch.Generator().manual_seed(0))
+        x, offset, mask, weight, _ = (t.requires_grad_() for t in leaves)
+        for _ in range(2):
+            visdet_ops.modulated_deform_conv2d(x, offset, mask, weight, None, 1, 1, 1, 1, 1).backward(grad)
+        torch.cuda.synchronize()
+        return
     from torchvision import ops as tv
 
     gen = torch.Generator().manual_seed(0)

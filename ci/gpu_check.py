@@ -7,7 +7,7 @@
 2. runs the whole test suite with VISDET_OPS_REQUIRE_CUDA=1 (a skipped CUDA
    test is a failure there);
 3. runs compute-sanitizer memcheck, racecheck and initcheck over
-   ci/sanitize_cases.py, which launches every kernel forward and backward;
+   tests/sanitize_sweep.py, which launches every kernel forward and backward;
 4. runs benchmarks/bench.py;
 5. writes DIR/gpu-report.md and DIR/gpu-report.json.
 Standard library + torch only (nox may be absent there). Exit 0 only if every
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--target-processes", "all"]
         if tool == "memcheck":
             cmd += ["--leak-check", "no"]
-        rc, took = run([*cmd, sys.executable, "ci/sanitize_cases.py"], log, env, scratch, 600)
+        rc, took = run([*cmd, sys.executable, "tests/sanitize_sweep.py"], log, env, scratch, 600)
         text = log.read_text(errors="replace")
         summary = re.findall(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: (\d+) hazard", text)
         report["steps"][f"sanitizer {tool}"] = {"rc": rc, "seconds": round(took, 1), "summary": summary}

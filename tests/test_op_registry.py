@@ -1,6 +1,7 @@
 """Every operator registered in torch.ops.visdet_ops has what the project promises for an op: a fake impl
-(torch.compile), an opcheck in its family's test file, an example case the doctor runs (its module's smoke
-test), a benchmark entry for its family and a docs section. A new op that misses one fails here, by name.
+(torch.compile), an opcheck in its family's test file, its module's example case calling it (the doctor, the
+sanitizer sweep and tests/test_examples.py run those), a benchmark of its family in benchmarks/bench.py and a
+docs section. A new op that misses one fails here, by name.
 
 An op's family is the module of visdet_ops/ops/ that registers its fake impl; its test file is
 tests/ops/test_<module>.py."""
@@ -8,6 +9,7 @@ tests/ops/test_<module>.py."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,15 +17,22 @@ from torch._library.simple_registry import singleton
 
 import visdet_ops
 from visdet_ops import _loader
-from visdet_ops.ops import SMOKE_TESTS
+from visdet_ops.ops import EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = _loader.op_names()
 PUBLIC = [n for n in OPS if not n.split("::")[1].startswith("_")]
-BENCH = (ROOT / "benchmarks" / "bench.py").read_text()
 DOCS = (ROOT / "docs" / "ops.md").read_text()
 
 
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("visdet_ops_bench", ROOT / "benchmarks" / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _load_bench()
 def _fake_module(qualname: str) -> str:
     """The module whose register_fake registered qualname's fake impl (the op's module)."""
     kernel = singleton.find(qualname).fake_impl.kernel
@@ -54,17 +63,23 @@ def test_opcheck(qualname):
 
 
 @pytest.mark.parametrize("qualname", PUBLIC)
-def test_example_case_in_the_doctor(qualname):
-    module = _fake_module(qualname)
-    smoke_modules = {fn.__module__ for fn in SMOKE_TESTS.values()}
-    assert module in smoke_modules, f"{module} registers {qualname} but no @smoke_test example case"
+def test_example_case(qualname):
+    family = _fake_module(qualname).rsplit(".", 1)[1]
+    assert family in EXAMPLES, f"visdet_ops.ops.{family} registers {qualname} but declares no @example case"
+    name = qualname.split("::")[1]
+    assert name in EXAMPLES[family].ops, f"the example case of visdet_ops.ops.{family} does not call {name}"
 
 
 @pytest.mark.parametrize("qualname", PUBLIC)
 def test_benchmark_entry(qualname):
-    module = importlib.import_module(_fake_module(qualname))
-    timed = [n for n in module.__all__ if f"visdet_ops.{n}(" in BENCH or f"visdet_ops.{n}," in BENCH]
-    assert timed, f"benchmarks/bench.py times nothing of {module.__name__} ({qualname})"
+    family = _fake_module(qualname).rsplit(".", 1)[1]
+    covered = {f for families, _ in BENCH.BENCHES for f in families}
+    assert family in covered, f"benchmarks/bench.py has no @bench({family!r}) function ({qualname})"
+
+
+def test_the_benchmark_list_is_the_op_families():
+    assert BENCH.op_families() == sorted(EXAMPLES)
+    assert BENCH.unbenchmarked_families() == []
 
 
 @pytest.mark.parametrize("qualname", PUBLIC)

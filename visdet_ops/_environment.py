@@ -14,12 +14,17 @@ import sys
 VARIABLES: dict[str, tuple[str, str]] = {
     "VISDET_OPS_SYNC_CHECKS": (
         "run time",
-        "1: every host-side check of tensor values on CUDA (RoI coordinates and batch indices, class targets), "
+        "1: every host-side check of tensor values on CUDA (RoI coordinates and batch indices, class targets, MSDA level tables), "
         "each a device-to-host wait; a debugging switch",
     ),
     "VISDET_OPS_SYNC_ROI_CHECKS": (
         "run time",
         "1: CUDA RoI ops check the RoI values on the host and raise, instead of NaN output for a bad RoI",
+    ),
+    "VISDET_OPS_SYNC_LEVEL_CHECKS": (
+        "run time",
+        "1: CUDA multi_scale_deformable_attn checks level tables that live on the GPU on the host and raises, "
+        "instead of NaN output for a level outside value's keys",
     ),
     "VISDET_OPS_SYNC_TARGET_CHECKS": (
         "run time",

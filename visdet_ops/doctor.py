@@ -136,28 +136,32 @@ def collect() -> dict:
 
 
 def _ops_report(torch, info: dict, devices) -> dict:
+    """Each registered op that an op module's example case calls: its kernels, and the example's
+    result (float32) on each device. An example case runs once per device for all the ops it calls."""
     from visdet_ops import _loader
-    from visdet_ops.ops import SMOKE_TESTS
+    from visdet_ops.ops import EXAMPLES
 
     registered = _loader.op_names()
     ops: dict = {}
-    for name, smoke in SMOKE_TESTS.items():
-        qual = f"visdet_ops::{name}"
-        row = {
-            "cpu_kernel": qual in registered and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CPU"),
-            "cuda_kernel": bool(info["WITH_CUDA"]) and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CUDA"),
-            "smoke": {},
-        }
+    for example in EXAMPLES.values():
+        results: dict[str, str] = {}
         for device in devices:
             if device.type == "cuda" and not info["WITH_CUDA"]:
-                row["smoke"][device.type] = "skipped: CPU-only build"
+                results[device.type] = "skipped: CPU-only build"
                 continue
             try:
-                smoke(device)
-                row["smoke"][device.type] = "OK"
+                error = example.run(device, torch.float32, torch.Generator().manual_seed(0))
+                results[device.type] = "OK" if error is None else f"wrong result: {error}"
             except Exception as exc:  # noqa: BLE001 - every failure is reported
-                row["smoke"][device.type] = f"{type(exc).__name__}: {exc}"
-        ops[name] = row
+                results[device.type] = f"{type(exc).__name__}: {exc}"
+        for name in example.ops:
+            qual = f"visdet_ops::{name}"
+            ops[name] = {
+                "family": example.family,
+                "cpu_kernel": qual in registered and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CPU"),
+                "cuda_kernel": bool(info["WITH_CUDA"]) and torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CUDA"),
+                "smoke": dict(results),
+            }
     return ops
 
 

@@ -299,12 +299,23 @@ def test_bad_inputs_raw_op():
         BACKWARD_OP(grad_out, *bad_case().values(), 64)
 
 
-def test_bad_inputs_cuda():
+def test_bad_inputs_cuda(monkeypatch):
     require_cuda()
     args = {k: v.cuda() for k, v in bad_case().items()}
-    value = torch.zeros(2, 9, 2, 4, device="cuda")
-    with pytest.raises(RuntimeError, match=r"sum\(H \* W\) = 8 but value has 9 keys"):
-        multi_scale_deformable_attn(**{**args, "value": value})
+    # Level tables on the GPU are not read on the host by default (no sync): a level past value's
+    # keys gives NaN, tables short of the keys are used as they are.
+    short = torch.ones(2, 7, 2, 4, device="cuda")
+    out = multi_scale_deformable_attn(**{**args, "value": short, "attention_weights": args["attention_weights"] + 1})
+    assert out.isnan().all()
+    wide = torch.zeros(2, 9, 2, 4, device="cuda")
+    assert not multi_scale_deformable_attn(**{**args, "value": wide}).isnan().any()
+    for variable in ("VISDET_OPS_SYNC_LEVEL_CHECKS", "VISDET_OPS_SYNC_CHECKS"):
+        with monkeypatch.context() as m:
+            m.setenv(variable, "1")
+            with pytest.raises(RuntimeError, match=r"sum\(H \* W\) = 8 but value has 9 keys"):
+                multi_scale_deformable_attn(**{**args, "value": wide})
+            with pytest.raises(RuntimeError, match=r"puts level 1 \(1x2\) outside the keys of value \[0, 7\)"):
+                multi_scale_deformable_attn(**{**args, "value": short})
     with pytest.raises(RuntimeError, match="value and sampling_locations must be on the same device"):
         OP(args["value"], args["value_spatial_shapes"], args["value_level_start_index"],
            torch.zeros(2, 5, 2, 2, 3, 2), args["attention_weights"], 64)  # fmt: skip
@@ -317,9 +328,8 @@ def test_bad_inputs_cuda():
 
 def test_backward_bad_device_tables_stay_in_bounds(rng):
     """The CUDA backward does not read level tables that live on the GPU on the
-    host (no sync; its forward validated them): the kernel bounds-checks each
-    level, so a level outside the keys contributes nothing instead of
-    touching memory out of bounds."""
+    host (no sync): the kernel bounds-checks each level, so a level outside
+    the keys contributes nothing instead of touching memory out of bounds."""
     require_cuda()
     spatial, start = levels([(2, 3), (1, 2)])  # 8 keys
     value = torch.randn(2, 8, 2, 4, generator=rng, dtype=torch.float64).cuda()
@@ -545,3 +555,23 @@ def test_torch_compile_fullgraph(rng):
 def test_exports():
     assert visdet_ops.MultiScaleDeformableAttnFunction.apply is not None
     assert visdet_ops.multi_scale_deformable_attn_pytorch is not None
+
+
+def test_default_cuda_path_does_not_sync(rng):
+    """Forward and backward with the level tables on the GPU make the host wait for nothing (the
+    decoder of Deformable DETR calls the op with small inputs, where a sync per call dominated)."""
+    require_cuda()
+    spatial, start = levels([(6, 7), (3, 4)])
+    value = torch.randn(2, 54, 2, 32, generator=rng).cuda().requires_grad_()
+    loc = torch.rand(2, 30, 2, 2, 4, 2, generator=rng).cuda().requires_grad_()
+    attn = torch.rand(2, 30, 2, 2, 4, generator=rng).cuda().requires_grad_()
+    tables = (spatial.cuda(), start.cuda())
+    multi_scale_deformable_attn(value, *tables, loc, attn).sum().backward()  # warm: lazy inits may sync
+    torch.cuda.synchronize()
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = multi_scale_deformable_attn(value, *tables, loc, attn)
+        torch.autograd.grad(out, (value, loc, attn), torch.ones_like(out))
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)

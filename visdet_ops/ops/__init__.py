@@ -1,22 +1,44 @@
 """One module per op family. Each registers its fake impl, autograd formula
-and a smoke test (a tiny call checked against the float64 reference) that
-`visdet-ops doctor` runs on every device."""
+and one example case: a small call of every kernel of the family, forward and
+backward, checked against the float64 reference, in any float dtype on any
+device. `visdet-ops doctor` runs the example cases on each device, the
+compute-sanitizer sweep (tests/sanitize_sweep.py) runs them on CUDA in every
+dtype, and tests/test_examples.py on the CPU: adding an op adds its example to
+all three."""
 
 from __future__ import annotations
 
 import functools
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
-# name -> fn(device) that raises on a wrong result
-SMOKE_TESTS: dict[str, Callable[[torch.device], None]] = {}
+# fn(device, dtype, gen) -> None when right, else what is wrong (see _examples.py).
+ExampleCase = Callable[[torch.device, torch.dtype, torch.Generator], "str | None"]
 
 
-def smoke_test(name: str):
-    def register(fn: Callable[[torch.device], None]):
-        SMOKE_TESTS[name] = fn
+@dataclass(frozen=True)
+class Example:
+    family: str  # the op module's name (visdet_ops/ops/<family>.py)
+    ops: tuple[str, ...]  # the registered ops the case calls (the doctor reports each)
+    run: ExampleCase
+
+
+# family -> its example case, in import order of the op modules
+EXAMPLES: dict[str, Example] = {}
+
+
+def example(*ops: str):
+    """Registers the decorated function as its module's example case; `ops` names the registered ops
+    (torch.ops.visdet_ops.<name>) that it calls. One per module."""
+
+    def register(fn: ExampleCase) -> ExampleCase:
+        family = fn.__module__.rsplit(".", 1)[1]
+        if family in EXAMPLES:
+            raise RuntimeError(f"visdet_ops.ops.{family} registers a second example case")
+        EXAMPLES[family] = Example(family, ops, fn)
         return fn
 
     return register

@@ -8,7 +8,7 @@ import math
 import torch
 
 from ..reference.bbox_overlaps import bbox_overlaps_reference
-from . import _args, note_device, smoke_test
+from . import _args, example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["bbox_overlaps"]
@@ -116,11 +116,21 @@ def bbox_overlaps(
     return torch.ops.visdet_ops.bbox_overlaps(bboxes1, bboxes2, _MODES[mode], bool(aligned), int(offset), float(eps))
 
 
-@smoke_test("bbox_overlaps")
-def _smoke(device: torch.device) -> None:
-    a = torch.tensor([[0.0, 0, 10, 10], [5, 5, 15, 15]], device=device)
-    b = torch.tensor([[0.0, 0, 10, 10], [10, 0, 20, 10], [20, 20, 30, 30]], device=device)
-    got = bbox_overlaps(a, b).cpu()
-    want = bbox_overlaps_reference(a.double().cpu(), b.double().cpu()).float()
-    if not torch.allclose(got, want, atol=1e-6):
-        raise AssertionError(f"bbox_overlaps smoke: expected {want.tolist()}, got {got.tolist()}")
+@example("bbox_overlaps")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Every mode, batched, all pairs and aligned (offset 1)."""
+    from ._examples import boxes
+
+    a = boxes(70, gen)[0].reshape(2, 35, 4).to(dtype)
+    b = boxes(300, gen)[0].reshape(2, 150, 4).to(dtype)
+    tol = 1e-5 if dtype in (torch.float32, torch.float64) else 1e-2
+    for mode in _MODES:
+        got = bbox_overlaps(a.to(device), b.to(device), mode)
+        want = bbox_overlaps_reference(a.double(), b.double(), mode)
+        if not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
+            return f"bbox_overlaps {mode}: wrong result"
+        got = bbox_overlaps(a.to(device), a.flip(1).to(device), mode, True, 1)
+        want = bbox_overlaps_reference(a.double(), a.flip(1).double(), mode, True, 1)
+        if not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
+            return f"bbox_overlaps {mode} aligned: wrong result"
+    return None

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _args, note_device, smoke_test
+from . import _args, example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["CARAFE", "CARAFENaive", "CARAFEPack", "carafe", "carafe_naive"]
@@ -217,15 +217,25 @@ class CARAFEPack(nn.Module):
         return self.feature_reassemble(x, mask)
 
 
-@smoke_test("carafe")
-def _smoke(device: torch.device) -> None:
+@example("carafe", "carafe_naive")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Both ops, forward and backward: a map that is not a multiple of the 32 x 8 tile with more
+    channels than one chunk (32); on CUDA k=5 in float64 takes the tiled path, k=7 the fallback."""
     from ..reference.carafe import carafe_reference
+    from ._examples import forward_backward
 
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 4, 5, 6, generator=gen, dtype=torch.float64)
-    masks = torch.rand(2, 2 * 9, 10, 12, generator=gen, dtype=torch.float64)
-    want = carafe_reference(x, masks, 3, 2, 2)
-    for fn in (carafe, carafe_naive):
-        got = fn(x.to(device), masks.to(device), 3, 2, 2).cpu()
-        if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
-            raise AssertionError(f"{fn.__name__} smoke: max error {(got - want).abs().max().item():.3g}")
+    x = torch.randn(2, 40, 11, 21, generator=gen, dtype=torch.float64)
+    for k, g in ((5, 2), (7, 1)):
+        masks = torch.randn(2, g, k * k, 22, 42, generator=gen, dtype=torch.float64).softmax(2).view(2, -1, 22, 42)
+        for fn in (carafe, carafe_naive):
+            error = forward_backward(
+                lambda f, m, fn=fn, k=k, g=g: fn(f, m, k, g, 2),
+                lambda f, m, k=k, g=g: carafe_reference(f, m, k, g, 2),
+                [x, masks],
+                dtype,
+                gen,
+                device,
+            )
+            if error is not None:
+                return f"{fn.__name__} k={k}: {error}"
+    return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import note_device, smoke_test
+from . import example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["CornerPool", "bottom_pool", "corner_pool", "left_pool", "right_pool", "top_pool"]
@@ -110,14 +110,18 @@ class CornerPool(nn.Module):
         return f"mode={self.mode!r}"
 
 
-@smoke_test("corner_pool")
-def _smoke(device: torch.device) -> None:
+@example("corner_pool")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Every mode, forward and backward, on small integers: ties along every scan (the backward's tie
+    rule)."""
     from ..reference.corner_pool import corner_pool_reference
+    from ._examples import forward_backward
 
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 4, (2, 3, 5, 6), generator=gen).double()
+    x = torch.randint(-3, 4, (2, 3, 37, 45), generator=gen).double()
     for mode in MODES:
-        got = corner_pool(x.to(device), mode).cpu()
-        want = corner_pool_reference(x, mode)
-        if not torch.equal(got, want):
-            raise AssertionError(f"corner_pool smoke ({mode}): wrong result")
+        error = forward_backward(
+            lambda t, m=mode: corner_pool(t, m), lambda t, m=mode: corner_pool_reference(t, m), [x], dtype, gen, device
+        )
+        if error is not None:
+            return f"corner_pool {mode}: {error}"
+    return None

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.utils import _pair, _single
 
-from . import _args, note_device, smoke_test
+from . import _args, example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = [
@@ -462,21 +462,47 @@ class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
         )
 
 
-@smoke_test("deform_conv2d")
-def _smoke(device: torch.device) -> None:
+@example("deform_conv2d")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """DCNv2 (mask, bias, 2 groups, 2 deform groups, 2 images in one chunk) and DCNv1 (chunks of 1):
+    im2col and the fused col2im, forward and backward. A 9x10 map; a 12x40 map (width a multiple of 4:
+    the paired vector atomics of the float backward on sm_90) with 40 channels and offsets up to 7 px;
+    32 channels of a 3x2 kernel on a 3x4 map (the channel-slice path)."""
     from ..reference.deform_conv import deform_conv2d_reference
+    from ._examples import synchronize
 
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 4, 7, 8, generator=gen, dtype=torch.float64)
-    weight = torch.randn(6, 2, 3, 3, generator=gen, dtype=torch.float64)
-    bias = torch.randn(6, generator=gen, dtype=torch.float64)
-    # fractional parts away from 0 so no sample sits on a pixel edge
-    offset = torch.randint(-2, 3, (2, 36, 7, 8), generator=gen) + 0.1 + 0.8 * torch.rand(2, 36, 7, 8, generator=gen)
-    offset = offset.double()
-    mask = torch.rand(2, 18, 7, 8, generator=gen, dtype=torch.float64)
-    got = modulated_deform_conv2d(
-        x.to(device), offset.to(device), mask.to(device), weight.to(device), bias.to(device), 1, 1, 1, 2, 2
-    ).cpu()
-    want = deform_conv2d_reference(x, offset, mask, weight, bias, (1, 1), (1, 1), (1, 1), 2, 2)
-    if not torch.allclose(got, want, rtol=1e-9, atol=1e-10):
-        raise AssertionError(f"deform_conv2d smoke: max error {(got - want).abs().max().item():.3g}")
+    for channels, h, w, (kh, kw), reach in ((8, 9, 10, (3, 3), 2), (40, 12, 40, (3, 3), 6), (32, 3, 4, (3, 2), 2)):
+        kk = kh * kw
+        pad = (kh // 2, kw // 2)
+        oh, ow = h + 2 * pad[0] - kh + 1, w + 2 * pad[1] - kw + 1
+        x = torch.randn(2, channels, h, w, generator=gen, dtype=torch.float64).to(dtype).double()
+        weight = (torch.randn(6, channels // 2, kh, kw, generator=gen, dtype=torch.float64) * 0.2).to(dtype).double()
+        bias = torch.randn(6, generator=gen, dtype=torch.float64).to(dtype).double()
+        # fractional parts away from 0 so no sample sits on a pixel edge (a kink of the gradient)
+        offset = torch.randint(-reach, reach + 1, (2, 4 * kk, oh, ow), generator=gen)
+        offset = offset + 0.1 + 0.8 * torch.rand(2, 4 * kk, oh, ow, generator=gen)
+        offset = offset.double().to(dtype).double()
+        mask = torch.rand(2, 2 * kk, oh, ow, generator=gen, dtype=torch.float64).to(dtype).double()
+        tol = 1e-4 if dtype in (torch.float32, torch.float64) else 5e-2
+        for with_mask in (True, False):
+            ref = [t.clone().requires_grad_() for t in (x, offset, mask, weight, bias)]
+            want = deform_conv2d_reference(
+                ref[0], ref[1], ref[2] if with_mask else None, ref[3], ref[4] if with_mask else None,
+                (1, 1), pad, (1, 1), 2, 2,
+            )  # fmt: skip
+            grad = torch.randn(want.shape, generator=gen, dtype=torch.float64).to(dtype).double()
+            used = [0, 1, 2, 3, 4] if with_mask else [0, 1, 3]
+            want_grads = torch.autograd.grad(want, [ref[i] for i in used], grad)
+            dev = [t.to(device, dtype, copy=True).requires_grad_() for t in (x, offset, mask, weight, bias)]
+            if with_mask:
+                out = modulated_deform_conv2d(dev[0], dev[1], dev[2], dev[3], dev[4], 1, pad, 1, 2, 2)
+            else:
+                out = deform_conv2d(dev[0], dev[1], dev[3], 1, pad, 1, 2, 2, False, 1)
+            got_grads = torch.autograd.grad(out, [dev[i] for i in used], grad.to(device, dtype))
+            synchronize(device)
+            names = [("input", "offset", "mask", "weight", "bias")[i] for i in used]
+            for name, g, r in [("output", out, want), *zip(names, got_grads, want_grads, strict=True)]:
+                scale = max(r.abs().max().item(), 1.0)
+                if (g.detach().cpu().double() - r.detach()).abs().max().item() > tol * scale:
+                    return f"deform_conv2d (mask: {with_mask}, {channels} ch): wrong {name}"
+    return None

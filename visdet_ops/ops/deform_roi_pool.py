@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _args, note_device, smoke_test
+from . import _args, example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"]
@@ -226,21 +226,54 @@ class ModulatedDeformRoIPoolPack(DeformRoIPool):
         return d * mask
 
 
-@smoke_test("deform_roi_pool")
-def _smoke(device: torch.device) -> None:
-    from ..reference.deform_roi_pool import deform_roi_pool_reference
+# Fixed RoIs and offsets (no sample within 5e-4 px of an integer coordinate, where float32 rounding
+# could move the offset gradient by a kink), random features. Tolerances: the float64 reference on
+# the same rounded inputs.
+_EXAMPLE_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10, torch.float16: 5e-3, torch.bfloat16: 3e-2}
 
-    gen = torch.Generator().manual_seed(0)
-    x = torch.rand(2, 3, 8, 9, generator=gen, dtype=torch.float64)
-    rois = torch.tensor([[0, 1.0, 1.5, 6.0, 7.0], [1, 0.0, 0.0, 8.0, 4.5]], dtype=torch.float64)
-    offset = torch.randn(2, 2, 3, 3, generator=gen, dtype=torch.float64)
+
+@example("deform_roi_pool")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Forward, input gradient (atomics on CUDA) and offset gradient (shuffles), with and without
+    offsets; in a 16-bit dtype also under autocast beside float32 RoIs."""
+    from ..reference.deform_roi_pool import deform_roi_pool_reference
+    from ._examples import autocast_forward_backward, rois_for
+
+    x = torch.randn(2, 5, 9, 11, generator=gen, dtype=torch.float64).to(dtype).double()
+    rois = torch.tensor(
+        [[0, 1.3, 1.1, 7.2, 6.4], [1, -2.2, 0.3, 12.6, 9.1], [1, 3.1, 3.3, 3.6, 4.2], [0, 20.2, 20.3, 30.1, 30.4]],
+        dtype=torch.float64,
+    )
+    rois = rois.to(dtype).double()
+    offset = torch.linspace(-0.71, 0.93, 4 * 2 * 3 * 3, dtype=torch.float64).reshape(4, 2, 3, 3).to(dtype).double()
+    grad_out = torch.randn(4, 5, 3, 3, generator=gen, dtype=torch.float64).to(dtype).double()
+    tol = _EXAMPLE_TOLERANCE[dtype]
     for off in (None, offset):
-        got = deform_roi_pool(
-            x.to(device), rois.to(device), None if off is None else off.to(device), 3, 1.0, 2, 0.1
-        ).cpu()
-        want = deform_roi_pool_reference(x, rois, off, (3, 3), 1.0, 2, 0.1)
-        if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
-            what = "without" if off is None else "with"
-            raise AssertionError(
-                f"deform_roi_pool smoke ({what} offset): max error {(got - want).abs().max().item():.3g}"
-            )
+        xr = x.clone().requires_grad_()
+        orr = None if off is None else off.clone().requires_grad_()
+        want = deform_roi_pool_reference(xr, rois, orr, (3, 3), 1.0, 0, 0.3)
+        wants = torch.autograd.grad(want, (xr,) if orr is None else (xr, orr), grad_out)
+        xd = x.to(device, dtype, copy=True).requires_grad_()
+        od = None if off is None else off.to(device, dtype, copy=True).requires_grad_()
+        got = deform_roi_pool(xd, rois.to(device, dtype), od, 3, 1.0, 0, 0.3)
+        gots = torch.autograd.grad(got, (xd,) if od is None else (xd, od), grad_out.to(device, dtype))
+        what = "with" if off is not None else "without"
+        for name, g, w in zip(("output", "grad_input", "grad_offset"), (got, *gots), (want, *wants), strict=False):
+            g = g.detach().cpu().double()
+            scale = max(w.abs().max().item(), 1.0)
+            if not torch.allclose(g / scale, w.detach() / scale, rtol=tol, atol=tol):
+                return f"deform_roi_pool {what} offset: wrong {name} (max error {(g - w).abs().max().item():.3g})"
+    if dtype in (torch.float16, torch.bfloat16):
+        error = autocast_forward_backward(
+            lambda t, r, o: deform_roi_pool(t, r, o, 3, 0.1, 2, 0.1),
+            lambda t, r, o: deform_roi_pool_reference(t, r, o, (3, 3), 0.1, 2, 0.1),
+            [
+                torch.randn(2, 5, 12, 14, generator=gen, dtype=torch.float64),
+                rois_for(gen, 9),
+                torch.randn(9, 2, 3, 3, generator=gen, dtype=torch.float64) * 0.1,
+            ],
+            {1}, {1}, dtype, gen, device,
+        )  # fmt: skip
+        if error is not None:
+            return f"deform_roi_pool under autocast: {error}"
+    return None

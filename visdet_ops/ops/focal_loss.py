@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import note_device, smoke_test
+from . import example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"]
@@ -166,30 +166,53 @@ class SoftmaxFocalLoss(_FocalLoss):
     _loss = staticmethod(softmax_focal_loss)
 
 
-def _smoke(kind: str, device: torch.device) -> None:
-    from ..reference import focal_loss as reference
+@example("sigmoid_focal_loss", "softmax_focal_loss")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Both losses, every reduction (on CUDA: the elementwise and the block-sum + finalize kernels),
+    every softmax kernel shape (C = 3, 7, 16: lanes = C rounded up; 40: 2 logits a lane; 80: 8; 200:
+    row re-read), forward and backward; on CUDA the bad-target paths (a NaN loss by default, an error
+    naming the argument with VISDET_OPS_SYNC_TARGET_CHECKS=1; the CPU always raises)."""
+    import os
 
-    fn = sigmoid_focal_loss if kind == "sigmoid" else softmax_focal_loss
-    ref = getattr(reference, f"{kind}_focal_loss_reference")
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(6, 5, generator=gen, dtype=torch.float64) * 3
-    target = torch.tensor([0, 4, 5, 2, 5, 1])  # 5: background for the sigmoid, ignored (-1) for the softmax
-    if kind == "softmax":
-        target = torch.where(target == 5, -1, target)
-    weight = torch.rand(5, generator=gen, dtype=torch.float64) + 0.5
-    for reduction in _REDUCTIONS:
-        xd = x.to(device).requires_grad_()
-        got = fn(xd, target.to(device), 2.0, 0.25, weight.to(device), reduction)
-        (grad,) = torch.autograd.grad(got.sum(), xd)
-        xr = x.clone().requires_grad_()
-        want = ref(xr, target, 2.0, 0.25, weight, reduction)
-        (want_grad,) = torch.autograd.grad(want.sum(), xr)
-        for what, a, b in (("loss", got, want), ("grad", grad, want_grad)):
-            if not torch.allclose(a.detach().cpu(), b.detach(), rtol=1e-9, atol=1e-12):
-                err = (a.detach().cpu() - b.detach()).abs().max().item()
-                raise AssertionError(f"{kind}_focal_loss smoke ({reduction}, {what}): max error {err:.3g}")
+    from ..reference.focal_loss import sigmoid_focal_loss_reference, softmax_focal_loss_reference
+    from ._examples import synchronize
 
-
-# Named after the ops, which `visdet-ops doctor` looks up by these names.
-smoke_test("sigmoid_focal_loss")(lambda device: _smoke("sigmoid", device))
-smoke_test("softmax_focal_loss")(lambda device: _smoke("softmax", device))
+    rtol = {torch.float32: 1e-4, torch.float64: 1e-9, torch.float16: 4e-3, torch.bfloat16: 3e-2}[dtype]
+    kinds = (
+        (sigmoid_focal_loss, sigmoid_focal_loss_reference, "sigmoid"),
+        (softmax_focal_loss, softmax_focal_loss_reference, "softmax"),
+    )
+    for classes in (3, 7, 16, 40, 80, 200):
+        x = (torch.randn(300, classes, generator=gen, dtype=torch.float64) * 3).to(dtype).double()
+        target = torch.randint(0, classes + 1, (300,), generator=gen)
+        weight = (torch.rand(classes, generator=gen, dtype=torch.float64) + 0.5).to(dtype).double()
+        for fn, ref, name in kinds:
+            t = target if name == "sigmoid" else torch.where(target == classes, -1, target)
+            for reduction in _REDUCTIONS:
+                xd = x.to(device, dtype, copy=True).requires_grad_()
+                out = fn(xd, t.to(device), 2.0, 0.25, weight.to(device, dtype), reduction)
+                out.sum().backward()
+                synchronize(device)
+                xr = x.detach().clone().requires_grad_()
+                want = ref(xr, t, 2.0, 0.25, weight, reduction)
+                want.sum().backward()
+                for what, got, exp in (("loss", out.detach(), want.detach()), ("grad", xd.grad, xr.grad)):
+                    atol = rtol * exp.abs().max().item() * 1e-2 + 1e-7
+                    if not torch.allclose(got.cpu().double(), exp, rtol=rtol, atol=atol):
+                        return f"{name}_focal_loss C={classes} {reduction} {what}: wrong result"
+            if device.type != "cuda":
+                continue
+            bad = torch.full((300,), classes + 1, device=device)
+            if not fn(x.to(device, dtype), bad, 2.0, 0.25, None, "sum").isnan().item():
+                return f"{name}_focal_loss: a bad target did not give a NaN loss"
+            os.environ["VISDET_OPS_SYNC_TARGET_CHECKS"] = "1"
+            try:
+                fn(x.to(device, dtype), bad, 2.0, 0.25, None, "sum")
+            except RuntimeError as exc:
+                if "target values must" not in str(exc):
+                    return f"{name}_focal_loss: unexpected error for a bad target: {exc}"
+            else:
+                return f"{name}_focal_loss: a bad target was not reported"
+            finally:
+                del os.environ["VISDET_OPS_SYNC_TARGET_CHECKS"]
+    return None

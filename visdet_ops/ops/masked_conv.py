@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
 
-from . import _args, note_device, smoke_test
+from . import _args, example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["MaskedConv2d", "masked_conv2d"]
@@ -134,16 +134,22 @@ class MaskedConv2d(nn.Conv2d):
         return masked_conv2d(input, mask, self.weight, self.bias, self.padding)
 
 
-@smoke_test("masked_conv2d")
-def _smoke(device: torch.device) -> None:
+@example("masked_conv2d")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Forward and backward (input, weight, bias) with about 40% of the pixels masked in."""
     from ..reference.masked_conv import masked_conv2d_reference
+    from ._examples import forward_backward
 
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, 7, 8, generator=gen, dtype=torch.float64)
-    mask = torch.rand(2, 7, 8, generator=gen, dtype=torch.float64) > 0.5
-    w = torch.randn(4, 3, 3, 3, generator=gen, dtype=torch.float64)
-    b = torch.randn(4, generator=gen, dtype=torch.float64)
-    got = masked_conv2d(x.to(device), mask.to(device), w.to(device), b.to(device), 1).cpu()
-    want = masked_conv2d_reference(x, mask, w, b, (1, 1))
-    if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
-        raise AssertionError(f"masked_conv2d smoke: max error {(got - want).abs().max().item():.3g}")
+    x = torch.randn(2, 6, 17, 19, generator=gen, dtype=torch.float64)
+    w = torch.randn(5, 6, 3, 3, generator=gen, dtype=torch.float64) * 0.3
+    b = torch.randn(5, generator=gen, dtype=torch.float64)
+    mask = torch.rand(2, 17, 19, generator=gen, dtype=torch.float64) > 0.6
+    error = forward_backward(
+        lambda f, wt, bs: masked_conv2d(f, mask.to(device), wt, bs, 1),
+        lambda f, wt, bs: masked_conv2d_reference(f, mask, wt, bs, (1, 1)),
+        [x, w, b],
+        dtype,
+        gen,
+        device,
+    )
+    return None if error is None else f"masked_conv2d: {error}"

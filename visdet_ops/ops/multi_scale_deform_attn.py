@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
-from . import _args, note_device, smoke_test
+from . import _args, example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = [
@@ -91,13 +91,15 @@ def multi_scale_deformable_attn(
     sampling_locations and attention_weights are used in value's compute
     dtype (float32 for float16/bfloat16 value, else value's dtype): float32
     ones beside 16-bit value are read as they are (never rounded to 16 bits),
-    others are cast to it (mmcv casts them to value's dtype). The forward checks the level tables
-    against num_keys on the host: where they live on a GPU, that is one small
-    device-to-host copy (a stream sync) per forward call; tables on the CPU
-    cost no sync. The CUDA backward does not read GPU tables on the host (the
-    kernels bounds-check every level). On an H100 the sync measured within
-    noise (~0.01 ms) in isolation; in a pipelined training step it also stops
-    the host from running ahead of the GPU.
+    others are cast to it (mmcv casts them to value's dtype).
+
+    Level tables on the CPU are checked against value's keys on the host
+    (no sync). Tables that live on a GPU are not read on the host (that would
+    be a device-to-host wait every call, which cost the Deformable DETR
+    decoder most of its time): the CUDA kernels bounds-check every level, and
+    a level outside value's keys gives NaN output and no gradient from it.
+    VISDET_OPS_SYNC_LEVEL_CHECKS=1 (or VISDET_OPS_SYNC_CHECKS=1) checks GPU
+    tables on the host instead and raises an error naming the table.
     """
     if not isinstance(value_spatial_shapes, torch.Tensor):
         value_spatial_shapes = torch.as_tensor(value_spatial_shapes, dtype=torch.int64)
@@ -301,17 +303,47 @@ class MultiScaleDeformableAttention(nn.Module):
         return self.dropout(output) + identity
 
 
-@smoke_test("multi_scale_deformable_attn")
-def _smoke(device: torch.device) -> None:
-    gen = torch.Generator().manual_seed(0)
-    shapes = torch.tensor([[4, 5], [2, 3]])
-    start = torch.tensor([0, 20])
-    value = torch.randn(2, 26, 2, 4, generator=gen, dtype=torch.float64)
-    loc = torch.rand(2, 7, 2, 2, 3, 2, generator=gen, dtype=torch.float64) * 1.2 - 0.1
-    attn = torch.rand(2, 7, 2, 2, 3, generator=gen, dtype=torch.float64)
-    got = multi_scale_deformable_attn(
-        value.to(device), shapes.to(device), start.to(device), loc.to(device), attn.to(device)
-    ).cpu()
-    want = multi_scale_deformable_attn_reference(value, shapes, loc, attn)
-    if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
-        raise AssertionError(f"multi_scale_deformable_attn smoke: max error {(got - want).abs().max().item():.3g}")
+@example("multi_scale_deformable_attn")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """head_dim 32 (on CUDA: vector loads + warp-shuffle reduction), 3 (scalar loads + atomic reduction)
+    and 256 (float32: 64 threads per query and head; atomic reduction), forward and backward; in a
+    16-bit dtype also under autocast, float32 sampling locations and weights beside a 16-bit value."""
+    from ._examples import autocast_forward_backward, synchronize
+
+    spatial = torch.tensor([[6, 7], [3, 4], [2, 2]])
+    start = torch.tensor([0, 42, 54])
+    tol = 1e-4 if dtype in (torch.float32, torch.float64) else 1e-1
+    for dim, heads in ((32, 2), (3, 3), (256, 1)):
+        value = torch.randn(2, 58, heads, dim, generator=gen, dtype=torch.float64).to(dtype).double()
+        loc = (torch.rand(2, 37, heads, 3, 4, 2, generator=gen, dtype=torch.float64) * 1.4 - 0.2).to(dtype).double()
+        attn = torch.rand(2, 37, heads, 3, 4, generator=gen, dtype=torch.float64).to(dtype).double()
+        inputs = [t.to(device, dtype, copy=True).requires_grad_() for t in (value, loc, attn)]
+        out = multi_scale_deformable_attn(inputs[0], spatial.to(device), start.to(device), inputs[1], inputs[2])
+        out.sum().backward()
+        synchronize(device)
+        ref_inputs = [t.detach().clone().requires_grad_() for t in (value, loc, attn)]
+        want = multi_scale_deformable_attn_reference(ref_inputs[0], spatial, ref_inputs[1], ref_inputs[2])
+        want.sum().backward()
+        if not torch.allclose(out.detach().cpu().double(), want.detach(), rtol=tol, atol=tol):
+            return f"multi_scale_deformable_attn head_dim {dim}: wrong output"
+        for name, got, ref in zip(
+            ("value", "sampling_locations", "attention_weights"), inputs, ref_inputs, strict=True
+        ):
+            scale = max(ref.grad.abs().max().item(), 1.0)
+            if (got.grad.cpu().double() - ref.grad).abs().max().item() > 4 * tol * scale:
+                return f"multi_scale_deformable_attn head_dim {dim}: wrong grad of {name}"
+    if dtype in (torch.float16, torch.bfloat16):
+        spatial, start = torch.tensor([[6, 7], [3, 4]]), torch.tensor([0, 42])
+        error = autocast_forward_backward(
+            lambda v, lo, a: multi_scale_deformable_attn(v, spatial.to(device), start.to(device), lo, a),
+            lambda v, lo, a: multi_scale_deformable_attn_reference(v, spatial, lo, a),
+            [
+                torch.randn(2, 54, 2, 32, generator=gen, dtype=torch.float64),
+                torch.rand(2, 17, 2, 2, 4, 2, generator=gen, dtype=torch.float64) * 1.2 - 0.1,
+                torch.rand(2, 17, 2, 2, 4, generator=gen, dtype=torch.float64),
+            ],
+            {1, 2}, set(), dtype, gen, device,
+        )  # fmt: skip
+        if error is not None:
+            return f"multi_scale_deformable_attn under autocast: {error}"
+    return None

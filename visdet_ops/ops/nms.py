@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import torch
 
-from . import _args, note_device, renamed_kwargs, smoke_test
+from . import _args, example, note_device, renamed_kwargs
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["batched_nms", "nms", "nms_match", "soft_nms"]
@@ -325,22 +325,40 @@ def nms_match(dets, iou_threshold: float):
     return groups
 
 
-@smoke_test("nms")
-def _smoke(device: torch.device) -> None:
-    boxes = torch.tensor(
-        [[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [0, 0, 10, 9]], dtype=torch.float32, device=device
-    )
-    scores = torch.tensor([0.9, 0.8, 0.7, 0.95], device=device)
-    _, inds = nms(boxes, scores, 0.5)
-    got = inds.cpu().tolist()
-    if got != [3, 2]:
-        raise AssertionError(f"nms smoke: expected kept indices [3, 2], got {got}")
-    _, inds = batched_nms(boxes, scores, torch.tensor([0, 1, 1, 0], device=device), {"iou_threshold": 0.5})
-    got = inds.cpu().tolist()
-    if got != [3, 1, 2]:
-        raise AssertionError(f"batched_nms smoke: expected kept indices [3, 1, 2], got {got}")
-    dets, inds = soft_nms(boxes, scores, 0.3, method="linear", min_score=0.05)
-    got = inds.cpu().tolist()
-    # 3 decays 1 to 0.8 * (1 - 72/118); 1 then decays 0 below min_score.
-    if got != [3, 2, 1]:
-        raise AssertionError(f"soft_nms smoke: expected kept indices [3, 2, 1], got {got}")
+@example("nms", "batched_nms", "nms_match", "soft_nms")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """nms, batched_nms and nms_match over several 64-box blocks (the mask and walk kernels cross block
+    boundaries); soft_nms with and without classes, and on CUDA in float64 30,000 scores (240 KB, more
+    than shared memory: the global-scratch path)."""
+    from ..reference.nms import nms_match_reference, nms_reference, soft_nms_reference
+    from ._examples import boxes as draw_boxes
+
+    boxes, scores = draw_boxes(300, gen)
+    b, s = boxes.to(dtype), scores.to(dtype)
+    bd, sd = b.to(device), s.to(device)
+    keep = nms(bd, sd, 0.5)[1]
+    if keep.tolist() != nms_reference(b.double(), s.double(), 0.5).tolist():
+        return "nms: wrong result"
+    idxs = torch.randint(0, 5, (300,), generator=gen)
+    keep = batched_nms(bd, sd, idxs.to(device), {"iou_threshold": 0.5})[1]
+    if keep.tolist() != nms_reference(b.double(), s.double(), 0.5, idxs=idxs).tolist():
+        return "batched_nms: wrong result"
+    dets = torch.cat([b, s[:, None]], 1)
+    groups = nms_match(dets.to(device), 0.5)
+    if [g.tolist() for g in groups] != nms_match_reference(dets.double(), 0.5):
+        return "nms_match: wrong result"
+    classes = torch.randint(0, 4, (300,), generator=gen)
+    for cls in (None, classes):
+        _, want = soft_nms_reference(b.double(), s.double(), 0.3, 0.5, 0.01, "gaussian", idxs=cls)
+        _, got = torch.ops.visdet_ops.soft_nms(bd, sd, 0.3, 0.5, 0.01, 2, 0, None if cls is None else cls.to(device))
+        tol = 1e-5 if dtype in (torch.float32, torch.float64) else 2e-2
+        if got.shape != want.shape or not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
+            return f"soft_nms (classes: {cls is not None}): wrong scores"
+    if dtype == torch.float64 and device.type == "cuda":
+        boxes, scores = draw_boxes(30000, gen)
+        boxes = boxes * 20
+        want, _ = soft_nms_reference(boxes, scores, 0.3, 0.5, 0.9, "linear")
+        got, _ = torch.ops.visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 0.9, 1, 0)
+        if got.tolist() != want.tolist():
+            return "soft_nms (global scratch): wrong result"
+    return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _args, note_device, renamed_kwargs, smoke_test
+from . import _args, example, note_device, renamed_kwargs
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIAlign", "roi_align"]
@@ -139,15 +139,42 @@ class RoIAlign(nn.Module):
         )
 
 
-@smoke_test("roi_align")
-def _smoke(device: torch.device) -> None:
+@example("roi_align")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Both pool modes, forward and backward; on CUDA invalid RoIs must give NaN (no host check there);
+    in a 16-bit dtype also under autocast, a 16-bit map beside float32 RoIs (the AMP path)."""
     from ..reference.roi_align import roi_align_reference
+    from ._examples import INVALID_ROIS, autocast_forward_backward, rois_for, synchronize, tolerance
 
-    gen = torch.Generator().manual_seed(0)
-    x = torch.rand(2, 3, 8, 9, generator=gen, dtype=torch.float64)
-    rois = torch.tensor([[0, 1.0, 1.5, 6.0, 7.0], [1, 0.0, 0.0, 8.0, 4.5]], dtype=torch.float64)
+    x = torch.randn(2, 3, 9, 11, generator=gen, dtype=torch.float64).to(dtype).double()
+    rois = torch.tensor(
+        [[0, 1, 1, 7, 6], [1, -2, 0, 12, 9], [1, 3, 3, 3.5, 4], [0, 20, 20, 30, 30]], dtype=torch.float64
+    )
+    invalid = device.type == "cuda"
+    all_rois = (torch.cat([rois, INVALID_ROIS]) if invalid else rois).to(device, dtype)
     for mode in _POOL_MODES:
-        got = roi_align(x.to(device), rois.to(device), 3, 1.0, 2, mode, True).cpu()
-        want = roi_align_reference(x, rois, (3, 3), 1.0, 2, mode, True)
-        if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
-            raise AssertionError(f"roi_align smoke ({mode}): max error {(got - want).abs().max().item():.3g}")
+        xd = x.to(device, dtype, copy=True).requires_grad_()
+        out = roi_align(xd, all_rois, 3, 1.0, 0, mode, True)
+        out.backward(torch.ones_like(out))
+        synchronize(device)
+        want = roi_align_reference(x, rois, (3, 3), 1.0, 0, mode, True)
+        got = out.detach().cpu().double()
+        tol = tolerance(dtype)
+        if not torch.allclose(got[:4], want, rtol=tol, atol=tol):
+            return f"roi_align {mode}: wrong result"
+        if invalid and not torch.isnan(got[4:]).all():
+            return f"roi_align {mode}: an invalid RoI did not give NaN"
+        if not torch.isfinite(xd.grad).all():
+            return f"roi_align {mode}: non-finite gradient"
+    if dtype in (torch.float16, torch.bfloat16):
+        x = torch.randn(2, 5, 12, 14, generator=gen, dtype=torch.float64)
+        rois = rois_for(gen, 9)
+        for mode, ratio, aligned in (("avg", 2, True), ("max", 0, False)):
+            error = autocast_forward_backward(
+                lambda t, r, m=mode, s=ratio, a=aligned: roi_align(t, r, 3, 0.1, s, m, a),
+                lambda t, r, m=mode, s=ratio, a=aligned: roi_align_reference(t, r, (3, 3), 0.1, s, m, a),
+                [x, rois], {1}, {1}, dtype, gen, device,
+            )  # fmt: skip
+            if error is not None:
+                return f"roi_align {mode} under autocast: {error}"
+    return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _args, note_device, smoke_test
+from . import _args, example, note_device
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIPool", "roi_pool"]
@@ -80,14 +80,40 @@ class RoIPool(nn.Module):
         return f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale})"
 
 
-@smoke_test("roi_pool")
-def _smoke(device: torch.device) -> None:
+@example("roi_pool")
+def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
+    """Forward and backward with values exact in bfloat16 (so results are exact); on CUDA invalid RoIs
+    must give NaN; in a 16-bit dtype also under autocast beside float32 RoIs."""
     from ..reference.roi_pool import roi_pool_reference
+    from ._examples import INVALID_ROIS, autocast_forward_backward, rois_for, synchronize
 
-    gen = torch.Generator().manual_seed(0)
-    x = torch.rand(2, 3, 8, 9, generator=gen, dtype=torch.float64)
-    rois = torch.tensor([[0, 1.0, 1.5, 6.0, 7.0], [1, 0.0, 0.0, 8.0, 4.5]], dtype=torch.float64)
-    got = roi_pool(x.to(device), rois.to(device), 3, 1.0).cpu()
-    want = roi_pool_reference(x, rois, (3, 3), 1.0)
-    if not torch.equal(got, want):
-        raise AssertionError(f"roi_pool smoke: max error {(got - want).abs().max().item():.3g}")
+    x = (torch.rand(2 * 3, 9 * 11, generator=gen).argsort(1).double() - 50).div(8).reshape(2, 3, 9, 11)
+    rois = torch.tensor(
+        [[0, 1, 1, 7, 6], [1, -2, 0, 12, 9], [1, 3, 3, 3.5, 4], [0, 20, 20, 30, 30]], dtype=torch.float64
+    )
+    invalid = device.type == "cuda"
+    all_rois = (torch.cat([rois, INVALID_ROIS]) if invalid else rois).to(device, dtype)
+    xd = x.to(device, dtype, copy=True).requires_grad_()
+    out = roi_pool(xd, all_rois, 3, 1.0)
+    out.backward(torch.ones_like(out))
+    synchronize(device)
+    xr = x.clone().requires_grad_()
+    want = roi_pool_reference(xr, rois.to(dtype), (3, 3), 1.0)
+    (want_grad,) = torch.autograd.grad(want, xr, torch.ones_like(want))
+    got = out.detach().cpu().double()
+    if not torch.equal(got[:4], want.detach()):
+        return "roi_pool: wrong result"
+    if invalid and not torch.isnan(got[4:]).all():
+        return "roi_pool: an invalid RoI did not give NaN"
+    if not torch.equal(xd.grad.cpu().double(), want_grad):
+        return "roi_pool: wrong gradient"
+    if dtype in (torch.float16, torch.bfloat16):
+        error = autocast_forward_backward(
+            lambda t, r: roi_pool(t, r, 3, 0.1),
+            lambda t, r: roi_pool_reference(t, r, (3, 3), 0.1),
+            [torch.randn(2, 5, 12, 14, generator=gen, dtype=torch.float64), rois_for(gen, 9)],
+            {1}, {1}, dtype, gen, device,
+        )  # fmt: skip
+        if error is not None:
+            return f"roi_pool under autocast: {error}"
+    return None

@@ -145,11 +145,14 @@ MSDAInputs msda_prepare(const at::Tensor& value,
                         const at::Tensor& level_start_index,
                         const at::Tensor& sampling_locations,
                         const at::Tensor& attention_weights,
-                        int64_t im2col_step, bool check_device_tables) {
+                        int64_t im2col_step) {
   check_shapes(value, spatial_shapes, level_start_index, sampling_locations,
                attention_weights, im2col_step);
-  if (check_device_tables || spatial_shapes.device().is_cpu() ||
-      level_start_index.device().is_cpu()) {
+  // Reading tables that live on a GPU is a device-to-host wait: only on
+  // request. Without it the CUDA kernels bounds-check every level (NaN output
+  // for a level outside value's keys, no gradient from it).
+  if (spatial_shapes.device().is_cpu() || level_start_index.device().is_cpu() ||
+      sync_checks_enabled("VISDET_OPS_SYNC_LEVEL_CHECKS")) {
     check_levels(spatial_shapes, level_start_index, value.size(1));
   }
   MSDAInputs in;
@@ -176,11 +179,10 @@ MSDAInputs msda_prepare_backward(const at::Tensor& grad_output,
                                  const at::Tensor& sampling_locations,
                                  const at::Tensor& attention_weights,
                                  int64_t im2col_step,
-                                 at::Tensor* grad_output_contiguous,
-                                 bool check_device_tables) {
+                                 at::Tensor* grad_output_contiguous) {
   MSDAInputs in = msda_prepare(value, spatial_shapes, level_start_index,
                                sampling_locations, attention_weights,
-                               im2col_step, check_device_tables);
+                               im2col_step);
   const MSDAShape& s = in.shape;
   check_same_dtype(grad_output, value, kOp, "grad_output", "value");
   check_same_device(grad_output, value, kOp, "grad_output", "value");

@@ -74,10 +74,11 @@ __device__ __forceinline__ void atomic_add_vec(A* dst, const A* v) {
 }
 
 // Level l as (height, width, first key), or false when the level tables put
-// it outside the num_keys keys of value (the host validates the tables
-// except in the CUDA backward with tables on the GPU, where this keeps every
-// access in bounds: such a level contributes nothing). Uniform across the
-// grid, so skipping a level keeps warps converged.
+// it outside the num_keys keys of value. The host validates CPU tables; GPU
+// tables only with VISDET_OPS_SYNC_CHECKS / VISDET_OPS_SYNC_LEVEL_CHECKS=1
+// (reading them is a device-to-host wait). Otherwise this keeps every access
+// in bounds: the forward gives NaN for such rows, the backward no gradient
+// from that level. Uniform across the grid, so warps stay converged.
 template <typename I>
 __device__ __forceinline__ bool level_in_bounds(
     const int64_t* __restrict__ spatial_shapes,
@@ -132,7 +133,12 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
       I height, width, start;
       if (!level_in_bounds<I>(spatial_shapes, level_start, l, s.num_keys,
                               &height, &width, &start)) {
-        continue;
+        // Tables outside value's keys (GPU tables are not read on the host
+        // by default): NaN output, as a bad RoI gives, never a read out of
+        // bounds. Uniform across the grid.
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) acc[i] = quiet_nan<A>();
+        break;
       }
       const T* level_value = head_value + start * key_stride;
       // Not unrolled: unrolling by 4 (more loads in flight) measured no

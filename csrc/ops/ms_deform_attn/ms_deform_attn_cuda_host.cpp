@@ -68,12 +68,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> msda_backward_cuda_kernel(
   check_cuda(value);
   const c10::cuda::CUDAGuard device_guard(value.device());
   at::Tensor go;
-  // No host read of level tables that live on the GPU (no stream sync): the
-  // forward validated them, and the kernel bounds-checks every level.
   const MSDAInputs in = msda_prepare_backward(
       grad_output, value, spatial_shapes, level_start_index,
-      sampling_locations, attention_weights, im2col_step, &go,
-      /*check_device_tables=*/false);
+      sampling_locations, attention_weights, im2col_step, &go);
   const MSDAShape& s = in.shape;
   // grad_value accumulates with atomicAdd: the summation order, and so the
   // last bits, vary from run to run.
