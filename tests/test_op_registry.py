@@ -33,6 +33,8 @@ def _load_bench():
 
 
 BENCH = _load_bench()
+
+
 def _fake_module(qualname: str) -> str:
     """The module whose register_fake registered qualname's fake impl (the op's module)."""
     kernel = singleton.find(qualname).fake_impl.kernel

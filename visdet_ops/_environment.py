@@ -14,8 +14,8 @@ import sys
 VARIABLES: dict[str, tuple[str, str]] = {
     "VISDET_OPS_SYNC_CHECKS": (
         "run time",
-        "1: every host-side check of tensor values on CUDA (RoI coordinates and batch indices, class targets, MSDA level tables), "
-        "each a device-to-host wait; a debugging switch",
+        "1: every host-side check of tensor values on CUDA (RoI coordinates and batch indices, class targets, "
+        "MSDA level tables), each a device-to-host wait; a debugging switch",
     ),
     "VISDET_OPS_SYNC_ROI_CHECKS": (
         "run time",

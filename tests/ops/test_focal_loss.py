@@ -584,4 +584,3 @@ def test_torch_compile_fullgraph(rng, kind):
 def test_exported_names():
     for name in ("sigmoid_focal_loss", "softmax_focal_loss", "SigmoidFocalLoss", "SoftmaxFocalLoss"):
         assert name in visdet_ops.__all__ and hasattr(visdet_ops, name)
-
