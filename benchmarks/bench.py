@@ -230,13 +230,14 @@ def bench_roi_overhead(gen, tv, results: list, copy_gbs: float) -> None:
     x = torch.randn(2, 1, 8, 8, generator=gen).cuda()
     xg = x.clone().requires_grad_()
     rois = torch.tensor([[0, 1, 1, 5, 5.0]] * 1000).cuda()
-    cases = [("roi_align", lambda t: visdet_ops.roi_align(t, rois, 1, 1.0, 1), None)]
-    cases.append(("roi_pool", lambda t: visdet_ops.roi_pool(t, rois, 1, 1.0), None))
-    if tv is not None:
-        cases = [
-            ("roi_align", cases[0][1], lambda t: tv.roi_align(t, rois, 1, 1.0, 1, True)),
-            ("roi_pool", cases[1][1], lambda t: tv.roi_pool(t, rois, 1, 1.0)),
-        ]
+    cases = (
+        (
+            "roi_align",
+            lambda t: visdet_ops.roi_align(t, rois, 1, 1.0, 1),
+            lambda t: tv.roi_align(t, rois, 1, 1.0, 1, True),
+        ),
+        ("roi_pool", lambda t: visdet_ops.roi_pool(t, rois, 1, 1.0), lambda t: tv.roi_pool(t, rois, 1, 1.0)),
+    )
     for op, ours, peer in cases:
         for what, inp, step in (
             ("forward", x, lambda f, t: f(t)),
@@ -244,7 +245,7 @@ def bench_roi_overhead(gen, tv, results: list, copy_gbs: float) -> None:
         ):
             row = {"op": f"{op} {what}", "case": "per-call overhead: 1000 rois x 1 ch, 1x1 output"}
             row["ours"] = cuda_time_ms(lambda s=step, f=ours, t=inp: s(f, t), warmup=20, repeat=200)
-            if peer is not None:
+            if tv is not None:
                 row["peer"] = cuda_time_ms(lambda s=step, f=peer, t=inp: s(f, t), warmup=20, repeat=200)
                 row["peer_name"] = f"torchvision.ops.{op}"
             results.append(row)
