@@ -103,13 +103,21 @@ inline Tensor zeros(Sizes sizes, ScalarType dtype, const Tensor& like) {
 }
 inline Tensor empty_like(const Tensor& t) { return torch::stable::empty_like(t); }
 
+// to_dtype and contiguous return t itself when there is nothing to do, as
+// at::Tensor's do, but without a boxed dispatcher call to find that out: a
+// shim query costs a fraction of one, and the host layers call these on
+// every input.
 inline Tensor to_dtype(const Tensor& t, ScalarType dtype) {
+  if (t.scalar_type() == dtype) return t;
   return torch::stable::to(t, std::optional<ScalarType>(dtype));
 }
 inline Tensor to_cpu(const Tensor& t) {
   return torch::stable::to(t, torch::stable::Device(torch::headeronly::DeviceType::CPU));
 }
-inline Tensor contiguous(const Tensor& t) { return torch::stable::contiguous(t); }
+inline Tensor contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  return torch::stable::contiguous(t);
+}
 
 inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
                      int64_t length) {
