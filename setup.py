@@ -244,13 +244,8 @@ def extension():
         # Only what the floor's stable ABI offers compiles (TORCH_TARGET_VERSION hides newer API), and an unstable
         # torch header is empty under TORCH_STABLE_ONLY / TORCH_TARGET_VERSION, so a stray at:: use fails to build.
         # USE_CUDA declares aoti_torch_get_current_cuda_stream in the shim (the CUDA host files need it).
-        stable_flags = [
-            "-DVISDET_OPS_STABLE_ABI",
-            f"-DTORCH_TARGET_VERSION={variants.stable_target_version()}",
-            "-DTORCH_STABLE_ONLY",
-        ] + (["-DUSE_CUDA"] if WITH_CUDA else [])
-        cxx_flags += stable_flags
-        nvcc_flags += stable_flags
+        cxx_flags += variants.stable_abi_flags(WITH_CUDA)
+        nvcc_flags += variants.stable_abi_flags(WITH_CUDA)
     macros = []
     if "Py_LIMITED_API" not in inspect.getsource(BuildExtension):
         # torch < 2.6 does not define it for py_limited_api extensions.

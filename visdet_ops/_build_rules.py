@@ -121,6 +121,14 @@ def stable_target_version(floor: tuple[int, int] = STABLE_ABI_FLOOR) -> str:
     return f"0x{major:02X}{minor:02X}000000000000"
 
 
+def stable_abi_flags(with_cuda: bool, floor: tuple[int, int] = STABLE_ABI_FLOOR) -> list[str]:
+    """The compiler flags (C++ and nvcc) of a stable build: the adapter's switch, the floor as TORCH_TARGET_VERSION
+    (hides newer stable API; with TORCH_STABLE_ONLY, empties every unstable torch header, so a stray at:: fails to
+    build) and, for CUDA builds, USE_CUDA (declares aoti_torch_get_current_cuda_stream in the shim)."""
+    flags = ["-DVISDET_OPS_STABLE_ABI", f"-DTORCH_TARGET_VERSION={stable_target_version(floor)}", "-DTORCH_STABLE_ONLY"]
+    return flags + (["-DUSE_CUDA"] if with_cuda else [])
+
+
 def stable_flavour_for(torch_cuda: str | None) -> str:
     """The flavour of a stable build: 'cpu', or 'cu13' for any CUDA 13.x (the CUDA runtime major still splits
     wheels; the minor does not)."""
