@@ -5,6 +5,10 @@ Environment:
                           torch is an error (never a silent CPU-only wheel)
   VISDET_OPS_CUDA=0       CPU kernels only
   (unset)                 CUDA when torch is a CUDA build and nvcc is found
+  VISDET_OPS_STABLE_ABI=1 build against the LibTorch stable ABI: one wheel (variant stable211cpu,
+                          stable211cu13, ...) for every torch >= the stable floor of the same CUDA
+                          major; while the port is under way, only the op folders of
+                          _build_rules.STABLE_ABI_PORTED_OPS (docs/stable-abi.md)
   CUDA_HOME               the CUDA toolkit (default: nvcc on PATH, /usr/local/cuda)
   TORCH_CUDA_ARCH_LIST    override the arch list of ci/matrix.toml ("8.0;9.0+PTX")
   SOURCE_DATE_EPOCH       build time recorded in visdet_ops/_build_info.py
@@ -69,6 +73,24 @@ except ImportError:
 TORCH_VERSION = variants.parse_release(torch.__version__)
 TORCH_CUDA = torch.version.cuda  # "13.0" or None
 MATRIX = tomllib.loads((ROOT / "ci" / "matrix.toml").read_text())
+
+
+def decide_stable_abi() -> bool:
+    mode = os.environ.get("VISDET_OPS_STABLE_ABI", "").strip()
+    if mode not in ("", "0", "1"):
+        fail(f"VISDET_OPS_STABLE_ABI must be 0, 1 or unset, got {mode!r}")
+    if mode != "1":
+        return False
+    floor = variants.STABLE_ABI_FLOOR
+    if TORCH_VERSION.major_minor < floor:
+        fail(
+            f"VISDET_OPS_STABLE_ABI=1 needs torch >= {floor[0]}.{floor[1]} (the stable floor) to build against, "
+            f"got torch {torch.__version__}; build the per-minor wheel for this torch instead"
+        )
+    return True
+
+
+STABLE_ABI = decide_stable_abi()
 
 
 def decide_cuda():
@@ -138,7 +160,11 @@ def arch_list() -> list[str]:
     return entries
 
 
-VARIANT = variants.variant_name(TORCH_VERSION, flavour_name())
+VARIANT = (
+    variants.stable_variant_name(variants.stable_flavour_for(TORCH_CUDA if WITH_CUDA else None))
+    if STABLE_ABI
+    else variants.variant_name(TORCH_VERSION, flavour_name())
+)
 VERSION = f"{MATRIX['version']}+{VARIANT}"
 ARCHS = arch_list() if WITH_CUDA else []
 if WITH_CUDA:
@@ -178,6 +204,11 @@ def write_build_info(package_dir: Path) -> None:
         "CUDA_ARCH_SASS": sass,
         "CUDA_ARCH_PTX": ptx,
         "CXX11_ABI": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        # A stable build runs on every torch >= the floor (same CUDA major): the loader checks that, not the minor.
+        "STABLE_ABI": STABLE_ABI,
+        "STABLE_ABI_FLOOR": ".".join(map(str, variants.STABLE_ABI_FLOOR)) if STABLE_ABI else None,
+        # The op folders compiled in (all of them in a classic build; the ported ones in a stable build).
+        "OP_FOLDERS": op_folders(),
         "COMPILER": (command_output([cxx, "--version"]).splitlines() or [None])[0],
         "GIT_COMMIT": commit or None,
         "BUILD_TIME": build_time(),
@@ -187,15 +218,34 @@ def write_build_info(package_dir: Path) -> None:
     (package_dir / "_build_info.py").write_text("\n".join(lines) + "\n")
 
 
+def op_folders() -> list[str]:
+    """The csrc/ops/<op> folders this build compiles."""
+    every = sorted(p.name for p in (ROOT / "csrc" / "ops").iterdir() if p.is_dir())
+    if not STABLE_ABI:
+        return every
+    missing = sorted(set(variants.STABLE_ABI_PORTED_OPS) - set(every))
+    if missing:
+        fail(f"_build_rules.STABLE_ABI_PORTED_OPS names op folders that do not exist: {missing}")
+    return sorted(variants.STABLE_ABI_PORTED_OPS)
+
+
 def extension():
     csrc = ROOT / "csrc"
-    sources = sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cpp"))
+    # csrc/module.cpp, csrc/common/ and the op folders of this build.
+    folders = [csrc, csrc / "common", *(csrc / "ops" / op for op in op_folders())]
+    sources = sorted(str(p.relative_to(ROOT)) for d in folders for p in d.glob("*.cpp"))
     if WITH_CUDA:
-        sources += sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cu"))
+        sources += sorted(str(p.relative_to(ROOT)) for d in folders for p in d.glob("*.cu"))
     else:
         sources = [s for s in sources if not s.endswith("_cuda_host.cpp")]
     cxx_flags = ["-O3", "-g0", "-fvisibility=hidden"]
     nvcc_flags = ["-O3", "-Xfatbin=-compress-all", "-Xcompiler=-fvisibility=hidden"]
+    if STABLE_ABI:
+        # Only what the floor's stable ABI offers compiles (TORCH_TARGET_VERSION hides newer API), and an unstable
+        # torch header is empty under TORCH_STABLE_ONLY / TORCH_TARGET_VERSION, so a stray at:: use fails to build.
+        # USE_CUDA declares aoti_torch_get_current_cuda_stream in the shim (the CUDA host files need it).
+        cxx_flags += variants.stable_abi_flags(WITH_CUDA)
+        nvcc_flags += variants.stable_abi_flags(WITH_CUDA)
     macros = []
     if "Py_LIMITED_API" not in inspect.getsource(BuildExtension):
         # torch < 2.6 does not define it for py_limited_api extensions.
@@ -261,8 +311,13 @@ class BuildExt(BuildExtension.with_options(use_ninja=True)):
             write_build_info(ROOT / "visdet_ops")
 
 
+STABLE_NOTE = (
+    f"stable ABI for torch >= {'.'.join(map(str, variants.STABLE_ABI_FLOOR))} (ops: {', '.join(op_folders())}), "
+    if STABLE_ABI
+    else ""
+)
 print(
-    f"visdet-ops {VERSION}: torch {TORCH_VERSION}, "
+    f"visdet-ops {VERSION}: torch {TORCH_VERSION}, {STABLE_NOTE}"
     + (f"CUDA {TORCH_CUDA} (nvcc {NVCC_VERSION} at {CUDA_HOME}), archs {';'.join(ARCHS)}" if WITH_CUDA else "CPU only"),
     file=sys.stderr,
 )
@@ -270,7 +325,11 @@ print(
 setup(
     version=VERSION,
     # torch and nothing else at run time: the import check and the doctor use the standard library only.
-    install_requires=[f"torch=={TORCH_VERSION.major}.{TORCH_VERSION.minor}.*"],
+    install_requires=[
+        f"torch>={variants.STABLE_ABI_FLOOR[0]}.{variants.STABLE_ABI_FLOOR[1]}"
+        if STABLE_ABI
+        else f"torch=={TORCH_VERSION.major}.{TORCH_VERSION.minor}.*"
+    ],
     ext_modules=[extension()],
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
     options={"bdist_wheel": {"py_limited_api": variants.ABI3_TAG}},

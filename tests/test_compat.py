@@ -38,6 +38,39 @@ def test_abi_mismatch_fails():
     assert statuses(INFO_CU130, "2.14.1", "13.0", abi=False)["C++ ABI"] == "FAIL"
 
 
+INFO_STABLE_CU13 = {
+    "TORCH_VERSION": "2.14.1",
+    "TORCH_CUDA_VERSION": "13.0",
+    "CXX11_ABI": True,
+    "STABLE_ABI": True,
+    "STABLE_ABI_FLOOR": "2.11",
+}
+
+
+def test_stable_build_runs_on_every_torch_from_the_floor():
+    for found in ("2.11.0+cu130", "2.14.1", "2.20.0", "3.0.0"):
+        assert set(statuses(INFO_STABLE_CU13, found, "13.0").values()) == {"OK"}, found
+    # A CUDA minor other than the build's is expected (one wheel per CUDA major); the major still splits wheels.
+    assert statuses(INFO_STABLE_CU13, "2.12.0", "13.2")["CUDA"] == "OK"
+    assert statuses(INFO_STABLE_CU13, "2.12.0", "12.8")["CUDA"] == "FAIL"
+    # The C++ ABI flag does not matter: the stable ABI is a C interface.
+    assert statuses(INFO_STABLE_CU13, "2.12.0", "13.0", abi=False)["C++ ABI"] == "OK"
+
+
+def test_stable_build_refuses_torch_below_the_floor():
+    assert statuses(INFO_STABLE_CU13, "2.10.0+cu130", "13.0")["torch version"] == "FAIL"
+    assert statuses(INFO_STABLE_CU13, "2.9.1", "13.0")["torch version"] == "FAIL"
+
+
+def test_stable_target_version_macro():
+    """TORCH_TARGET_VERSION as torch/headeronly/version.h encodes a release: major in bits 56-63, minor 48-55."""
+    assert _build_rules.stable_target_version((2, 11)) == "0x020B000000000000"
+    assert int(_build_rules.stable_target_version((2, 10)), 16) == (2 << 56) | (10 << 48)
+    assert _build_rules.stable_variant_name(_build_rules.stable_flavour_for("13.0")) == "stable211cu13"
+    assert _build_rules.stable_variant_name(_build_rules.stable_flavour_for(None)) == "stable211cpu"
+    assert _build_rules.is_stable_variant("stable211cu12") and not _build_rules.is_variant("stable211cu12")
+
+
 def test_version_comparison_is_numeric_not_string():
     info = dict(INFO_CU130, TORCH_VERSION="2.1.0")
     assert statuses(info, "2.10.0", "13.0")["torch version"] == "FAIL"

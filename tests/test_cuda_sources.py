@@ -110,3 +110,31 @@ def test_cuda_host_compiles(source: Path, cuda_home: Path, tmp_path: Path):
     ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr[-4000:]}"
+
+
+STABLE_HOST_SOURCES = [
+    p for p in HOST_SOURCES if p.parent.name == "common" or p.parent.name in variants.rules.STABLE_ABI_PORTED_OPS
+]
+
+
+@pytest.mark.parametrize("source", STABLE_HOST_SOURCES, ids=lambda p: p.name)
+def test_stable_cuda_host_compiles(source: Path, cuda_home: Path, tmp_path: Path):
+    """The ported CUDA host layers compile against the LibTorch stable ABI alone, with the stable build's flags
+    (the unstable torch headers are empty there, so an at:: or c10::cuda use fails)."""
+    includes = [f"-I{cpp_extension.include_paths()[0]}", f"-I{cuda_home / 'include'}", f"-I{CSRC}"]
+    cmd = [
+        os.environ.get("CXX", "c++"),
+        "-c",
+        "-std=c++20",
+        "-fPIC",
+        "-O0",
+        "-g0",
+        *includes,
+        "-DVISDET_OPS_WITH_CUDA=1",
+        *variants.rules.stable_abi_flags(with_cuda=True),
+        str(source),
+        "-o",
+        str(tmp_path / "out.o"),
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr[-4000:]}"

@@ -99,6 +99,55 @@ def is_variant(name: str) -> bool:
     return _VARIANT.match(name) is not None
 
 
+# --- The LibTorch stable ABI ------------------------------------------------------------------------------------
+#
+# A stable build (setup.py with VISDET_OPS_STABLE_ABI=1) compiles the host layer against torch's stable C shim with
+# TORCH_TARGET_VERSION set to the floor: one wheel per CUDA major serves every torch >= the floor
+# (docs/stable-abi.md). The floor is the oldest torch the stable wheels are tested on.
+STABLE_ABI_FLOOR = (2, 11)
+
+# The op folders (csrc/ops/<op>/) whose host layer is written against the host adapter (csrc/common/host.h).
+# TEMPORARY: while the port is under way a stable build compiles these only; the list goes once every folder is
+# ported (docs/stable-abi.md, "Porting an op").
+STABLE_ABI_PORTED_OPS = ("nms", "roi_pool")
+
+_STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")
+
+
+def stable_target_version(floor: tuple[int, int] = STABLE_ABI_FLOOR) -> str:
+    """The TORCH_TARGET_VERSION macro value of a floor, as torch/headeronly/version.h encodes a release (major in
+    bits 56-63, minor in 48-55): (2, 11) -> '0x020B000000000000'."""
+    major, minor = floor
+    return f"0x{major:02X}{minor:02X}000000000000"
+
+
+def stable_abi_flags(with_cuda: bool, floor: tuple[int, int] = STABLE_ABI_FLOOR) -> list[str]:
+    """The compiler flags (C++ and nvcc) of a stable build: the adapter's switch, the floor as TORCH_TARGET_VERSION
+    (hides newer stable API; with TORCH_STABLE_ONLY, empties every unstable torch header, so a stray at:: fails to
+    build) and, for CUDA builds, USE_CUDA (declares aoti_torch_get_current_cuda_stream in the shim)."""
+    flags = ["-DVISDET_OPS_STABLE_ABI", f"-DTORCH_TARGET_VERSION={stable_target_version(floor)}", "-DTORCH_STABLE_ONLY"]
+    return flags + (["-DUSE_CUDA"] if with_cuda else [])
+
+
+def stable_flavour_for(torch_cuda: str | None) -> str:
+    """The flavour of a stable build: 'cpu', or 'cu13' for any CUDA 13.x (the CUDA runtime major still splits
+    wheels; the minor does not)."""
+    return "cpu" if not torch_cuda else f"cu{parse_release(torch_cuda).major}"
+
+
+def stable_variant_name(flavour: str, floor: tuple[int, int] = STABLE_ABI_FLOOR) -> str:
+    """stable<floor major><floor minor><cpu|cuXX>: stable211cpu, stable211cu13 (local version label and index
+    folder of a stable wheel)."""
+    name = f"stable{floor[0]}{floor[1]}{flavour}"
+    if not _STABLE_VARIANT.match(name):
+        raise ValueError(f"flavour {flavour!r} gives no valid stable variant name ({name!r})")
+    return name
+
+
+def is_stable_variant(name: str) -> bool:
+    return _STABLE_VARIANT.match(name) is not None
+
+
 # --- CUDA arch rules -------------------------------------------------------------------------------------------
 
 _ARCH_ENTRY = re.compile(r"^\d+\.\d+(\+PTX)?$")

@@ -38,7 +38,27 @@ def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, c
         found = parse_release(torch_version)
     except ValueError:
         return [Check("torch version", "FAIL", f"cannot parse the running torch version {torch_version!r}")]
-    if built.major_minor == found.major_minor:
+    stable = bool(info.get("STABLE_ABI"))
+    if stable:
+        # A stable-ABI build calls libtorch through its stable C shim only: any torch >= the floor it was compiled
+        # for (TORCH_TARGET_VERSION) runs it.
+        floor = parse_release(info["STABLE_ABI_FLOOR"])
+        if found.major_minor >= floor.major_minor:
+            checks.append(
+                Check(
+                    "torch version", "OK", f"stable-ABI build for torch >= {_minor(str(floor))}, found {torch_version}"
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "torch version",
+                    "FAIL",
+                    f"stable-ABI build for torch >= {_minor(str(floor))}, found torch {torch_version}: older torch "
+                    "lacks the stable C functions it calls; install the per-minor build for this torch",
+                )
+            )
+    elif built.major_minor == found.major_minor:
         checks.append(Check("torch version", "OK", f"built for {_minor(str(built))}, found {torch_version}"))
     else:
         checks.append(
@@ -69,6 +89,14 @@ def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, c
         b, f = parse_release(built_cuda), parse_release(torch_cuda)
         if b.major != f.major:
             checks.append(Check("CUDA", "FAIL", f"built for CUDA {built_cuda}, torch uses CUDA {torch_cuda}"))
+        elif b.minor != f.minor and stable:
+            checks.append(
+                Check(
+                    "CUDA",
+                    "OK",
+                    f"stable-ABI build for CUDA {b.major}.x (built with {built_cuda}), torch uses CUDA {torch_cuda}",
+                )
+            )
         elif b.minor != f.minor:
             checks.append(
                 Check(
@@ -82,7 +110,9 @@ def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, c
             checks.append(Check("CUDA", "OK", f"built for CUDA {built_cuda}, torch uses CUDA {torch_cuda}"))
 
     built_abi = info.get("CXX11_ABI")
-    if cxx11_abi is None or built_abi is None:
+    if stable:
+        checks.append(Check("C++ ABI", "OK", "not used: a stable-ABI build calls libtorch through C functions only"))
+    elif cxx11_abi is None or built_abi is None:
         checks.append(Check("C++ ABI", "WARN", "could not compare _GLIBCXX_USE_CXX11_ABI"))
     elif bool(built_abi) == bool(cxx11_abi):
         checks.append(Check("C++ ABI", "OK", f"_GLIBCXX_USE_CXX11_ABI={int(built_abi)} on both sides"))

@@ -39,6 +39,12 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "1: build the CUDA kernels, a missing nvcc is an error; 0: CPU kernels only; unset: CUDA when torch "
         "is a CUDA build and nvcc is found",
     ),
+    "VISDET_OPS_STABLE_ABI": (
+        "build",
+        "1: build against the LibTorch stable ABI (one wheel for every torch >= the stable floor of a CUDA major; "
+        "for now the op folders of _build_rules.STABLE_ABI_PORTED_OPS only, docs/stable-abi.md); 0 or unset: the "
+        "per-torch-minor build",
+    ),
     "VISDET_OPS_FLAVOUR": ("release", "the matrix row a cibuildwheel build is for (set by ci.release)"),
     "VISDET_OPS_TORCH": ("release", "the torch release a cibuildwheel build is for (set by ci.release)"),
     "VISDET_OPS_TORCH_PIP_ARGS": (

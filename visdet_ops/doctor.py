@@ -193,6 +193,8 @@ def _print_text(report: dict) -> None:
             "CUDA_ARCH_SASS",
             "CUDA_ARCH_PTX",
             "CXX11_ABI",
+            "STABLE_ABI",
+            "STABLE_ABI_FLOOR",
             "COMPILER",
             "GIT_COMMIT",
             "BUILD_TIME",

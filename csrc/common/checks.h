@@ -1,18 +1,18 @@
 // Argument checks for the torch-facing host layer. Every message names the op,
-// the argument, what was expected and what came.
+// the argument, what was expected and what came. Written against the host
+// adapter (common/host.h): the same checks in the classic and stable builds.
 #pragma once
-
-#include <ATen/core/Tensor.h>
-#include <c10/util/Exception.h>
-
-#include <c10/util/safe_numerics.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
 
+#include "common/host.h"
+
 namespace visdet_ops {
+
+using host::Tensor;
 
 // Checks of tensor *values* on CUDA (RoI coordinates, class targets) would make
 // the host wait for the GPU. By default the kernels handle bad values
@@ -27,40 +27,35 @@ inline bool sync_checks_enabled(const char* family_variable) {
   return false;
 }
 
-inline void check_dim(const at::Tensor& t, int64_t dim, const char* op,
+inline void check_dim(const Tensor& t, int64_t dim, const char* op,
                       const char* arg) {
-  TORCH_CHECK(t.dim() == dim, op, ": ", arg, " must have ", dim,
-              " dimensions, got shape ", t.sizes());
+  VISDET_CHECK(t.dim() == dim, op, ": ", arg, " must have ", dim,
+               " dimensions, got shape ", host::shape_of(t));
 }
 
-inline void check_size(const at::Tensor& t, int64_t dim, int64_t size,
+inline void check_size(const Tensor& t, int64_t dim, int64_t size,
                        const char* op, const char* arg, const char* what) {
-  TORCH_CHECK(t.size(dim) == size, op, ": ", arg, " must have shape ", what,
-              ", got ", t.sizes());
+  VISDET_CHECK(t.size(dim) == size, op, ": ", arg, " must have shape ", what,
+               ", got ", host::shape_of(t));
 }
 
-inline void check_floating(const at::Tensor& t, const char* op,
-                           const char* arg) {
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, ": ", arg,
-              " must be a floating point tensor, got ", t.scalar_type());
+// float32, float64, float16 or bfloat16 (the dtypes the kernels have).
+inline void check_floating(const Tensor& t, const char* op, const char* arg) {
+  VISDET_CHECK(host::is_floating(host::dtype_of(t)), op, ": ", arg,
+               " must be a floating point tensor, got ", host::dtype_of(t));
 }
 
 // Any integer dtype (bool excluded).
-inline void check_integer(const at::Tensor& t, const char* op,
-                          const char* arg) {
-  TORCH_CHECK(!at::isFloatingType(t.scalar_type()) &&
-                  !at::isComplexType(t.scalar_type()) &&
-                  t.scalar_type() != at::kBool,
-              op, ": ", arg, " must be an integer tensor, got ",
-              t.scalar_type());
+inline void check_integer(const Tensor& t, const char* op, const char* arg) {
+  VISDET_CHECK(host::is_integer(host::dtype_of(t)), op, ": ", arg,
+               " must be an integer tensor, got ", host::dtype_of(t));
 }
 
-inline void check_same_dtype(const at::Tensor& a, const at::Tensor& b,
-                             const char* op, const char* arg_a,
-                             const char* arg_b) {
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": ", arg_a, " and ",
-              arg_b, " must have the same dtype, got ", a.scalar_type(),
-              " and ", b.scalar_type());
+inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op,
+                             const char* arg_a, const char* arg_b) {
+  VISDET_CHECK(host::dtype_of(a) == host::dtype_of(b), op, ": ", arg_a,
+               " and ", arg_b, " must have the same dtype, got ",
+               host::dtype_of(a), " and ", host::dtype_of(b));
 }
 
 // Bounds of the integer arguments: generous for real models, small enough
@@ -95,7 +90,7 @@ constexpr int64_t kMaxCarafeScale = 64;
 // An integer argument in [lo, hi], checked before any allocation or launch.
 inline void check_int_range(int64_t value, int64_t lo, int64_t hi,
                             const char* op, const char* arg) {
-  TORCH_CHECK(value >= lo && value <= hi, op, ": ", arg, " must be in [", lo,
+  VISDET_CHECK(value >= lo && value <= hi, op, ": ", arg, " must be in [", lo,
               ", ", hi, "], got ", value);
 }
 
@@ -106,23 +101,23 @@ inline int64_t checked_numel(std::initializer_list<int64_t> sizes,
   uint64_t n = 1;
   bool overflow = false, empty = false;
   for (const int64_t s : sizes) {
-    TORCH_CHECK(s >= 0, op, ": ", what, " has a negative size ", s);
+    VISDET_CHECK(s >= 0, op, ": ", what, " has a negative size ", s);
     empty |= s == 0;
-    overflow |= c10::mul_overflows(n, static_cast<uint64_t>(s), &n);
+    overflow |= __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n);
   }
   if (empty) return 0;
-  TORCH_CHECK(!overflow && n <= static_cast<uint64_t>(
+  VISDET_CHECK(!overflow && n <= static_cast<uint64_t>(
                                     std::numeric_limits<int64_t>::max()),
               op, ": ", what, " would have more than 2^63 - 1 elements");
   return static_cast<int64_t>(n);
 }
 
-inline void check_same_device(const at::Tensor& a, const at::Tensor& b,
+inline void check_same_device(const Tensor& a, const Tensor& b,
                               const char* op, const char* arg_a,
                               const char* arg_b) {
-  TORCH_CHECK(a.device() == b.device(), op, ": ", arg_a, " and ", arg_b,
-              " must be on the same device, got ", a.device(), " and ",
-              b.device());
+  VISDET_CHECK(host::same_device(a, b), op, ": ", arg_a, " and ", arg_b,
+               " must be on the same device, got ", host::device_of(a),
+               " and ", host::device_of(b));
 }
 
 }  // namespace visdet_ops

@@ -1,55 +1,58 @@
 #include "common/rois.h"
 
-#include <ATen/ATen.h>
-
-#include <cstdlib>
-#include <cstring>
+#include <algorithm>
 
 #include "common/checks.h"
+#include "common/host.h"
 #include "common/rois_kernel.h"
 #include "common/rois_launch.h"
 
 namespace visdet_ops {
 
-void check_rois_values(const at::Tensor& rois, int64_t batch_size,
+void check_rois_values(const host::Tensor& rois, int64_t batch_size,
                        const char* op) {
   if (rois.size(0) == 0) return;
-  const at::Tensor rois_c = rois.contiguous();
+  const host::Tensor rois_c = host::contiguous(rois);
   int flags = 0;
 #if defined(VISDET_OPS_WITH_CUDA)
-  if (rois_c.is_cuda()) {
+  if (host::is_cuda(rois_c)) {
     flags = rois_flags_cuda(rois_c, batch_size);
   } else
 #endif
   {
-    TORCH_CHECK(rois_c.device().is_cpu(), op, ": rois on ", rois_c.device(),
-                " are not supported by this build");
-    TORCH_CHECK(rois_c.scalar_type() == at::kFloat ||
-                    rois_c.scalar_type() == at::kDouble,
-                op, ": rois on the CPU must be float32 or float64, got ",
-                rois_c.scalar_type());
-    AT_DISPATCH_FLOATING_TYPES(rois_c.scalar_type(), "rois_flags_cpu", [&] {
-      flags = rois_flags_cpu<scalar_t>(rois_c.data_ptr<scalar_t>(),
-                                       rois_c.size(0), batch_size);
+    VISDET_CHECK(host::is_cpu(rois_c), op, ": rois on ",
+                 host::device_of(rois_c), " are not supported by this build");
+    const host::ScalarType dtype = host::dtype_of(rois_c);
+    VISDET_CHECK(
+        dtype == host::ScalarType::Float || dtype == host::ScalarType::Double,
+        op, ": rois on the CPU must be float32 or float64, got ", dtype);
+    host::dispatch_float_double(dtype, "rois_flags_cpu", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      flags = rois_flags_cpu<T>(host::const_data<T>(rois_c), rois_c.size(0),
+                                batch_size);
     });
   }
   if (flags == 0) return;
-  TORCH_CHECK(!(flags & kRoINonFinite), op,
-              ": rois must be finite, got non-finite values");
-  const auto minmax = at::aminmax(rois_c.select(1, 0).to(at::kCPU, at::kDouble));
-  TORCH_CHECK(false, op, ": rois[:, 0] (batch index) must lie in [0, ",
-              batch_size - 1, "] for input of batch size ", batch_size,
-              ", got values in [", std::get<0>(minmax).item<double>(), ", ",
-              std::get<1>(minmax).item<double>(), "]");
+  VISDET_CHECK(!(flags & kRoINonFinite), op,
+               ": rois must be finite, got non-finite values");
+  // The error path only: the batch indices as float64 on the CPU, for the
+  // range the message names.
+  const host::Tensor batch_index = host::contiguous(host::to_dtype(
+      host::to_cpu(host::select(rois_c, 1, 0)), host::ScalarType::Double));
+  const double* b = host::const_data<double>(batch_index);
+  const auto [lo, hi] = std::minmax_element(b, b + batch_index.numel());
+  VISDET_CHECK(false, op, ": rois[:, 0] (batch index) must lie in [0, ",
+               batch_size - 1, "] for input of batch size ", batch_size,
+               ", got values in [", *lo, ", ", *hi, "]");
 }
 
 bool sync_roi_checks_enabled() {
   return sync_checks_enabled("VISDET_OPS_SYNC_ROI_CHECKS");
 }
 
-void check_rois_values_nosync(const at::Tensor& rois, int64_t batch_size,
+void check_rois_values_nosync(const host::Tensor& rois, int64_t batch_size,
                               const char* op) {
-  if (rois.device().is_cpu() || sync_roi_checks_enabled()) {
+  if (host::is_cpu(rois) || sync_roi_checks_enabled()) {
     check_rois_values(rois, batch_size, op);
   }
 }

@@ -1,16 +1,15 @@
 // Torch-facing RoI checks shared by every RoI op (roi_align, roi_pool, ...).
+// Written against the host adapter: the same checks in both builds.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-#include <c10/util/Exception.h>
-
 #include "common/checks.h"
+#include "common/host.h"
 
 namespace visdet_ops {
 
 // rois must be [K, 5] with finite values and batch indices in
 // [0, batch_size). On CUDA: one small kernel and one 4-byte copy (a sync).
-void check_rois_values(const at::Tensor& rois, int64_t batch_size,
+void check_rois_values(const host::Tensor& rois, int64_t batch_size,
                        const char* op);
 
 // The same check where it costs no device sync: CPU rois always; CUDA rois
@@ -20,7 +19,7 @@ void check_rois_values(const at::Tensor& rois, int64_t batch_size,
 // give NaN output and no gradient for an invalid one, never an out-of-bounds
 // access. Called once per forward; backward ops rely on the forward's check
 // (and on the same in-kernel guard).
-void check_rois_values_nosync(const at::Tensor& rois, int64_t batch_size,
+void check_rois_values_nosync(const host::Tensor& rois, int64_t batch_size,
                               const char* op);
 
 // Whether VISDET_OPS_SYNC_ROI_CHECKS=1 (read on every call, so a test or a
@@ -29,9 +28,10 @@ bool sync_roi_checks_enabled();
 
 // The integer arguments every RoI op shares, before any work: the output size
 // per side, and that the output [K, C, PH, PW] fits int64.
-inline void check_roi_output_size(const at::Tensor& input,
-                                  const at::Tensor& rois, int64_t pooled_height,
-                                  int64_t pooled_width, const char* op) {
+inline void check_roi_output_size(const host::Tensor& input,
+                                  const host::Tensor& rois,
+                                  int64_t pooled_height, int64_t pooled_width,
+                                  const char* op) {
   check_int_range(pooled_height, 1, int_bounds::kMaxPooledSize, op,
                   "pooled_height");
   check_int_range(pooled_width, 1, int_bounds::kMaxPooledSize, op,
@@ -49,8 +49,10 @@ inline void check_sampling_ratio(int64_t sampling_ratio, const char* op) {
 // The compute dtype of the RoI kernels for a storage dtype: float32 for
 // float16/bfloat16 (sample positions in max mode and gradient accumulation
 // buffers use it), the dtype itself otherwise.
-inline at::ScalarType roi_compute_dtype(at::ScalarType dtype) {
-  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+inline host::ScalarType roi_compute_dtype(host::ScalarType dtype) {
+  return dtype == host::ScalarType::Half || dtype == host::ScalarType::BFloat16
+             ? host::ScalarType::Float
+             : dtype;
 }
 
 // rois may come in the dtype of the feature map or in the kernels' compute
@@ -58,17 +60,18 @@ inline at::ScalarType roi_compute_dtype(at::ScalarType dtype) {
 // produces (boxes stay float32). The kernels read RoIs in the compute dtype,
 // so a coordinate is never rounded to 16 bits (a 1333-pixel image has no
 // 16-bit resolution left).
-inline void check_rois_dtype(const at::Tensor& input, const at::Tensor& rois,
-                             const char* op, const char* input_arg) {
-  const at::ScalarType dtype = input.scalar_type();
-  TORCH_CHECK(rois.scalar_type() == dtype ||
-                  rois.scalar_type() == roi_compute_dtype(dtype),
-              op, ": rois must have the dtype of ", input_arg, " (", dtype,
-              ") or ", roi_compute_dtype(dtype), ", got ", rois.scalar_type());
+inline void check_rois_dtype(const host::Tensor& input,
+                             const host::Tensor& rois, const char* op,
+                             const char* input_arg) {
+  const host::ScalarType dtype = host::dtype_of(input);
+  const host::ScalarType rois_dtype = host::dtype_of(rois);
+  VISDET_CHECK(rois_dtype == dtype || rois_dtype == roi_compute_dtype(dtype),
+               op, ": rois must have the dtype of ", input_arg, " (", dtype,
+               ") or ", roi_compute_dtype(dtype), ", got ", rois_dtype);
 }
 
 #if defined(VISDET_OPS_WITH_CUDA)
-int rois_flags_cuda(const at::Tensor& rois, int64_t batch_size);
+int rois_flags_cuda(const host::Tensor& rois, int64_t batch_size);
 #endif
 
 }  // namespace visdet_ops

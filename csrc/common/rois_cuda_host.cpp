@@ -1,26 +1,25 @@
 // CUDA host layer of the RoI checks. Device code: rois_cuda.cu.
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
-#include "common/cuda_types.h"
+#include "common/host_cuda.h"
 #include "common/rois.h"
 #include "common/rois_launch.h"
 
 namespace visdet_ops {
 
-int rois_flags_cuda(const at::Tensor& rois, int64_t batch_size) {
-  const c10::cuda::CUDAGuard device_guard(rois.device());
-  at::Tensor flags = at::empty({1}, rois.options().dtype(at::kInt));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, rois.scalar_type(), "rois_flags_cuda", [&] {
-        C10_CUDA_CHECK(rois_flags_cuda_launch(
-            cuda_data<scalar_t>(rois), rois.size(0), batch_size,
-            flags.mutable_data_ptr<int>(), stream));
+int rois_flags_cuda(const host::Tensor& rois, int64_t batch_size) {
+  const host::CudaDeviceGuard device_guard(rois);
+  const host::Tensor flags = host::empty({1}, host::ScalarType::Int, rois);
+  const cudaStream_t stream = host::current_cuda_stream(rois);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(rois), "rois_flags_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        VISDET_CUDA_CHECK(rois_flags_cuda_launch<T>(
+            host::const_data<T>(rois), rois.size(0), batch_size,
+            host::mutable_data<int>(flags), stream));
       });
-  return flags.item<int>();
+  return host::read_scalar<int>(flags);
 }
 
 }  // namespace visdet_ops

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 import torch
 
-from . import _args, example, note_device, renamed_kwargs
+from . import _args, example, note_device, op_folder_built, renamed_kwargs
+from ._registration import autocast_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["batched_nms", "nms", "nms_match", "soft_nms"]
@@ -51,7 +52,6 @@ def _batched_nms_fake(boxes, scores, idxs, iou_threshold, offset=0):
     return boxes.new_empty((num_kept,), dtype=torch.long)
 
 
-@torch.library.register_fake("visdet_ops::soft_nms")
 def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offset=0, idxs=None):
     _check_boxes_fake("soft_nms", boxes, scores)
     _args.check_fake("soft_nms", "method", method, (0, 2))
@@ -60,12 +60,62 @@ def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offse
     return boxes.new_empty((num_kept,), dtype=torch.long), boxes.new_empty((num_kept,))
 
 
+# TEMPORARY: soft_nms has its own op folder, not yet ported to the stable ABI, so a stable build lacks the op
+# (docs/stable-abi.md); the condition goes with the port.
+if op_folder_built("soft_nms"):
+    torch.library.register_fake("visdet_ops::soft_nms")(_soft_nms_fake)
+
+
 @torch.library.register_fake("visdet_ops::nms_match")
 def _nms_match_fake(dets, iou_threshold):
     torch._check(
         dets.dim() == 2 and dets.size(1) == 5, lambda: f"nms_match: dets must have shape [N, 5], got {list(dets.shape)}"
     )
     return dets.new_empty((dets.size(0),), dtype=torch.long)
+
+
+# Autocast of nms, batched_nms, nms_match (registered here for the classic and the stable build alike:
+# docs/stable-abi.md): boxes and scores go to float32 (float64 stays float64), as torchvision's nms autocast kernel
+# does: box coordinates are never rounded to 16 bits, and IoUs are computed in float32 (the kernels' compute dtype
+# for 16-bit boxes anyway). The outputs are int64 indices. soft_nms keeps its C++ autocast kernel until its folder
+# is ported.
+
+
+def _nms_autocast(device_type: str):
+    def kernel(boxes, scores, iou_threshold, offset=0):
+        return torch.ops.visdet_ops.nms(
+            autocast_to(torch.float32, boxes, device_type),
+            autocast_to(torch.float32, scores, device_type),
+            iou_threshold,
+            offset,
+        )
+
+    return kernel
+
+
+def _batched_nms_autocast(device_type: str):
+    def kernel(boxes, scores, idxs, iou_threshold, offset=0):
+        return torch.ops.visdet_ops.batched_nms(
+            autocast_to(torch.float32, boxes, device_type),
+            autocast_to(torch.float32, scores, device_type),
+            idxs,
+            iou_threshold,
+            offset,
+        )
+
+    return kernel
+
+
+def _nms_match_autocast(device_type: str):
+    def kernel(dets, iou_threshold):
+        return torch.ops.visdet_ops.nms_match(autocast_to(torch.float32, dets, device_type), iou_threshold)
+
+    return kernel
+
+
+register_autocast("nms", _nms_autocast)
+register_autocast("batched_nms", _batched_nms_autocast)
+register_autocast("nms_match", _nms_match_autocast)
 
 
 def _as_tensors(op: str, boxes, scores):
@@ -347,6 +397,8 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     groups = nms_match(dets.to(device), 0.5)
     if [g.tolist() for g in groups] != nms_match_reference(dets.double(), 0.5):
         return "nms_match: wrong result"
+    if not op_folder_built("soft_nms"):  # TEMPORARY: a stable build without the soft_nms folder (not yet ported)
+        return None
     classes = torch.randint(0, 4, (300,), generator=gen)
     for cls in (None, classes):
         _, want = soft_nms_reference(b.double(), s.double(), 0.3, 0.5, 0.01, "gaussian", idxs=cls)

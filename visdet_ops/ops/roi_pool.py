@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device
+from ._registration import alert_not_deterministic, floating_to, refuse_double_backward, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIPool", "roi_pool"]
@@ -38,7 +39,47 @@ def _roi_pool_backward_fake(grad_output, rois, argmax, batch_size, channels, hei
     return grad_output.new_empty((batch_size, channels, height, width))
 
 
-# Autograd is registered in C++ (csrc/ops/roi_pool/roi_pool_autograd.cpp).
+# Autograd, autocast and the determinism alert are registered here, for the classic and the stable build alike
+# (the stable ABI has no C++ API for them; one source either way): docs/stable-abi.md.
+
+
+def _roi_pool_setup_context(ctx, inputs, output):
+    input, rois, _pooled_height, _pooled_width, _spatial_scale = inputs
+    _, argmax = output
+    ctx.save_for_backward(rois, argmax)
+    ctx.input_shape = input.shape
+    ctx.on_cuda = input.is_cuda
+
+
+def _roi_pool_backward(ctx, grad_output, _grad_argmax):
+    if ctx.on_cuda:
+        # atomicAdd: the summation order, and so the last bits, vary where bins of overlapping RoIs share their
+        # maximum.
+        alert_not_deterministic("visdet_ops::roi_pool backward (CUDA)")
+    rois, argmax = ctx.saved_tensors
+    batch_size, channels, height, width = ctx.input_shape
+    grad_input = torch.ops.visdet_ops._roi_pool_backward(grad_output, rois, argmax, batch_size, channels, height, width)
+    return grad_input, None, None, None, None
+
+
+torch.library.register_autograd("visdet_ops::roi_pool", _roi_pool_backward, setup_context=_roi_pool_setup_context)
+torch.library.register_autograd("visdet_ops::_roi_pool_backward", refuse_double_backward("roi_pool"))
+
+
+def _roi_pool_autocast(device_type: str):
+    # input stays in its dtype (a max over input values: exact in any dtype, read directly by the kernels); rois go
+    # to the kernels' compute dtype (float32 beside a 16-bit or float32 input), never to 16 bits. The output has
+    # the input's dtype.
+    def kernel(input, rois, pooled_height, pooled_width, spatial_scale):
+        compute = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
+        return torch.ops.visdet_ops.roi_pool(
+            input, floating_to(compute, rois), pooled_height, pooled_width, spatial_scale
+        )
+
+    return kernel
+
+
+register_autocast("roi_pool", _roi_pool_autocast)
 
 
 def roi_pool(

@@ -1,22 +1,26 @@
 // NMS family: schemas, argument checks shared by all devices, CPU registration.
-#include <ATen/ATen.h>
-#include <torch/library.h>
-
+// One source for the classic and the stable build (common/host.h). Autocast
+// is registered in visdet_ops/ops/nms.py.
 #include <cmath>
+#include <optional>
 
 #include "common/checks.h"
+#include "common/host.h"
 #include "nms.h"
 #include "nms_launch.h"
 
 namespace visdet_ops {
 
-at::ScalarType nms_compute_dtype(at::ScalarType dtype) {
-  return dtype == at::kDouble ? at::kDouble : at::kFloat;
+using host::ScalarType;
+using host::Tensor;
+
+ScalarType nms_compute_dtype(ScalarType dtype) {
+  return dtype == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
 }
 
 namespace {
 
-void check_boxes(const char* op, const at::Tensor& boxes, const char* arg,
+void check_boxes(const char* op, const Tensor& boxes, const char* arg,
                  int64_t columns, const char* shape) {
   check_dim(boxes, 2, op, arg);
   check_size(boxes, 1, columns, op, arg, shape);
@@ -24,55 +28,52 @@ void check_boxes(const char* op, const at::Tensor& boxes, const char* arg,
 }
 
 void check_threshold(const char* op, double iou_threshold) {
-  TORCH_CHECK(!std::isnan(iou_threshold), op,
-              ": iou_threshold must be a number, got nan");
+  VISDET_CHECK(!std::isnan(iou_threshold), op,
+               ": iou_threshold must be a number, got nan");
 }
 
-at::Tensor sorted_order(const at::Tensor& scores) {
-  // Stable, so that equal scores keep input order on every device.
-  return std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0,
-                                 /*descending=*/true));
+// Stable, so that equal scores keep input order on every device.
+Tensor sorted_order(const Tensor& scores) {
+  return host::sort_descending_stable_indices(scores);
 }
 
-at::Tensor sorted_boxes(const at::Tensor& boxes, const at::Tensor& order) {
-  return boxes.index_select(0, order)
-      .to(nms_compute_dtype(boxes.scalar_type()))
-      .contiguous();
+Tensor sorted_boxes(const Tensor& boxes, const Tensor& order) {
+  return host::contiguous(
+      host::to_dtype(host::index_select(boxes, 0, order),
+                     nms_compute_dtype(host::dtype_of(boxes))));
 }
 
 }  // namespace
 
-void check_nms_inputs(const char* op, const at::Tensor& boxes,
-                      const at::Tensor& scores,
-                      const c10::optional<at::Tensor>& idxs,
+void check_nms_inputs(const char* op, const Tensor& boxes,
+                      const Tensor& scores, const std::optional<Tensor>& idxs,
                       double iou_threshold, int64_t offset) {
   check_boxes(op, boxes, "boxes", 4, "[N, 4]");
   check_dim(scores, 1, op, "scores");
-  TORCH_CHECK(scores.size(0) == boxes.size(0), op,
-              ": scores must have shape [N] with N = boxes.size(0) = ",
-              boxes.size(0), ", got ", scores.sizes());
+  VISDET_CHECK(scores.size(0) == boxes.size(0), op,
+               ": scores must have shape [N] with N = boxes.size(0) = ",
+               boxes.size(0), ", got ", host::shape_of(scores));
   // scores only order the boxes (and soft_nms decays them in the compute
   // dtype), so they may differ in dtype from the boxes: float32 boxes beside
   // 16-bit scores is what an AMP step produces.
   check_floating(scores, op, "scores");
   check_same_device(boxes, scores, op, "boxes", "scores");
-  TORCH_CHECK(offset == 0 || offset == 1, op,
-              ": offset must be 0 or 1, got ", offset);
+  VISDET_CHECK(offset == 0 || offset == 1, op,
+               ": offset must be 0 or 1, got ", offset);
   check_threshold(op, iou_threshold);
   if (idxs.has_value()) {
-    const at::Tensor& classes = *idxs;
+    const Tensor& classes = *idxs;
     check_dim(classes, 1, op, "idxs");
-    TORCH_CHECK(classes.size(0) == boxes.size(0), op,
-                ": idxs must have shape [N] with N = boxes.size(0) = ",
-                boxes.size(0), ", got ", classes.sizes());
+    VISDET_CHECK(classes.size(0) == boxes.size(0), op,
+                 ": idxs must have shape [N] with N = boxes.size(0) = ",
+                 boxes.size(0), ", got ", host::shape_of(classes));
     check_integer(classes, op, "idxs");
     check_same_device(boxes, classes, op, "boxes", "idxs");
   }
 }
 
-NmsPrepared nms_prepare(const char* op, const at::Tensor& boxes,
-                        const at::Tensor& scores,
-                        const c10::optional<at::Tensor>& idxs,
+NmsPrepared nms_prepare(const char* op, const Tensor& boxes,
+                        const Tensor& scores, const std::optional<Tensor>& idxs,
                         double iou_threshold, int64_t offset) {
   check_nms_inputs(op, boxes, scores, idxs, iou_threshold, offset);
   NmsPrepared p;
@@ -81,81 +82,88 @@ NmsPrepared nms_prepare(const char* op, const at::Tensor& boxes,
   p.order = sorted_order(scores);
   p.boxes = sorted_boxes(boxes, p.order);
   if (idxs.has_value()) {
-    p.classes = idxs->index_select(0, p.order).to(at::kLong).contiguous();
+    p.classes = host::contiguous(host::to_dtype(
+        host::index_select(*idxs, 0, p.order), ScalarType::Long));
+    p.has_classes = true;
   }
   return p;
 }
 
-NmsPrepared nms_match_prepare(const at::Tensor& dets, double iou_threshold) {
+NmsPrepared nms_match_prepare(const Tensor& dets, double iou_threshold) {
   constexpr const char* op = "nms_match";
   check_boxes(op, dets, "dets", 5, "[N, 5] (x1, y1, x2, y2, score)");
   check_threshold(op, iou_threshold);
   NmsPrepared p;
   p.n = dets.size(0);
   if (p.n == 0) return p;
-  p.order = sorted_order(dets.select(1, 4));
-  p.boxes = sorted_boxes(dets.narrow(1, 0, 4), p.order);
+  p.order = sorted_order(host::select(dets, 1, 4));
+  p.boxes = sorted_boxes(host::narrow(dets, 1, 0, 4), p.order);
   return p;
+}
+
+Tensor nms_match_groups(const NmsPrepared& p, const Tensor& leader) {
+  // out[order[i]] = order[leader[i]]: sorted positions -> input indices,
+  // indexed by input index (order is a permutation: every slot is written).
+  return host::index_copy(host::empty_like(leader), 0, p.order,
+                          host::index_select(p.order, 0, leader));
 }
 
 namespace {
 
-at::Tensor nms_cpu_impl(const char* op, const at::Tensor& boxes,
-                        const at::Tensor& scores,
-                        const c10::optional<at::Tensor>& idxs,
-                        double iou_threshold, int64_t offset) {
+Tensor nms_cpu_impl(const char* op, const Tensor& boxes, const Tensor& scores,
+                    const std::optional<Tensor>& idxs, double iou_threshold,
+                    int64_t offset) {
   const NmsPrepared p =
       nms_prepare(op, boxes, scores, idxs, iou_threshold, offset);
-  TORCH_CHECK(boxes.device().is_cpu(), op,
-              ": the CPU kernel needs CPU tensors, got boxes on ",
-              boxes.device());
-  if (p.n == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
-  at::Tensor keep = at::empty({p.n}, boxes.options().dtype(at::kByte));
-  AT_DISPATCH_FLOATING_TYPES(p.boxes.scalar_type(), "nms_cpu", [&] {
-    nms_cpu<scalar_t>(
-        p.boxes.data_ptr<scalar_t>(),
-        p.classes.defined() ? p.classes.data_ptr<int64_t>() : nullptr, p.n,
-        static_cast<scalar_t>(iou_threshold), static_cast<scalar_t>(offset),
-        keep.data_ptr<uint8_t>());
+  VISDET_CHECK(host::is_cpu(boxes), op,
+               ": the CPU kernel needs CPU tensors, got boxes on ",
+               host::device_of(boxes));
+  if (p.n == 0) return host::empty({0}, ScalarType::Long, boxes);
+  const Tensor keep = host::empty({p.n}, ScalarType::Bool, boxes);
+  host::dispatch_float_double(host::dtype_of(p.boxes), "nms_cpu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // bool is one byte holding 0 or 1: the kernel writes exactly that.
+    nms_cpu<T>(host::const_data<T>(p.boxes),
+               p.has_classes ? host::const_data<int64_t>(p.classes) : nullptr,
+               p.n, static_cast<T>(iou_threshold), static_cast<T>(offset),
+               host::mutable_data<uint8_t>(keep));
   });
-  return p.order.masked_select(keep.to(at::kBool));
+  return host::masked_select(p.order, keep);
 }
 
-at::Tensor nms_cpu_kernel(const at::Tensor& boxes, const at::Tensor& scores,
-                          double iou_threshold, int64_t offset) {
-  return nms_cpu_impl("nms", boxes, scores, c10::nullopt, iou_threshold,
+Tensor nms_cpu_kernel(const Tensor& boxes, const Tensor& scores,
+                      double iou_threshold, int64_t offset) {
+  return nms_cpu_impl("nms", boxes, scores, std::nullopt, iou_threshold,
                       offset);
 }
 
-at::Tensor batched_nms_cpu_kernel(const at::Tensor& boxes,
-                                  const at::Tensor& scores,
-                                  const at::Tensor& idxs, double iou_threshold,
-                                  int64_t offset) {
+Tensor batched_nms_cpu_kernel(const Tensor& boxes, const Tensor& scores,
+                              const Tensor& idxs, double iou_threshold,
+                              int64_t offset) {
   return nms_cpu_impl("batched_nms", boxes, scores, idxs, iou_threshold,
                       offset);
 }
 
-at::Tensor nms_match_cpu_kernel(const at::Tensor& dets, double iou_threshold) {
+Tensor nms_match_cpu_kernel(const Tensor& dets, double iou_threshold) {
   const NmsPrepared p = nms_match_prepare(dets, iou_threshold);
-  TORCH_CHECK(dets.device().is_cpu(),
-              "nms_match: the CPU kernel needs CPU tensors, got dets on ",
-              dets.device());
-  if (p.n == 0) return at::empty({0}, dets.options().dtype(at::kLong));
-  at::Tensor leader = at::empty({p.n}, dets.options().dtype(at::kLong));
-  AT_DISPATCH_FLOATING_TYPES(p.boxes.scalar_type(), "nms_match_cpu", [&] {
-    nms_match_cpu<scalar_t>(p.boxes.data_ptr<scalar_t>(), p.n,
-                            static_cast<scalar_t>(iou_threshold),
-                            leader.data_ptr<int64_t>());
-  });
-  // Sorted positions -> input indices, indexed by input index.
-  at::Tensor out = at::empty_like(leader);
-  out.index_put_({p.order}, p.order.index_select(0, leader));
-  return out;
+  VISDET_CHECK(host::is_cpu(dets),
+               "nms_match: the CPU kernel needs CPU tensors, got dets on ",
+               host::device_of(dets));
+  if (p.n == 0) return host::empty({0}, ScalarType::Long, dets);
+  const Tensor leader = host::empty({p.n}, ScalarType::Long, dets);
+  host::dispatch_float_double(
+      host::dtype_of(p.boxes), "nms_match_cpu", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        nms_match_cpu<T>(host::const_data<T>(p.boxes), p.n,
+                         static_cast<T>(iou_threshold),
+                         host::mutable_data<int64_t>(leader));
+      });
+  return nms_match_groups(p, leader);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
+VISDET_LIBRARY_FRAGMENT(m) {
   m.def(
       "nms(Tensor boxes, Tensor scores, float iou_threshold, int offset=0) "
       "-> Tensor");
@@ -167,10 +175,10 @@ TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
   m.def("nms_match(Tensor dets, float iou_threshold) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {
-  m.impl("nms", &nms_cpu_kernel);
-  m.impl("batched_nms", &batched_nms_cpu_kernel);
-  m.impl("nms_match", &nms_match_cpu_kernel);
+VISDET_LIBRARY_IMPL(CPU, m) {
+  m.impl("nms", VISDET_KERNEL(nms_cpu_kernel));
+  m.impl("batched_nms", VISDET_KERNEL(batched_nms_cpu_kernel));
+  m.impl("nms_match", VISDET_KERNEL(nms_match_cpu_kernel));
 }
 
 }  // namespace visdet_ops

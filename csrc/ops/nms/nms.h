@@ -1,9 +1,12 @@
-// Torch-facing helpers shared by the CPU and CUDA host layers of the NMS
-// family (nms, batched_nms, nms_match; soft_nms shares the input checks).
+// The prepared arguments of the NMS family (nms, batched_nms, nms_match;
+// soft_nms shares the input checks), shared by the CPU and CUDA host layers.
+// Written against the host adapter (common/host.h): one source for the
+// classic and the stable build.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-#include <c10/util/Optional.h>
+#include <optional>
+
+#include "common/host.h"
 
 namespace visdet_ops {
 
@@ -13,27 +16,32 @@ namespace visdet_ops {
 //   for float16/bfloat16 inputs, else the input dtype);
 // classes: [n] int64 classes in that order, undefined without idxs.
 struct NmsPrepared {
-  at::Tensor order, boxes, classes;
+  host::Tensor order, boxes, classes;
+  bool has_classes = false;
   int64_t n = 0;
 };
 
 // The checks of nms_prepare, for the family's other ops (soft_nms): boxes
 // [N, 4] floating, scores [N] of the same dtype and device, offset 0 or 1,
 // iou_threshold not NaN, idxs (optional) [N] integer on the same device.
-void check_nms_inputs(const char* op, const at::Tensor& boxes,
-                      const at::Tensor& scores,
-                      const c10::optional<at::Tensor>& idxs,
+void check_nms_inputs(const char* op, const host::Tensor& boxes,
+                      const host::Tensor& scores,
+                      const std::optional<host::Tensor>& idxs,
                       double iou_threshold, int64_t offset);
 
-NmsPrepared nms_prepare(const char* op, const at::Tensor& boxes,
-                        const at::Tensor& scores,
-                        const c10::optional<at::Tensor>& idxs,
+NmsPrepared nms_prepare(const char* op, const host::Tensor& boxes,
+                        const host::Tensor& scores,
+                        const std::optional<host::Tensor>& idxs,
                         double iou_threshold, int64_t offset);
 
 // nms_match: dets [N, 5] (x1, y1, x2, y2, score).
-NmsPrepared nms_match_prepare(const at::Tensor& dets, double iou_threshold);
+NmsPrepared nms_match_prepare(const host::Tensor& dets, double iou_threshold);
+
+// For every input index, the input index of its group's kept box, from the
+// kernels' leader (sorted position -> sorted position of its kept box).
+host::Tensor nms_match_groups(const NmsPrepared& p, const host::Tensor& leader);
 
 // float32 for reduced-precision inputs: the IoU is computed in float.
-at::ScalarType nms_compute_dtype(at::ScalarType dtype);
+host::ScalarType nms_compute_dtype(host::ScalarType dtype);
 
 }  // namespace visdet_ops

@@ -1,99 +1,101 @@
-// NMS family: CUDA host layer (torch-facing). The device code is in nms_cuda.cu.
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
+// NMS family: CUDA host layer (torch-facing, through the host adapter). The
+// device code is in nms_cuda.cu.
+#include <optional>
 
+#include "common/host.h"
+#include "common/host_cuda.h"
 #include "nms.h"
 #include "nms_launch.h"
 
 namespace visdet_ops {
 namespace {
 
+using host::ScalarType;
+using host::Tensor;
+
 void check_cuda_size(const char* op, int64_t n) {
-  TORCH_CHECK(nms_cuda_col_blocks(n) <= 65535, op,
-              ": at most 65535 * 64 = 4194240 boxes are supported on CUDA, "
-              "got ",
-              n);
+  VISDET_CHECK(nms_cuda_col_blocks(n) <= 65535, op,
+               ": at most 65535 * 64 = 4194240 boxes are supported on CUDA, "
+               "got ",
+               n);
 }
 
-at::Tensor nms_cuda_impl(const char* op, const at::Tensor& boxes,
-                         const at::Tensor& scores,
-                         const c10::optional<at::Tensor>& idxs,
-                         double iou_threshold, int64_t offset) {
-  TORCH_CHECK(boxes.is_cuda(), op,
-              ": the CUDA kernel needs CUDA tensors, got boxes on ",
-              boxes.device());
-  const c10::cuda::CUDAGuard device_guard(boxes.device());
+Tensor nms_cuda_impl(const char* op, const Tensor& boxes, const Tensor& scores,
+                     const std::optional<Tensor>& idxs, double iou_threshold,
+                     int64_t offset) {
+  VISDET_CHECK(host::is_cuda(boxes), op,
+               ": the CUDA kernel needs CUDA tensors, got boxes on ",
+               host::device_of(boxes));
+  const host::CudaDeviceGuard device_guard(boxes);
   const NmsPrepared p =
       nms_prepare(op, boxes, scores, idxs, iou_threshold, offset);
-  if (p.n == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
+  if (p.n == 0) return host::empty({0}, ScalarType::Long, boxes);
   check_cuda_size(op, p.n);
   // One allocation for the kept indices and, in its last slot, their count.
-  at::Tensor kept = at::empty({p.n + 1}, boxes.options().dtype(at::kLong));
-  at::Tensor workspace = at::empty({nms_cuda_workspace_bytes(p.n)},
-                                   boxes.options().dtype(at::kByte));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(p.boxes.scalar_type(), "nms_cuda", [&] {
-    C10_CUDA_CHECK(nms_cuda_launch<scalar_t>(
-        p.boxes.data_ptr<scalar_t>(),
-        p.classes.defined() ? p.classes.data_ptr<int64_t>() : nullptr,
-        p.order.data_ptr<int64_t>(), p.n,
-        static_cast<scalar_t>(iou_threshold), static_cast<scalar_t>(offset),
-        kept.data_ptr<int64_t>(), kept.data_ptr<int64_t>() + p.n,
-        workspace.data_ptr(), stream));
+  const Tensor kept = host::empty({p.n + 1}, ScalarType::Long, boxes);
+  const Tensor workspace =
+      host::empty({nms_cuda_workspace_bytes(p.n)}, ScalarType::Byte, boxes);
+  const cudaStream_t stream = host::current_cuda_stream(boxes);
+  host::dispatch_float_double(host::dtype_of(p.boxes), "nms_cuda", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    int64_t* kept_data = host::mutable_data<int64_t>(kept);
+    VISDET_CUDA_CHECK(nms_cuda_launch<T>(
+        host::const_data<T>(p.boxes),
+        p.has_classes ? host::const_data<int64_t>(p.classes) : nullptr,
+        host::const_data<int64_t>(p.order), p.n, static_cast<T>(iou_threshold),
+        static_cast<T>(offset), kept_data, kept_data + p.n,
+        host::mutable_data<void>(workspace), stream));
   });
   // The output size is data-dependent: one 8-byte device-to-host copy.
-  const int64_t num_kept = kept[p.n].item<int64_t>();
-  return kept.narrow(0, 0, num_kept);
+  const int64_t num_kept =
+      host::read_scalar<int64_t>(host::narrow(kept, 0, p.n, 1));
+  return host::narrow(kept, 0, 0, num_kept);
 }
 
-at::Tensor nms_cuda_kernel(const at::Tensor& boxes, const at::Tensor& scores,
-                           double iou_threshold, int64_t offset) {
-  return nms_cuda_impl("nms", boxes, scores, c10::nullopt, iou_threshold,
+Tensor nms_cuda_kernel(const Tensor& boxes, const Tensor& scores,
+                       double iou_threshold, int64_t offset) {
+  return nms_cuda_impl("nms", boxes, scores, std::nullopt, iou_threshold,
                        offset);
 }
 
-at::Tensor batched_nms_cuda_kernel(const at::Tensor& boxes,
-                                   const at::Tensor& scores,
-                                   const at::Tensor& idxs,
-                                   double iou_threshold, int64_t offset) {
+Tensor batched_nms_cuda_kernel(const Tensor& boxes, const Tensor& scores,
+                               const Tensor& idxs, double iou_threshold,
+                               int64_t offset) {
   return nms_cuda_impl("batched_nms", boxes, scores, idxs, iou_threshold,
                        offset);
 }
 
-at::Tensor nms_match_cuda_kernel(const at::Tensor& dets,
-                                 double iou_threshold) {
-  TORCH_CHECK(dets.is_cuda(),
-              "nms_match: the CUDA kernel needs CUDA tensors, got dets on ",
-              dets.device());
-  const c10::cuda::CUDAGuard device_guard(dets.device());
+Tensor nms_match_cuda_kernel(const Tensor& dets, double iou_threshold) {
+  VISDET_CHECK(host::is_cuda(dets),
+               "nms_match: the CUDA kernel needs CUDA tensors, got dets on ",
+               host::device_of(dets));
+  const host::CudaDeviceGuard device_guard(dets);
   const NmsPrepared p = nms_match_prepare(dets, iou_threshold);
-  if (p.n == 0) return at::empty({0}, dets.options().dtype(at::kLong));
+  if (p.n == 0) return host::empty({0}, ScalarType::Long, dets);
   check_cuda_size("nms_match", p.n);
-  at::Tensor leader = at::empty({p.n}, dets.options().dtype(at::kLong));
-  at::Tensor kept = at::empty({p.n + 1}, dets.options().dtype(at::kLong));
-  at::Tensor workspace = at::empty({nms_cuda_workspace_bytes(p.n)},
-                                   dets.options().dtype(at::kByte));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(p.boxes.scalar_type(), "nms_match_cuda", [&] {
-    C10_CUDA_CHECK(nms_match_cuda_launch<scalar_t>(
-        p.boxes.data_ptr<scalar_t>(), p.n,
-        static_cast<scalar_t>(iou_threshold), leader.data_ptr<int64_t>(),
-        kept.data_ptr<int64_t>(), workspace.data_ptr(), stream));
-  });
-  at::Tensor out = at::empty_like(leader);
-  out.index_put_({p.order}, p.order.index_select(0, leader));
-  return out;
+  const Tensor leader = host::empty({p.n}, ScalarType::Long, dets);
+  const Tensor kept = host::empty({p.n + 1}, ScalarType::Long, dets);
+  const Tensor workspace =
+      host::empty({nms_cuda_workspace_bytes(p.n)}, ScalarType::Byte, dets);
+  const cudaStream_t stream = host::current_cuda_stream(dets);
+  host::dispatch_float_double(
+      host::dtype_of(p.boxes), "nms_match_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        VISDET_CUDA_CHECK(nms_match_cuda_launch<T>(
+            host::const_data<T>(p.boxes), p.n, static_cast<T>(iou_threshold),
+            host::mutable_data<int64_t>(leader),
+            host::mutable_data<int64_t>(kept),
+            host::mutable_data<void>(workspace), stream));
+      });
+  return nms_match_groups(p, leader);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
-  m.impl("nms", &nms_cuda_kernel);
-  m.impl("batched_nms", &batched_nms_cuda_kernel);
-  m.impl("nms_match", &nms_match_cuda_kernel);
+VISDET_LIBRARY_IMPL(CUDA, m) {
+  m.impl("nms", VISDET_KERNEL(nms_cuda_kernel));
+  m.impl("batched_nms", VISDET_KERNEL(batched_nms_cuda_kernel));
+  m.impl("nms_match", VISDET_KERNEL(nms_match_cuda_kernel));
 }
 
 }  // namespace visdet_ops

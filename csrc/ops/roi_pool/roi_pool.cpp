@@ -1,13 +1,14 @@
 // roi_pool: schema, argument checks shared by all devices, CPU registration.
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
+// One source for the classic and the stable build (common/host.h). Autograd,
+// autocast and the CUDA backward's determinism alert are registered in
+// visdet_ops/ops/roi_pool.py.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "common/checks.h"
-#include "common/reduced_float.h"
+#include "common/host.h"
 #include "common/rois.h"
 #include "roi_pool.h"
 #include "roi_pool_kernel.h"
@@ -15,31 +16,34 @@
 namespace visdet_ops {
 namespace {
 
+using host::ScalarType;
+using host::Tensor;
+
 constexpr const char* kOp = "roi_pool";
 
-void check_rois(const at::Tensor& rois) {
+void check_rois(const Tensor& rois) {
   check_dim(rois, 2, kOp, "rois");
   check_size(rois, 1, 5, kOp, "rois", "[K, 5] (batch_index, x1, y1, x2, y2)");
 }
 
 void check_output_size(int64_t pooled_height, int64_t pooled_width) {
-  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
-              ": output_size must be positive, got (", pooled_height, ", ",
-              pooled_width, ")");
+  VISDET_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
+               ": output_size must be positive, got (", pooled_height, ", ",
+               pooled_width, ")");
 }
 
 // argmax is an int32 offset into one input plane.
 void check_plane_fits_int32(int64_t height, int64_t width) {
   // Division, not height * width: that product may wrap for the backward's
   // shape arguments.
-  TORCH_CHECK(height == 0 ||
-                  width <= std::numeric_limits<int32_t>::max() / height,
-              kOp,
-              ": input planes of more than 2^31 - 1 elements are not "
-              "supported (argmax is int32), got ", height, " x ", width);
+  VISDET_CHECK(height == 0 ||
+                   width <= std::numeric_limits<int32_t>::max() / height,
+               kOp,
+               ": input planes of more than 2^31 - 1 elements are not "
+               "supported (argmax is int32), got ", height, " x ", width);
 }
 
-RoIPoolShape check_forward(const at::Tensor& input, const at::Tensor& rois,
+RoIPoolShape check_forward(const Tensor& input, const Tensor& rois,
                            int64_t pooled_height, int64_t pooled_width,
                            double spatial_scale) {
   check_dim(input, 4, kOp, "input");
@@ -49,25 +53,25 @@ RoIPoolShape check_forward(const at::Tensor& input, const at::Tensor& rois,
   check_same_device(input, rois, kOp, "input", "rois");
   check_output_size(pooled_height, pooled_width);
   check_roi_output_size(input, rois, pooled_height, pooled_width, kOp);
-  TORCH_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
-              ": spatial_scale must be a positive finite number, got ",
-              spatial_scale);
+  VISDET_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
+               ": spatial_scale must be a positive finite number, got ",
+               spatial_scale);
   RoIPoolShape s{input.size(0), rois.size(0),  input.size(1), input.size(2),
                  input.size(3), pooled_height, pooled_width};
-  TORCH_CHECK(rois.size(0) == 0 || (s.height > 0 && s.width > 0), kOp,
-              ": input must have a non-empty spatial size, got shape ",
-              input.sizes());
+  VISDET_CHECK(rois.size(0) == 0 || (s.height > 0 && s.width > 0), kOp,
+               ": input must have a non-empty spatial size, got shape ",
+               host::shape_of(input));
   check_plane_fits_int32(s.height, s.width);
   // In the compute dtype, which the CPU check reads (16-bit RoIs widen exactly).
-  check_rois_values_nosync(rois.to(roi_compute_dtype(input.scalar_type())),
-                           input.size(0), kOp);
+  check_rois_values_nosync(
+      host::to_dtype(rois, roi_compute_dtype(host::dtype_of(input))),
+      input.size(0), kOp);
   return s;
 }
 
-RoIPoolShape check_backward(const at::Tensor& grad_output,
-                            const at::Tensor& rois, const at::Tensor& argmax,
-                            int64_t batch_size, int64_t channels,
-                            int64_t height, int64_t width) {
+RoIPoolShape check_backward(const Tensor& grad_output, const Tensor& rois,
+                            const Tensor& argmax, int64_t batch_size,
+                            int64_t channels, int64_t height, int64_t width) {
   check_rois(rois);
   check_dim(grad_output, 4, kOp, "grad_output");
   check_floating(grad_output, kOp, "grad_output");
@@ -75,24 +79,24 @@ RoIPoolShape check_backward(const at::Tensor& grad_output,
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_same_device(grad_output, argmax, kOp, "grad_output", "argmax");
   check_output_size(grad_output.size(2), grad_output.size(3));
-  TORCH_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0,
-              kOp, ": the input shape must be non-negative, got [", batch_size,
-              ", ", channels, ", ", height, ", ", width, "]");
+  VISDET_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0,
+               kOp, ": the input shape must be non-negative, got [",
+               batch_size, ", ", channels, ", ", height, ", ", width, "]");
   checked_numel({batch_size, channels, height, width}, kOp,
                 "grad_input [batch_size, channels, height, width]");
   check_plane_fits_int32(height, width);
   RoIPoolShape s{batch_size, rois.size(0),        channels,
                  height,     width,               grad_output.size(2),
                  grad_output.size(3)};
-  TORCH_CHECK(grad_output.size(0) == s.num_rois &&
-                  grad_output.size(1) == channels,
-              kOp, ": grad_output must have shape [", s.num_rois, ", ",
-              channels, ", PH, PW], got ", grad_output.sizes());
-  TORCH_CHECK(argmax.sizes() == grad_output.sizes(), kOp,
-              ": argmax must have the shape of grad_output ",
-              grad_output.sizes(), ", got ", argmax.sizes());
-  TORCH_CHECK(argmax.scalar_type() == at::kInt, kOp,
-              ": argmax must be int32, got ", argmax.scalar_type());
+  VISDET_CHECK(grad_output.size(0) == s.num_rois &&
+                   grad_output.size(1) == channels,
+               kOp, ": grad_output must have shape [", s.num_rois, ", ",
+               channels, ", PH, PW], got ", host::shape_of(grad_output));
+  VISDET_CHECK(host::same_shape(argmax, grad_output), kOp,
+               ": argmax must have the shape of grad_output ",
+               host::shape_of(grad_output), ", got ", host::shape_of(argmax));
+  VISDET_CHECK(host::dtype_of(argmax) == ScalarType::Int, kOp,
+               ": argmax must be int32, got ", host::dtype_of(argmax));
   // No check of the RoI values: the forward made it, and the kernels skip an
   // invalid RoI (and an argmax outside the plane), so a direct call with bad
   // values cannot read or write out of bounds either.
@@ -101,8 +105,8 @@ RoIPoolShape check_backward(const at::Tensor& grad_output,
 
 }  // namespace
 
-RoIPoolForward roi_pool_prepare_forward(const at::Tensor& input,
-                                        const at::Tensor& rois,
+RoIPoolForward roi_pool_prepare_forward(const Tensor& input,
+                                        const Tensor& rois,
                                         int64_t pooled_height,
                                         int64_t pooled_width,
                                         double spatial_scale) {
@@ -110,39 +114,41 @@ RoIPoolForward roi_pool_prepare_forward(const at::Tensor& input,
   f.shape = check_forward(input, rois, pooled_height, pooled_width,
                           spatial_scale);
   const RoIPoolShape& s = f.shape;
-  f.input = input.contiguous();
-  f.rois = rois.to(roi_compute_dtype(input.scalar_type())).contiguous();
-  f.output = at::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
-                       input.options());
-  f.argmax = at::empty_like(f.output, input.options().dtype(at::kInt));
+  const ScalarType dtype = host::dtype_of(input);
+  f.input = host::contiguous(input);
+  f.rois = host::contiguous(host::to_dtype(rois, roi_compute_dtype(dtype)));
+  f.output =
+      host::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w}, dtype, input);
+  f.argmax = host::empty({s.num_rois, s.channels, s.pooled_h, s.pooled_w},
+                         ScalarType::Int, input);
   return f;
 }
 
-RoIPoolBackward roi_pool_prepare_backward(const at::Tensor& grad_output,
-                                          const at::Tensor& rois,
-                                          const at::Tensor& argmax,
+RoIPoolBackward roi_pool_prepare_backward(const Tensor& grad_output,
+                                          const Tensor& rois,
+                                          const Tensor& argmax,
                                           int64_t batch_size, int64_t channels,
                                           int64_t height, int64_t width) {
   RoIPoolBackward b;
   b.shape = check_backward(grad_output, rois, argmax, batch_size, channels,
                            height, width);
-  b.grad_output = grad_output.contiguous();
-  b.rois = rois.to(roi_compute_dtype(grad_output.scalar_type())).contiguous();
-  b.argmax = argmax.contiguous();
-  b.grad_accum = at::zeros(
-      {batch_size, channels, height, width},
-      grad_output.options().dtype(roi_compute_dtype(grad_output.scalar_type())));
+  const ScalarType compute = roi_compute_dtype(host::dtype_of(grad_output));
+  b.grad_output = host::contiguous(grad_output);
+  b.rois = host::contiguous(host::to_dtype(rois, compute));
+  b.argmax = host::contiguous(argmax);
+  b.grad_accum =
+      host::zeros({batch_size, channels, height, width}, compute, grad_output);
   return b;
 }
 
-at::Tensor RoIPoolBackward::grad_input() const {
-  return grad_accum.to(grad_output.scalar_type());
+Tensor RoIPoolBackward::grad_input() const {
+  return host::to_dtype(grad_accum, host::dtype_of(grad_output));
 }
 
 namespace {
 
-std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu_kernel(
-    const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
+std::tuple<Tensor, Tensor> roi_pool_forward_cpu_kernel(
+    const Tensor& input, const Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale) {
   const RoIPoolForward f = roi_pool_prepare_forward(
       input, rois, pooled_height, pooled_width, spatial_scale);
@@ -150,17 +156,16 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu_kernel(
   const int64_t n = s.output_numel();
   if (n == 0) return f.outputs();
   // float16/bfloat16 are read directly (no float32 copy of the feature map).
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "roi_pool_forward_cpu",
-      [&] {
-        using T = host_t<scalar_t>;
+  host::dispatch_floating_types<HostHalf, HostBFloat16>(
+      host::dtype_of(input), "roi_pool_forward_cpu", [&](auto tag) {
+        using T = typename decltype(tag)::type;
         using A = acc_t<T>;
-        const T* in = host_data<scalar_t>(f.input);
-        const A* r = f.rois.const_data_ptr<A>();
-        T* out = host_mutable_data<scalar_t>(f.output);
-        int32_t* am = f.argmax.mutable_data_ptr<int32_t>();
+        const T* in = host::const_data<T>(f.input);
+        const A* r = host::const_data<A>(f.rois);
+        T* out = host::mutable_data<T>(f.output);
+        int32_t* am = host::mutable_data<int32_t>(f.argmax);
         const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
-        at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+        host::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
           roi_pool_forward_cpu<T>(in, r, s, static_cast<A>(spatial_scale),
                                   begin, end, out, am);
         });
@@ -168,38 +173,36 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu_kernel(
   return f.outputs();
 }
 
-at::Tensor roi_pool_backward_cpu_kernel(const at::Tensor& grad_output,
-                                        const at::Tensor& rois,
-                                        const at::Tensor& argmax,
-                                        int64_t batch_size, int64_t channels,
-                                        int64_t height, int64_t width) {
+Tensor roi_pool_backward_cpu_kernel(const Tensor& grad_output,
+                                    const Tensor& rois, const Tensor& argmax,
+                                    int64_t batch_size, int64_t channels,
+                                    int64_t height, int64_t width) {
   const RoIPoolBackward b = roi_pool_prepare_backward(
       grad_output, rois, argmax, batch_size, channels, height, width);
   if (b.shape.output_numel() == 0) return b.grad_input();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, grad_output.scalar_type(),
-      "roi_pool_backward_cpu", [&] {
-        using T = host_t<scalar_t>;
+  host::dispatch_floating_types<HostHalf, HostBFloat16>(
+      host::dtype_of(grad_output), "roi_pool_backward_cpu", [&](auto tag) {
+        using T = typename decltype(tag)::type;
         using A = acc_t<T>;
-        const T* go = host_data<scalar_t>(b.grad_output);
-        const A* r = b.rois.const_data_ptr<A>();
-        const int32_t* am = b.argmax.const_data_ptr<int32_t>();
-        A* gi = b.grad_accum.mutable_data_ptr<A>();
+        const T* go = host::const_data<T>(b.grad_output);
+        const A* r = host::const_data<A>(b.rois);
+        const int32_t* am = host::const_data<int32_t>(b.argmax);
+        A* gi = host::mutable_data<A>(b.grad_accum);
         // Parallel over channels: each channel's gradient is written by its
         // own output elements only, so this is race-free and sums in a fixed
         // order (in float for 16-bit grad_output, rounded once at the end).
-        at::parallel_for(0, b.shape.channels, 1,
-                         [&](int64_t begin, int64_t end) {
-                           roi_pool_backward_cpu<T>(go, r, am, b.shape, begin,
-                                                    end, gi);
-                         });
+        host::parallel_for(0, b.shape.channels, 1,
+                           [&](int64_t begin, int64_t end) {
+                             roi_pool_backward_cpu<T>(go, r, am, b.shape,
+                                                      begin, end, gi);
+                           });
       });
   return b.grad_input();
 }
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
+VISDET_LIBRARY_FRAGMENT(m) {
   m.def(
       "roi_pool(Tensor input, Tensor rois, SymInt pooled_height, "
       "SymInt pooled_width, float spatial_scale) -> (Tensor, Tensor)");
@@ -209,9 +212,9 @@ TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
       "-> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {
-  m.impl("roi_pool", &roi_pool_forward_cpu_kernel);
-  m.impl("_roi_pool_backward", &roi_pool_backward_cpu_kernel);
+VISDET_LIBRARY_IMPL(CPU, m) {
+  m.impl("roi_pool", VISDET_KERNEL(roi_pool_forward_cpu_kernel));
+  m.impl("_roi_pool_backward", VISDET_KERNEL(roi_pool_backward_cpu_kernel));
 }
 
 }  // namespace visdet_ops

@@ -1,8 +1,11 @@
-// Torch-facing helpers shared by the CPU and CUDA host layers of roi_pool.
+// The prepared arguments of roi_pool, shared by the CPU and CUDA host layers.
+// Written against the host adapter (common/host.h): one source for the
+// classic and the stable build.
 #pragma once
 
-#include <ATen/core/Tensor.h>
+#include <tuple>
 
+#include "common/host.h"
 #include "roi_pool_launch.h"
 
 namespace visdet_ops {
@@ -13,13 +16,15 @@ namespace visdet_ops {
 // where that needs no device sync (check_rois_values_nosync).
 struct RoIPoolForward {
   RoIPoolShape shape;
-  at::Tensor input, rois;
-  at::Tensor output, argmax;
-  std::tuple<at::Tensor, at::Tensor> outputs() const { return {output, argmax}; }
+  host::Tensor input, rois;
+  host::Tensor output, argmax;
+  std::tuple<host::Tensor, host::Tensor> outputs() const {
+    return {output, argmax};
+  }
 };
 
-RoIPoolForward roi_pool_prepare_forward(const at::Tensor& input,
-                                        const at::Tensor& rois,
+RoIPoolForward roi_pool_prepare_forward(const host::Tensor& input,
+                                        const host::Tensor& rois,
                                         int64_t pooled_height,
                                         int64_t pooled_width,
                                         double spatial_scale);
@@ -30,14 +35,14 @@ RoIPoolForward roi_pool_prepare_forward(const at::Tensor& input,
 // an invalid RoI or argmax anyway.
 struct RoIPoolBackward {
   RoIPoolShape shape;
-  at::Tensor grad_output, rois, argmax;
-  at::Tensor grad_accum;
-  at::Tensor grad_input() const;
+  host::Tensor grad_output, rois, argmax;
+  host::Tensor grad_accum;
+  host::Tensor grad_input() const;
 };
 
-RoIPoolBackward roi_pool_prepare_backward(const at::Tensor& grad_output,
-                                          const at::Tensor& rois,
-                                          const at::Tensor& argmax,
+RoIPoolBackward roi_pool_prepare_backward(const host::Tensor& grad_output,
+                                          const host::Tensor& rois,
+                                          const host::Tensor& argmax,
                                           int64_t batch_size, int64_t channels,
                                           int64_t height, int64_t width);
 

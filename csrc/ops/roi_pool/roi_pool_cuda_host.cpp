@@ -1,67 +1,66 @@
-// roi_pool: CUDA host layer (torch-facing). Device code: roi_pool_cuda.cu.
-#include <ATen/ATen.h>
-#include <ATen/Context.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
+// roi_pool: CUDA host layer (torch-facing, through the host adapter). Device
+// code: roi_pool_cuda.cu. The backward's atomicAdd makes the summation order,
+// and so the last bits, vary where bins of overlapping RoIs share their
+// maximum: the determinism alert is raised in visdet_ops/ops/roi_pool.py.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
-#include "common/cuda_types.h"
+#include <tuple>
+
+#include "common/host.h"
+#include "common/host_cuda.h"
 #include "roi_pool.h"
 
 namespace visdet_ops {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda_kernel(
-    const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
+using host::Tensor;
+
+std::tuple<Tensor, Tensor> roi_pool_forward_cuda_kernel(
+    const Tensor& input, const Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale) {
-  const c10::cuda::CUDAGuard device_guard(input.device());
+  const host::CudaDeviceGuard device_guard(input);
   const RoIPoolForward f = roi_pool_prepare_forward(
       input, rois, pooled_height, pooled_width, spatial_scale);
   if (f.shape.output_numel() == 0) return f.outputs();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "roi_pool_forward_cuda",
-      [&] {
-        using T = cuda_t<scalar_t>;
-        C10_CUDA_CHECK(roi_pool_forward_cuda_launch<T>(
-            cuda_data<scalar_t>(f.input), f.rois.const_data_ptr<acc_t<T>>(),
-            f.shape, spatial_scale, cuda_mutable_data<scalar_t>(f.output),
-            f.argmax.mutable_data_ptr<int32_t>(), stream));
+  const cudaStream_t stream = host::current_cuda_stream(input);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(input), "roi_pool_forward_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        VISDET_CUDA_CHECK(roi_pool_forward_cuda_launch<T>(
+            host::const_data<T>(f.input), host::const_data<acc_t<T>>(f.rois),
+            f.shape, spatial_scale, host::mutable_data<T>(f.output),
+            host::mutable_data<int32_t>(f.argmax), stream));
       });
   return f.outputs();
 }
 
-at::Tensor roi_pool_backward_cuda_kernel(const at::Tensor& grad_output,
-                                         const at::Tensor& rois,
-                                         const at::Tensor& argmax,
-                                         int64_t batch_size, int64_t channels,
-                                         int64_t height, int64_t width) {
-  const c10::cuda::CUDAGuard device_guard(grad_output.device());
+Tensor roi_pool_backward_cuda_kernel(const Tensor& grad_output,
+                                     const Tensor& rois, const Tensor& argmax,
+                                     int64_t batch_size, int64_t channels,
+                                     int64_t height, int64_t width) {
+  const host::CudaDeviceGuard device_guard(grad_output);
   const RoIPoolBackward b = roi_pool_prepare_backward(
       grad_output, rois, argmax, batch_size, channels, height, width);
-  // atomicAdd makes the summation order, and so the last bits, vary where
-  // bins of overlapping RoIs share their maximum.
-  at::globalContext().alertNotDeterministic("visdet_ops::roi_pool backward (CUDA)");
   if (b.shape.output_numel() == 0) return b.grad_input();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, grad_output.scalar_type(),
-      "roi_pool_backward_cuda", [&] {
-        using T = cuda_t<scalar_t>;
-        C10_CUDA_CHECK(roi_pool_backward_cuda_launch<T>(
-            cuda_data<scalar_t>(b.grad_output), b.rois.const_data_ptr<acc_t<T>>(),
-            b.argmax.const_data_ptr<int32_t>(), b.shape,
-            b.grad_accum.mutable_data_ptr<acc_t<T>>(), stream));
+  const cudaStream_t stream = host::current_cuda_stream(grad_output);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(grad_output), "roi_pool_backward_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        VISDET_CUDA_CHECK(roi_pool_backward_cuda_launch<T>(
+            host::const_data<T>(b.grad_output),
+            host::const_data<acc_t<T>>(b.rois),
+            host::const_data<int32_t>(b.argmax), b.shape,
+            host::mutable_data<acc_t<T>>(b.grad_accum), stream));
       });
   return b.grad_input();
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
-  m.impl("roi_pool", &roi_pool_forward_cuda_kernel);
-  m.impl("_roi_pool_backward", &roi_pool_backward_cuda_kernel);
+VISDET_LIBRARY_IMPL(CUDA, m) {
+  m.impl("roi_pool", VISDET_KERNEL(roi_pool_forward_cuda_kernel));
+  m.impl("_roi_pool_backward", VISDET_KERNEL(roi_pool_backward_cuda_kernel));
 }
 
 }  // namespace visdet_ops

@@ -1,0 +1,98 @@
+// The host adapter over the classic libtorch API (at::Tensor, TORCH_LIBRARY):
+// the build for torch below the stable floor, one wheel per torch minor.
+// Include common/host.h, not this file.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <tuple>
+
+// The message is exactly the streamed parts (what TORCH_CHECK shows in Python).
+#define VISDET_CHECK(cond, ...) TORCH_CHECK(cond, __VA_ARGS__)
+
+#define VISDET_LIBRARY_FRAGMENT(m) TORCH_LIBRARY_FRAGMENT(visdet_ops, m)
+#define VISDET_LIBRARY_IMPL(key, m) TORCH_LIBRARY_IMPL(visdet_ops, key, m)
+#define VISDET_KERNEL(fn) TORCH_FN(fn)
+
+namespace visdet_ops {
+namespace host {
+
+using Tensor = at::Tensor;
+using ScalarType = c10::ScalarType;
+using Sizes = std::initializer_list<int64_t>;
+
+inline ScalarType dtype_of(const Tensor& t) { return t.scalar_type(); }
+inline bool is_cpu(const Tensor& t) { return t.device().is_cpu(); }
+inline bool is_cuda(const Tensor& t) { return t.is_cuda(); }
+inline bool same_device(const Tensor& a, const Tensor& b) {
+  return a.device() == b.device();
+}
+inline int32_t device_index(const Tensor& t) { return t.device().index(); }
+
+// "cpu", "cuda:0": c10's own spelling.
+inline c10::Device device_of(const Tensor& t) { return t.device(); }
+
+inline Tensor empty(Sizes sizes, ScalarType dtype, const Tensor& like) {
+  return at::empty(sizes, like.options().dtype(dtype));
+}
+inline Tensor zeros(Sizes sizes, ScalarType dtype, const Tensor& like) {
+  return at::zeros(sizes, like.options().dtype(dtype));
+}
+inline Tensor empty_like(const Tensor& t) { return at::empty_like(t); }
+
+inline Tensor to_dtype(const Tensor& t, ScalarType dtype) { return t.to(dtype); }
+inline Tensor to_cpu(const Tensor& t) { return t.to(at::kCPU); }
+inline Tensor contiguous(const Tensor& t) { return t.contiguous(); }
+
+inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
+                     int64_t length) {
+  return t.narrow(dim, start, length);
+}
+inline Tensor select(const Tensor& t, int64_t dim, int64_t index) {
+  return t.select(dim, index);
+}
+inline Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  return t.index_select(dim, index);
+}
+// The int64 permutation that sorts a 1-D tensor in descending order, equal
+// values in index order.
+inline Tensor sort_descending_stable_indices(const Tensor& t) {
+  return std::get<1>(t.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+}
+inline Tensor masked_select(const Tensor& t, const Tensor& mask) {
+  return t.masked_select(mask);
+}
+// A copy of self with self[index[i]] = source[i] along dim.
+inline Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index,
+                         const Tensor& source) {
+  return self.index_copy(dim, index, source);
+}
+
+template <typename T>
+const T* const_data(const Tensor& t) {
+  return static_cast<const T*>(t.const_data_ptr());
+}
+template <typename T>
+T* mutable_data(const Tensor& t) {
+  return static_cast<T*>(t.mutable_data_ptr());
+}
+
+// The value of a one-element tensor of C++ type T (a device sync on CUDA).
+template <typename T>
+T read_scalar(const Tensor& t) {
+  return *const_data<T>(to_cpu(t).contiguous());
+}
+
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  at::parallel_for(begin, end, grain, f);
+}
+
+}  // namespace host
+}  // namespace visdet_ops

@@ -1,0 +1,209 @@
+// The host adapter over the LibTorch stable ABI (torch::stable::Tensor,
+// STABLE_TORCH_LIBRARY, the C shim): one wheel per CUDA major for every torch
+// >= the floor that setup.py passes as TORCH_TARGET_VERSION. Only what that
+// floor offers may be used here: every torch::stable function below is
+// available since 2.10 (ops.h marks each with its minimum version). Include
+// common/host.h, not this file.
+//
+// ATen ops without a torch::stable wrapper (sort, index_select, masked_select,
+// index_copy) are called through the dispatcher by name
+// (torch_call_dispatcher), as torchvision's StableABICompat.h does; the stable
+// calls take no Scalar, SymInt, Generator or Stream arguments.
+#pragma once
+
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+#if !defined(TORCH_TARGET_VERSION)
+#error "the stable build needs TORCH_TARGET_VERSION (setup.py sets it to the stable floor)"
+#endif
+
+namespace visdet_ops {
+namespace host {
+namespace detail {
+
+// Throws the streamed parts as the message, nothing else: STD_TORCH_CHECK
+// would prefix the C++ function, file and line, and the tests (and users)
+// match the same text as the classic build's TORCH_CHECK gives. torch turns
+// the std::runtime_error into a Python RuntimeError.
+template <typename... Args>
+[[noreturn]] void fail(const Args&... args) {
+  std::ostringstream message;
+  (message << ... << args);
+  throw std::runtime_error(message.str());
+}
+
+}  // namespace detail
+}  // namespace host
+}  // namespace visdet_ops
+
+#define VISDET_CHECK(cond, ...)                                  \
+  do {                                                           \
+    if (!(cond)) ::visdet_ops::host::detail::fail(__VA_ARGS__);  \
+  } while (0)
+
+#define VISDET_LIBRARY_FRAGMENT(m) STABLE_TORCH_LIBRARY_FRAGMENT(visdet_ops, m)
+#define VISDET_LIBRARY_IMPL(key, m) STABLE_TORCH_LIBRARY_IMPL(visdet_ops, key, m)
+#define VISDET_KERNEL(fn) TORCH_BOX(&fn)
+
+namespace visdet_ops {
+namespace host {
+
+using Tensor = torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;  // c10::ScalarType, header-only
+using Sizes = std::initializer_list<int64_t>;
+
+inline ScalarType dtype_of(const Tensor& t) { return t.scalar_type(); }
+inline bool is_cpu(const Tensor& t) { return t.is_cpu(); }
+inline bool is_cuda(const Tensor& t) { return t.is_cuda(); }
+inline int32_t device_index(const Tensor& t) { return t.get_device_index(); }
+inline bool same_device(const Tensor& a, const Tensor& b) {
+  return a.device() == b.device();
+}
+
+// "cpu", "cuda:0": the spelling of c10::Device's operator<<.
+struct DeviceText {
+  torch::stable::Device device;
+};
+inline std::ostream& operator<<(std::ostream& out, const DeviceText& d) {
+  switch (d.device.type()) {
+    case torch::headeronly::DeviceType::CPU:
+      out << "cpu";
+      break;
+    case torch::headeronly::DeviceType::CUDA:
+      out << "cuda";
+      break;
+    case torch::headeronly::DeviceType::Meta:
+      out << "meta";
+      break;
+    default:
+      out << "device_type_" << static_cast<int>(d.device.type());
+  }
+  if (d.device.has_index()) out << ':' << static_cast<int>(d.device.index());
+  return out;
+}
+inline DeviceText device_of(const Tensor& t) { return DeviceText{t.device()}; }
+
+inline Tensor empty(Sizes sizes, ScalarType dtype, const Tensor& like) {
+  return torch::stable::new_empty(like, sizes, dtype);
+}
+inline Tensor zeros(Sizes sizes, ScalarType dtype, const Tensor& like) {
+  return torch::stable::new_zeros(like, sizes, dtype);
+}
+inline Tensor empty_like(const Tensor& t) { return torch::stable::empty_like(t); }
+
+// to_dtype and contiguous return t itself when there is nothing to do, as
+// at::Tensor's do, but without a boxed dispatcher call to find that out: a
+// shim query costs a fraction of one, and the host layers call these on
+// every input.
+inline Tensor to_dtype(const Tensor& t, ScalarType dtype) {
+  if (t.scalar_type() == dtype) return t;
+  return torch::stable::to(t, std::optional<ScalarType>(dtype));
+}
+inline Tensor to_cpu(const Tensor& t) {
+  return torch::stable::to(t, torch::stable::Device(torch::headeronly::DeviceType::CPU));
+}
+inline Tensor contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  return torch::stable::contiguous(t);
+}
+
+inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
+                     int64_t length) {
+  Tensor self = t;  // torch::stable::narrow takes a non-const reference
+  return torch::stable::narrow(self, dim, start, length);
+}
+inline Tensor select(const Tensor& t, int64_t dim, int64_t index) {
+  return torch::stable::select(t, dim, index);
+}
+
+namespace detail {
+
+// Calls aten::<name>.<overload> with the stack's arguments; results replace
+// them from stack[0] on (the stack must be as long as the longer of the two).
+template <size_t N>
+void call_aten(const char* name, const char* overload,
+               std::array<StableIValue, N>& stack) {
+  STABLE_TORCH_ERROR_CODE_CHECK(
+      torch_call_dispatcher(name, overload, stack.data(), TORCH_ABI_VERSION));
+}
+
+template <typename T>
+StableIValue box(const T& value) {
+  return torch::stable::detail::from(value);
+}
+inline Tensor unbox_tensor(StableIValue value) {
+  return torch::stable::detail::to<Tensor>(value);
+}
+
+}  // namespace detail
+
+// aten::index_select(Tensor self, int dim, Tensor index) -> Tensor
+inline Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  std::array<StableIValue, 3> stack{detail::box(t), detail::box(dim),
+                                    detail::box(index)};
+  detail::call_aten("aten::index_select", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+
+// aten::sort.stable(Tensor self, *, bool? stable, int dim=-1,
+//                   bool descending=False) -> (Tensor values, Tensor indices)
+inline Tensor sort_descending_stable_indices(const Tensor& t) {
+  std::array<StableIValue, 4> stack{
+      detail::box(t), detail::box(std::optional<bool>(true)),
+      detail::box(int64_t{0}), detail::box(true)};
+  detail::call_aten("aten::sort", "stable", stack);
+  (void)detail::unbox_tensor(stack[0]);  // the values: owned here, so freed
+  return detail::unbox_tensor(stack[1]);
+}
+
+// aten::masked_select(Tensor self, Tensor mask) -> Tensor
+inline Tensor masked_select(const Tensor& t, const Tensor& mask) {
+  std::array<StableIValue, 2> stack{detail::box(t), detail::box(mask)};
+  detail::call_aten("aten::masked_select", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+
+// aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor
+inline Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index,
+                         const Tensor& source) {
+  std::array<StableIValue, 4> stack{detail::box(self), detail::box(dim),
+                                    detail::box(index), detail::box(source)};
+  detail::call_aten("aten::index_copy", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+
+template <typename T>
+const T* const_data(const Tensor& t) {
+  return static_cast<const T*>(t.const_data_ptr());
+}
+template <typename T>
+T* mutable_data(const Tensor& t) {
+  return static_cast<T*>(t.mutable_data_ptr());
+}
+
+// The value of a one-element tensor of C++ type T (a device sync on CUDA).
+template <typename T>
+T read_scalar(const Tensor& t) {
+  return *host::const_data<T>(host::contiguous(host::to_cpu(t)));
+}
+
+// at::parallel_for through the shim (torch's own thread pool and grain rule).
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  torch::stable::parallel_for(begin, end, grain, f);
+}
+
+}  // namespace host
+}  // namespace visdet_ops

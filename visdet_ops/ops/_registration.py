@@ -1,0 +1,85 @@
+"""What an op registers from Python because the LibTorch stable ABI has no C++ API for it: autocast kernels, the
+determinism alert, the refusal of double backward. Autograd formulas themselves go through
+torch.library.register_autograd in the op's module.
+
+The ported ops (docs/stable-abi.md, "What is ported") use these in BOTH builds, classic and stable, so that each op
+has one source of this logic. The rules copy what the C++ helpers of the classic build do (csrc/common/autocast.h,
+at::globalContext().alertNotDeterministic), so behaviour does not depend on the build."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import torch
+
+# Keeps the Python autocast registrations alive (a Library's registrations last as long as the object).
+_AUTOCAST_LIBRARY: torch.library.Library | None = None
+
+# The autocast dispatch keys and the device type each one serves (the C++ kernels' (kKey, kDevice) pairs).
+AUTOCAST_KEYS = {"AutocastCPU": "cpu", "AutocastCUDA": "cuda"}
+
+
+def register_autocast(op_name: str, make_kernel: Callable[[str], Callable]) -> None:
+    """Registers make_kernel(device_type) for visdet_ops::<op_name> under each autocast key.
+
+    The kernel runs with that autocast key excluded (as the C++ ExcludeDispatchKeyGuard did), so the op it calls
+    again goes on to autograd and the device kernel; torch.compile and opcheck see it like any dispatcher kernel."""
+    global _AUTOCAST_LIBRARY
+    if _AUTOCAST_LIBRARY is None:
+        _AUTOCAST_LIBRARY = torch.library.Library("visdet_ops", "IMPL")  # noqa: TOR901
+    for key, device_type in AUTOCAST_KEYS.items():
+        kernel = make_kernel(device_type)
+        excluded = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
+
+        def autocast_kernel(*args, _kernel=kernel, _excluded=excluded):
+            with torch._C._ExcludeDispatchKeyGuard(_excluded):
+                return _kernel(*args)
+
+        _AUTOCAST_LIBRARY.impl(op_name, autocast_kernel, key)
+
+
+def autocast_to(dtype: torch.dtype, t: torch.Tensor | None, device_type: str) -> torch.Tensor | None:
+    """t cast to dtype where torch's autocast casts (at::autocast::cached_cast): a floating tensor of the autocast
+    device that is not float64; anything else (float64, integers, other devices, None) as is.
+
+    Unlike cached_cast this keeps no per-region cache of cast weights: the ported ops take no parameters
+    (nms boxes and scores, RoIs), so there is nothing that a cache would save."""
+    if t is None or not t.is_floating_point() or t.dtype == torch.float64 or t.device.type != device_type:
+        return t
+    return t.to(dtype)
+
+
+def floating_to(dtype: torch.dtype, t: torch.Tensor | None) -> torch.Tensor | None:
+    """A floating tensor in exactly dtype (float64 included); non-floating tensors and None as is, for the op's
+    own checks to name."""
+    if t is None or not t.is_floating_point() or t.dtype == dtype:
+        return t
+    return t.to(dtype)
+
+
+def alert_not_deterministic(caller: str) -> None:
+    """torch's alertNotDeterministic from Python: under torch.use_deterministic_algorithms(True) an error, with
+    warn_only=True a UserWarning, otherwise nothing; the message is torch's own."""
+    if not torch.are_deterministic_algorithms_enabled():
+        return
+    message = (
+        f"{caller} does not have a deterministic implementation, but you set "
+        "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation, or you "
+        "can use the 'warn_only=True' option, if that's acceptable for your application. You can also file an "
+        "issue at https://github.com/pytorch/pytorch/issues to help us prioritize adding deterministic support for "
+        "this operation."
+    )
+    if torch.is_deterministic_algorithms_warn_only_enabled():
+        warnings.warn(message, UserWarning, stacklevel=3)
+    else:
+        raise RuntimeError(message)
+
+
+def refuse_double_backward(family: str) -> Callable:
+    """The autograd formula of a private backward op: computing its gradient is not supported."""
+
+    def backward(ctx, *grads):
+        raise RuntimeError(f"{family}: double backward is not supported")
+
+    return backward
