@@ -38,7 +38,7 @@ class CudaDeviceGuard {
 // The stream torch is using on t's GPU.
 inline cudaStream_t current_cuda_stream(const Tensor& t) {
   void* stream = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(
+  TORCH_ERROR_CODE_CHECK(
       aoti_torch_get_current_cuda_stream(t.get_device_index(), &stream));
   return static_cast<cudaStream_t>(stream);
 }

@@ -135,7 +135,9 @@ namespace detail {
 template <size_t N>
 void call_aten(const char* name, const char* overload,
                std::array<StableIValue, N>& stack) {
-  STABLE_TORCH_ERROR_CODE_CHECK(
+  // TORCH_ERROR_CODE_CHECK, not STABLE_TORCH_ERROR_CODE_CHECK: the floor's
+  // (2.11) headers have only the former; the build must compile against them.
+  TORCH_ERROR_CODE_CHECK(
       torch_call_dispatcher(name, overload, stack.data(), TORCH_ABI_VERSION));
 }
 
