@@ -261,7 +261,22 @@ def extension():
         extra_link_args=["-Wl,--strip-debug"],
         py_limited_api=True,
     )
-    return (CUDAExtension if WITH_CUDA else CppExtension)(**kwargs)
+    ext = (CUDAExtension if WITH_CUDA else CppExtension)(**kwargs)
+    if STABLE_ABI and WITH_CUDA:
+        link_cuda_runtime_statically(ext)
+    return ext
+
+
+def link_cuda_runtime_statically(ext) -> None:
+    """A stable CUDA build links no libtorch_cuda, libc10_cuda or libcudart (csrc/common/host_cuda.h finds the
+    stream function at run time and checks errors with its own runtime): libcudart_static.a instead, so the wheel
+    loads beside a CPU-only torch too, and beside every CUDA-major-equal torch whatever its cudart minor."""
+    ext.libraries = [lib for lib in ext.libraries if lib not in ("cudart", "c10_cuda", "torch_cuda")]
+    dirs = [*ext.library_dirs, str(CUDA_HOME / "lib64"), str(CUDA_HOME / "lib")]
+    found = next((d for d in dirs if (Path(d) / "libcudart_static.a").exists()), None)
+    if found is None:
+        fail(f"the stable CUDA build links libcudart_static.a, which is in none of {dirs}")
+    ext.extra_link_args += [f"-L{found}", "-l:libcudart_static.a", "-ldl", "-lrt", "-lpthread"]
 
 
 class BuildPy(build_py):

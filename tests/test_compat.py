@@ -57,6 +57,14 @@ def test_stable_build_runs_on_every_torch_from_the_floor():
     assert statuses(INFO_STABLE_CU13, "2.12.0", "13.0", abi=False)["C++ ABI"] == "OK"
 
 
+def test_stable_cuda_build_loads_beside_a_cpu_only_torch():
+    # The stable CUDA extension links no libtorch_cuda/libcudart (host_cuda.h, setup.py): the CPU kernels run.
+    found = statuses(INFO_STABLE_CU13, "2.13.0+cpu", None)
+    assert set(found.values()) == {"OK"}, found
+    # A classic CUDA build needs torch's CUDA runtime.
+    assert statuses(INFO_CU130, "2.14.1+cpu", None)["CUDA"] == "FAIL"
+
+
 def test_stable_build_refuses_torch_below_the_floor():
     assert statuses(INFO_STABLE_CU13, "2.10.0+cu130", "13.0")["torch version"] == "FAIL"
     assert statuses(INFO_STABLE_CU13, "2.9.1", "13.0")["torch version"] == "FAIL"

@@ -83,6 +83,16 @@ def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, c
                     "CUDA tensors raise an error; install the CUDA build to run on the GPU",
                 )
             )
+    elif torch_cuda is None and stable:
+        # A stable CUDA build carries its own CUDA runtime and finds torch's CUDA functions at run time only.
+        checks.append(
+            Check(
+                "CUDA",
+                "OK",
+                f"stable-ABI build for CUDA {parse_release(built_cuda).major}.x on a CPU-only torch: the CPU kernels "
+                "run; its CUDA kernels need a torch with CUDA",
+            )
+        )
     elif torch_cuda is None:
         checks.append(Check("CUDA", "FAIL", f"built for CUDA {built_cuda}, found a CPU-only torch (no CUDA runtime)"))
     else:
