@@ -1,7 +1,7 @@
 """Every operator registered in torch.ops.visdet_ops has what the project promises for an op: a fake impl
 (torch.compile), an opcheck in its family's test file, its module's example case calling it (the doctor, the
-sanitizer sweep and tests/test_examples.py run those), a benchmark of its family in benchmarks/bench.py and a
-docs section. A new op that misses one fails here, by name.
+sanitizer sweep and tests/test_examples.py run those), a benchmark of its family (its module's `@benchmark`s,
+which benchmarks/bench.py runs) and a docs section. A new op that misses one fails here, by name.
 
 An op's family is the module of visdet_ops/ops/ that registers its fake impl; its test file is
 tests/ops/test_<module>.py."""
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from torch._library.simple_registry import singleton
 
 import visdet_ops
 from visdet_ops import _loader
-from visdet_ops.ops import EXAMPLES
+from visdet_ops.ops import BENCHMARKS, EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = _loader.op_names()
@@ -28,6 +29,7 @@ DOCS = (ROOT / "docs" / "ops.md").read_text()
 def _load_bench():
     spec = importlib.util.spec_from_file_location("visdet_ops_bench", ROOT / "benchmarks" / "bench.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -75,13 +77,24 @@ def test_example_case(qualname):
 @pytest.mark.parametrize("qualname", PUBLIC)
 def test_benchmark_entry(qualname):
     family = _fake_module(qualname).rsplit(".", 1)[1]
-    covered = {f for families, _ in BENCH.BENCHES for f in families}
-    assert family in covered, f"benchmarks/bench.py has no @bench({family!r}) function ({qualname})"
+    covered = {b.family for b in BENCHMARKS}
+    assert family in covered, f"visdet_ops/ops/{family}.py declares no @benchmark ({qualname})"
 
 
 def test_the_benchmark_list_is_the_op_families():
     assert BENCH.op_families() == sorted(EXAMPLES)
     assert BENCH.unbenchmarked_families() == []
+
+
+@pytest.mark.parametrize("bench", BENCHMARKS, ids=lambda b: f"{b.family}.{b.run.__name__}")
+def test_benchmark_names_ops_of_its_family(bench):
+    """What a @benchmark says it times is a registered op of its family (catches a benchmark left behind when an op
+    moves to another module)."""
+    assert bench.ops, f"{bench.run.__qualname__} names no op"
+    for op in bench.ops:
+        assert f"visdet_ops::{op}" in OPS, f"{bench.run.__qualname__}: {op} is not a registered op"
+        family = _fake_module(f"visdet_ops::{op}").rsplit(".", 1)[1]
+        assert family == bench.family, f"{bench.run.__qualname__}: {op} belongs to {family}, not {bench.family}"
 
 
 @pytest.mark.parametrize("qualname", PUBLIC)
