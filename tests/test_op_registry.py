@@ -4,12 +4,13 @@ sanitizer sweep and tests/test_examples.py run those), a benchmark of its family
 which benchmarks/bench.py runs) and a docs section. A new op that misses one fails here, by name.
 
 An op's family is the module of visdet_ops/ops/ that registers its fake impl; its test file is
-tests/ops/test_<module>.py."""
+tests/ops/test_<module>.py, its docs section the `## <module>` section of docs/ops.md."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -97,10 +98,26 @@ def test_benchmark_names_ops_of_its_family(bench):
         assert family == bench.family, f"{bench.run.__qualname__}: {op} belongs to {family}, not {bench.family}"
 
 
+def _docs_section(family: str) -> str:
+    """The text of docs/ops.md's `## <family>` section (to the next `## `), or "" where there is none."""
+    match = re.search(rf"^## {re.escape(family)}\b.*?(?=^## |\Z)", DOCS, re.M | re.S)
+    return match.group(0) if match else ""
+
+
+@pytest.mark.parametrize("family", sorted(EXAMPLES))
+def test_docs_section_of_each_op_module(family):
+    """Each op module has its section in docs/ops.md, which names every public name of the module."""
+    section = _docs_section(family)
+    assert section, f"docs/ops.md has no '## {family}' section"
+    missing = [n for n in importlib.import_module(f"visdet_ops.ops.{family}").__all__ if f"`{n}" not in section]
+    assert not missing, f"the '## {family}' section of docs/ops.md does not name {missing}"
+
+
 @pytest.mark.parametrize("qualname", PUBLIC)
 def test_docs_section(qualname):
     name = qualname.split("::")[1]
-    assert f"`{name}" in DOCS, f"docs/ops.md does not describe {name}"
+    family = _fake_module(qualname).rsplit(".", 1)[1]
+    assert f"`{name}" in _docs_section(family), f"the '## {family}' section of docs/ops.md does not describe {name}"
 
 
 def test_the_package_exports_what_the_op_modules_declare():
