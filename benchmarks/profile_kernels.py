@@ -1,6 +1,7 @@
 """Per-kernel GPU time of one forward + backward, from torch.profiler: where
 the time of the ops whose goals are tight goes (DCNv2 against torchvision's
-deform_conv2d, carafe against carafe_naive), at the shapes of bench.py.
+deform_conv2d, carafe against carafe_naive), at the shapes of their benchmarks (DCN_BENCH_SHAPES in
+visdet_ops/ops/deform_conv.py; carafe's FPN levels).
 
   PYTHONPATH=. python3 benchmarks/profile_kernels.py [--steps 10] [--timeline]
   ncu --kernel-name regex:col2im --launch-skip 1 --launch-count 1 \\
@@ -19,10 +20,10 @@ import argparse
 from collections import defaultdict
 
 import torch
-from bench import DCN_SHAPES, dcn_case  # benchmarks/ is sys.path[0] when run as a script
 from torch.profiler import ProfilerActivity, profile, record_function
 
 import visdet_ops
+from visdet_ops.ops.deform_conv import DCN_BENCH_SHAPES, dcn_bench_case
 
 
 def warm_up(fn) -> None:
@@ -117,7 +118,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.ncu_target:
-        *leaves, grad = dcn_case(*args.ncu_target, torch.Generator().manual_seed(0))
+        *leaves, grad = dcn_bench_case(*args.ncu_target, torch.Generator().manual_seed(0))
         x, offset, mask, weight, _ = (t.requires_grad_() for t in leaves)
         for _ in range(2):
             visdet_ops.modulated_deform_conv2d(x, offset, mask, weight, None, 1, 1, 1, 1, 1).backward(grad)
@@ -127,8 +128,8 @@ def main() -> None:
 
     gen = torch.Generator().manual_seed(0)
     report = timeline if args.timeline else show
-    for channels, size in DCN_SHAPES:
-        *leaves, g = dcn_case(channels, size, gen)
+    for channels, size in DCN_BENCH_SHAPES:
+        *leaves, g = dcn_bench_case(channels, size, gen)
         x, off, m, w, b = (t.requires_grad_() for t in leaves)
 
         def ours():

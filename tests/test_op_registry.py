@@ -1,15 +1,17 @@
 """Every operator registered in torch.ops.visdet_ops has what the project promises for an op: a fake impl
 (torch.compile), an opcheck in its family's test file, its module's example case calling it (the doctor, the
-sanitizer sweep and tests/test_examples.py run those), a benchmark of its family in benchmarks/bench.py and a
-docs section. A new op that misses one fails here, by name.
+sanitizer sweep and tests/test_examples.py run those), a benchmark of its family (its module's `@benchmark`s,
+which benchmarks/bench.py runs) and a docs section. A new op that misses one fails here, by name.
 
 An op's family is the module of visdet_ops/ops/ that registers its fake impl; its test file is
-tests/ops/test_<module>.py."""
+tests/ops/test_<module>.py, its docs section the `## <module>` section of docs/ops.md."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from torch._library.simple_registry import singleton
 
 import visdet_ops
 from visdet_ops import _loader
-from visdet_ops.ops import EXAMPLES
+from visdet_ops.ops import BENCHMARKS, EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = _loader.op_names()
@@ -28,6 +30,7 @@ DOCS = (ROOT / "docs" / "ops.md").read_text()
 def _load_bench():
     spec = importlib.util.spec_from_file_location("visdet_ops_bench", ROOT / "benchmarks" / "bench.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -75,8 +78,8 @@ def test_example_case(qualname):
 @pytest.mark.parametrize("qualname", PUBLIC)
 def test_benchmark_entry(qualname):
     family = _fake_module(qualname).rsplit(".", 1)[1]
-    covered = {f for families, _ in BENCH.BENCHES for f in families}
-    assert family in covered, f"benchmarks/bench.py has no @bench({family!r}) function ({qualname})"
+    covered = {b.family for b in BENCHMARKS}
+    assert family in covered, f"visdet_ops/ops/{family}.py declares no @benchmark ({qualname})"
 
 
 def test_the_benchmark_list_is_the_op_families():
@@ -84,10 +87,37 @@ def test_the_benchmark_list_is_the_op_families():
     assert BENCH.unbenchmarked_families() == []
 
 
+@pytest.mark.parametrize("bench", BENCHMARKS, ids=lambda b: f"{b.family}.{b.run.__name__}")
+def test_benchmark_names_ops_of_its_family(bench):
+    """What a @benchmark says it times is a registered op of its family (catches a benchmark left behind when an op
+    moves to another module)."""
+    assert bench.ops, f"{bench.run.__qualname__} names no op"
+    for op in bench.ops:
+        assert f"visdet_ops::{op}" in OPS, f"{bench.run.__qualname__}: {op} is not a registered op"
+        family = _fake_module(f"visdet_ops::{op}").rsplit(".", 1)[1]
+        assert family == bench.family, f"{bench.run.__qualname__}: {op} belongs to {family}, not {bench.family}"
+
+
+def _docs_section(family: str) -> str:
+    """The text of docs/ops.md's `## <family>` section (to the next `## `), or "" where there is none."""
+    match = re.search(rf"^## {re.escape(family)}\b.*?(?=^## |\Z)", DOCS, re.M | re.S)
+    return match.group(0) if match else ""
+
+
+@pytest.mark.parametrize("family", sorted(EXAMPLES))
+def test_docs_section_of_each_op_module(family):
+    """Each op module has its section in docs/ops.md, which names every public name of the module."""
+    section = _docs_section(family)
+    assert section, f"docs/ops.md has no '## {family}' section"
+    missing = [n for n in importlib.import_module(f"visdet_ops.ops.{family}").__all__ if f"`{n}" not in section]
+    assert not missing, f"the '## {family}' section of docs/ops.md does not name {missing}"
+
+
 @pytest.mark.parametrize("qualname", PUBLIC)
 def test_docs_section(qualname):
     name = qualname.split("::")[1]
-    assert f"`{name}" in DOCS, f"docs/ops.md does not describe {name}"
+    family = _fake_module(qualname).rsplit(".", 1)[1]
+    assert f"`{name}" in _docs_section(family), f"the '## {family}' section of docs/ops.md does not describe {name}"
 
 
 def test_the_package_exports_what_the_op_modules_declare():

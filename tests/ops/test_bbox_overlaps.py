@@ -4,8 +4,11 @@ import pytest
 import torch
 
 import visdet_ops
+from visdet_ops.ops import _args
 from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import torchvision_or_skip
 
 
@@ -222,3 +225,80 @@ def test_bad_arguments():
     # mmdet's positional call bbox_overlaps(a, b, mode, is_aligned, eps) lands eps on offset.
     with pytest.raises(ValueError, match="offset must be 0 or 1, got 1e-06; mmdet's eps is a keyword here"):
         visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), "iou", False, 1e-6)
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _bbox_overlaps(device, gen, mode=0, offset=0, op=False):
+    from visdet_ops.ops.bbox_overlaps import bbox_overlaps
+    from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
+
+    a, _, _ = edges.boxes(device, gen, 5)
+    b, _, _ = edges.boxes(device, gen, 4)
+    a, b = a.double(), b.double()
+    if op:
+        got = torch.ops.visdet_ops.bbox_overlaps(a, b, mode, False, offset)
+    else:
+        got = bbox_overlaps(a, b, "iou", False, offset)
+    edges.close(got, bbox_overlaps_reference(a.cpu(), b.cpu(), ("iou", "iof", "giou")[mode], False, offset))
+
+
+INTEGER_EDGE_ROWS = [
+    edges.Row(
+        "bbox_overlaps-offset", ("offset",), _args.OFFSET, lambda d, v, g: _bbox_overlaps(d, g, offset=v), at_bound=(1,)
+    ),
+    edges.Row(
+        "op.bbox_overlaps-offset", ("offset",), _args.OFFSET, lambda d, v, g: _bbox_overlaps(d, g, offset=v, op=True)
+    ),
+    edges.Row(
+        "op.bbox_overlaps-mode",
+        ("mode",),
+        (0, 2),
+        lambda d, v, g: _bbox_overlaps(d, g, mode=v, op=True),
+        at_bound=(1, 2),
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+class BoxHead(amp.Producer):
+    """A DETR-style head: normalised (x1, y1, x2, y2) boxes in the autocast dtype."""
+
+    def __init__(self, gen: torch.Generator):
+        super().__init__()
+        self.fc = amp.randomize(torch.nn.Linear(16, 4), gen, 0.5)
+
+    def forward(self, feats):
+        c = self.fc(feats).sigmoid()
+        return torch.cat([c[:, :2] - c[:, 2:] / 4, c[:, :2] + c[:, 2:] / 4], 1)
+
+
+def case_bbox_overlaps(gen, mode):
+    # 16-bit predicted boxes against float32 ground truth in the same [0, 1] frame.
+    feats = torch.randn(30, 16, generator=gen)
+    target = amp.rois(gen, 20, 1, 1.0)[:, 1:] * 0.8
+
+    def body(p, feats, target):
+        return visdet_ops.bbox_overlaps(p["head"](feats), target, mode)
+
+    return amp.Case(body, (feats, target), amp.F32, head=BoxHead(gen))
+
+
+AUTOCAST_CASES = {
+    "bbox_overlaps": lambda g: case_bbox_overlaps(g, "iou"),
+    "bbox_overlaps_giou": lambda g: case_bbox_overlaps(g, "giou"),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+def _opcheck_bbox_overlaps(device, dtype, gen):
+    boxes = amp.rois(gen, 30, 1, 200)[:, 1:].to(device)
+    return torch.ops.visdet_ops.bbox_overlaps.default, (boxes.to(dtype), boxes, 0, False, 0)
+
+
+AUTOCAST_OPCHECKS = {"bbox_overlaps": _opcheck_bbox_overlaps}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)

@@ -5,8 +5,11 @@ import torch
 
 import visdet_ops
 from visdet_ops import CARAFE, CARAFENaive, CARAFEPack
+from visdet_ops.ops import _args
 from visdet_ops.reference.carafe import carafe_reference
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import assert_normal_init, assert_uniform_init, assert_zero, require_cuda
 
 FNS = {"carafe": visdet_ops.carafe, "carafe_naive": visdet_ops.carafe_naive}
@@ -294,3 +297,150 @@ def test_cuda_backward_at_fpn_sizes(rng, n, c, h, w):
     torch.testing.assert_close(gx.double(), want_gx, rtol=1e-4, atol=1e-4)
     # A masks gradient sums c products: its scale grows with sqrt(c).
     torch.testing.assert_close(gm.double(), want_gm, rtol=1e-4, atol=1e-4 * c**0.5)
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _carafe(device, gen, fn_name, k=3, g=2, s=2):
+    from visdet_ops.ops import carafe as mod
+    from visdet_ops.reference.carafe import carafe_reference
+
+    kk, gg, ss = edges.small(k, 1, 63, 3), edges.small(g, 1, 4, 2), edges.small(s, 1, 64, 2)
+    gg = gg if 4 % gg == 0 else 2
+    kk = kk if kk % 2 == 1 else 3
+    x = torch.randn(1, 4, 2, 3, generator=gen, dtype=torch.float64)
+    masks = torch.rand(1, kk * kk * gg, 2 * ss, 3 * ss, generator=gen, dtype=torch.float64)
+    x, masks = x.to(device), masks.to(device)
+    if fn_name in ("carafe", "carafe_naive"):
+        got = getattr(mod, fn_name)(x, masks, k, g, s)
+    elif fn_name in ("CARAFE", "CARAFENaive"):
+        got = getattr(mod, fn_name)(k, g, s)(x, masks)
+    elif fn_name.startswith("op._"):
+        go = torch.randn(1, 4, 2 * ss, 3 * ss, generator=gen, dtype=torch.float64).to(device)
+        gx, gm = getattr(torch.ops.visdet_ops, fn_name[3:])(go, x, masks, k, g, s)
+        xr, mr = x.cpu().requires_grad_(), masks.cpu().requires_grad_()
+        wx, wm = torch.autograd.grad((carafe_reference(xr, mr, kk, gg, ss) * go.cpu()).sum(), (xr, mr))
+        edges.close(gx, wx)
+        edges.close(gm, wm)
+        return
+    else:
+        got = getattr(torch.ops.visdet_ops, fn_name[3:])(x, masks, k, g, s)
+    edges.close(got, carafe_reference(x.cpu(), masks.cpu(), kk, gg, ss))
+
+
+def _carafe_pack(device, gen, **kw):
+    from visdet_ops.ops.carafe import CARAFEPack
+
+    args = dict(channels=4, scale_factor=2, up_kernel=3, up_group=1, encoder_kernel=3, compressed_channels=8)
+    args.update(kw)
+    m = CARAFEPack(**args).to(device).double()
+    x = torch.randn(1, m.channels, 3, 4, generator=gen, dtype=torch.float64).to(device)
+    got = m(x)
+    # The content encoder starts near zero: every kernel is close to a uniform average.
+    assert got.shape == (1, m.channels, 3 * m.scale_factor, 4 * m.scale_factor)
+    assert torch.isfinite(got).all()
+
+
+INTEGER_EDGE_ROWS = [
+    *(
+        edges.Row(
+            f"{fn}-{arg}",
+            (arg,),
+            b,
+            lambda d, v, g, fn=fn, key=key: _carafe(d, g, fn, **{key: v}),
+            at_bound=at,
+            valid=ok,
+        )
+        for fn in (
+            "carafe",
+            "carafe_naive",
+            "CARAFE",
+            "CARAFENaive",
+            "op.carafe",
+            "op.carafe_naive",
+            "op._carafe_backward",
+            "op._carafe_naive_backward",
+        )
+        for arg, key, b, at, ok in (
+            ("kernel_size", "k", _args.CARAFE_KERNEL, (1, 5, 2), lambda v: v % 2 == 1),
+            ("group_size", "g", _args.CARAFE_GROUPS, (1, 4), lambda v: True),
+            ("scale_factor", "s", _args.CARAFE_SCALE, (1, 3), lambda v: True),
+        )
+    ),
+    *(
+        edges.Row(
+            f"CARAFEPack-{arg}",
+            (arg,),
+            b,
+            lambda d, v, g, arg=arg: _carafe_pack(d, g, **{arg: v}),
+            # An even up_kernel is rejected (carafe needs odd); an even encoder_kernel
+            # changes the mask size (as in mmcv), so only odd ones are tried.
+            at_bound={"up_kernel": (1, 2, 3), "encoder_kernel": (1, 3), "up_group": (1, 2)}.get(arg, (1, 3)),
+            valid=(lambda v: v % 2 == 1) if arg == "up_kernel" else (lambda v: True),
+        )
+        for arg, b in (
+            ("channels", _args.CHANNELS),
+            ("scale_factor", _args.CARAFE_SCALE),
+            ("up_kernel", _args.CARAFE_KERNEL),
+            ("up_group", _args.CARAFE_GROUPS),
+            ("encoder_kernel", _args.KERNEL_SIZE),
+            ("encoder_dilation", _args.DILATION),
+            ("compressed_channels", _args.CHANNELS),
+        )
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def case_carafe(gen, kind):
+    if kind == "pack":
+        layer = amp.randomize(visdet_ops.CARAFEPack(8, 2, up_kernel=3, up_group=1, encoder_kernel=3), gen, 0.1)
+
+        def body(p, img):
+            return p["layer"](p["stem"](img))
+
+        return amp.Case(body, (amp.img(gen, h=12, w=14),), amp.LOW, stem=amp.Stem(8, gen), layer=layer)
+    k, g, s = 3, 2, 2
+    encoder = amp.randomize(torch.nn.Conv2d(8, k * k * g * s * s, 3, padding=1), gen, 0.1)
+
+    def body(p, img):
+        x = p["stem"](img)
+        m = torch.nn.functional.pixel_shuffle(p["encoder"](x), s)
+        n, _, h, w = m.shape
+        # softmax under autocast gives float32 masks beside 16-bit features.
+        m = m.view(n, g, k * k, h, w).softmax(2).view(n, g * k * k, h, w)
+        fn = {
+            "fn": visdet_ops.carafe,
+            "naive": visdet_ops.carafe_naive,
+            "module": visdet_ops.CARAFE(k, g, s),
+            "naive_module": visdet_ops.CARAFENaive(k, g, s),
+        }[kind]
+        return fn(x, m, k, g, s) if kind in ("fn", "naive") else fn(x, m)
+
+    return amp.Case(body, (amp.img(gen, h=12, w=14),), amp.LOW, stem=amp.Stem(8, gen), encoder=encoder)
+
+
+AUTOCAST_CASES = {
+    "carafe": lambda g: case_carafe(g, "fn"),
+    "carafe_naive": lambda g: case_carafe(g, "naive"),
+    "CARAFE": lambda g: case_carafe(g, "module"),
+    "CARAFENaive": lambda g: case_carafe(g, "naive_module"),
+    "CARAFEPack": lambda g: case_carafe(g, "pack"),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+def _opcheck_carafe(name: str):
+    def case(device, dtype, gen):
+        masks = torch.rand(2, 18, 20, 24, generator=gen).to(device).requires_grad_()
+        return getattr(torch.ops.visdet_ops, name).default, (amp.features(device, dtype, gen), masks, 3, 2, 2)
+
+    return case
+
+
+AUTOCAST_OPCHECKS = {"carafe": _opcheck_carafe("carafe"), "carafe_naive": _opcheck_carafe("carafe_naive")}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)

@@ -7,6 +7,7 @@ import visdet_ops
 from visdet_ops import CornerPool
 from visdet_ops.reference.corner_pool import corner_pool_reference
 
+from .. import autocast_harness as amp
 from ..conftest import require_cuda
 
 MODES = ["top", "bottom", "left", "right"]
@@ -250,3 +251,33 @@ def test_large_cuda_matches_cpu(rng):
         out.backward(g.cuda())
         assert torch.equal(out.detach().cpu(), visdet_ops.corner_pool(x, mode))
         torch.testing.assert_close(xg.grad.cpu(), xc.grad)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def case_corner_pool(gen, mode):
+    def body(p, img):
+        x = p["stem"](img)
+        if mode == "module":
+            return visdet_ops.CornerPool("left")(x)
+        fn = {
+            "top": visdet_ops.top_pool,
+            "bottom": visdet_ops.bottom_pool,
+            "left": visdet_ops.left_pool,
+            "right": visdet_ops.right_pool,
+        }.get(mode)
+        return fn(x) if fn is not None else visdet_ops.corner_pool(x, "bottom")
+
+    return amp.Case(body, (amp.img(gen),), amp.LOW, stem=amp.Stem(8, gen))
+
+
+AUTOCAST_CASES = {
+    "top_pool": lambda g: case_corner_pool(g, "top"),
+    "bottom_pool": lambda g: case_corner_pool(g, "bottom"),
+    "left_pool": lambda g: case_corner_pool(g, "left"),
+    "right_pool": lambda g: case_corner_pool(g, "right"),
+    "corner_pool": lambda g: case_corner_pool(g, "fn"),
+    "CornerPool": lambda g: case_corner_pool(g, "module"),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)

@@ -12,8 +12,11 @@ from visdet_ops import (
     deform_conv2d,
     modulated_deform_conv2d,
 )
+from visdet_ops.ops import _args
 from visdet_ops.reference.deform_conv import deform_conv2d_reference
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, assert_zero, require_cuda, torchvision_or_skip
 
 # ---------------------------------------------------------------- inputs
@@ -675,3 +678,272 @@ def test_matches_torchvision(device, rng):
         else:
             got = deform_conv2d(x, off, w, (2, 1), (1, 2), (1, 2), 2, 4) + b.view(1, -1, 1, 1)
         torch.testing.assert_close(got, want)
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _dcn_inputs(device, gen, geom_ints, modulated=False, n=3):
+    """Inputs for stride/pad/dilation (h, w), groups, deform_groups given as
+    the values under test (out-of-range ones replaced by stand-ins)."""
+    sh, sw, ph, pw, dh, dw, groups, dg = geom_ints
+    st = (edges.small(sh, 1, 4, 1), edges.small(sw, 1, 4, 1))
+    pd = (edges.small(ph, 0, 4, 1), edges.small(pw, 0, 4, 1))
+    dl = (edges.small(dh, 1, 4, 1), edges.small(dw, 1, 4, 1))
+    c, cout = 4, 4
+    gr = edges.small(groups, 1, 4, 1)
+    dgr = edges.small(dg, 1, 4, 1)
+    gr, dgr = (gr if c % gr == 0 else 1), (dgr if c % dgr == 0 else 1)
+    h, w = 7, 8
+    oh = (h + 2 * pd[0] - (dl[0] * 2 + 1)) // st[0] + 1
+    ow = (w + 2 * pd[1] - (dl[1] * 2 + 1)) // st[1] + 1
+    x = torch.randn(n, c, h, w, generator=gen, dtype=torch.float64)
+    weight = torch.randn(cout, c // gr, 3, 3, generator=gen, dtype=torch.float64)
+    offset = torch.randn(n, 2 * dgr * 9, oh, ow, generator=gen, dtype=torch.float64)
+    mask = torch.rand(n, dgr * 9, oh, ow, generator=gen, dtype=torch.float64) if modulated else None
+    bias = torch.randn(cout, generator=gen, dtype=torch.float64) if modulated else None
+    t = [v if v is None else v.to(device) for v in (x, offset, mask, weight, bias)]
+    return t, (st, pd, dl, gr, dgr)
+
+
+def _dcn_want(t, geom):
+    from visdet_ops.reference.deform_conv import deform_conv2d_reference
+
+    x, offset, mask, weight, bias = (v if v is None else v.cpu() for v in t)
+    return deform_conv2d_reference(x, offset, mask, weight, bias, *geom)
+
+
+def _deform_conv(device, gen, modulated=False, stride=1, padding=1, dilation=1, groups=1, deform_groups=1, step=2):
+    from visdet_ops.ops.deform_conv import deform_conv2d, modulated_deform_conv2d
+
+    t, geom = _dcn_inputs(
+        device, gen, (stride, stride, padding, padding, dilation, dilation, groups, deform_groups), modulated
+    )
+    x, offset, mask, weight, bias = t
+    if modulated:
+        got = modulated_deform_conv2d(x, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups)
+    else:
+        got = deform_conv2d(x, offset, weight, stride, padding, dilation, groups, deform_groups, False, step)
+    edges.close(got, _dcn_want(t, geom))
+
+
+_DCN_OP_ARGS = ("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "deform_groups")
+
+
+def _deform_conv_op(device, gen, arg, v, backward=False):
+    ints = dict(zip(_DCN_OP_ARGS, (1, 1, 1, 1, 1, 1, 1, 1), strict=True), im2col_step=2)
+    ints[arg] = v
+    vals = [ints[k] for k in _DCN_OP_ARGS]
+    t, geom = _dcn_inputs(device, gen, vals, modulated=True)
+    x, offset, mask, weight, bias = t
+    if not backward:
+        got = torch.ops.visdet_ops.deform_conv2d(x, offset, mask, weight, bias, *vals, ints["im2col_step"])
+        edges.close(got, _dcn_want(t, geom))
+        return
+    go = torch.randn(_dcn_want(t, geom).shape, generator=gen, dtype=torch.float64).to(device)
+    got = torch.ops.visdet_ops._deform_conv2d_backward(go, x, offset, mask, weight, bias, *vals, ints["im2col_step"])
+    from visdet_ops.reference.deform_conv import deform_conv2d_reference
+
+    leaves = [v.cpu().requires_grad_() for v in t]
+    want = torch.autograd.grad((deform_conv2d_reference(*leaves, *geom) * go.cpu()).sum(), leaves)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-7, atol=1e-9)
+
+
+def _dcn_module(device, gen, cls_name, **kw):
+    from visdet_ops.ops import deform_conv as mod
+
+    args = dict(in_channels=4, out_channels=4, kernel_size=3, padding=1)
+    args.update(kw)
+    m = getattr(mod, cls_name)(**args).to(device).double()
+    if cls_name.endswith("Pack"):
+        x = torch.randn(2, m.in_channels, 7, 8, generator=gen, dtype=torch.float64).to(device)
+        got = m(x)
+        # conv_offset starts at zero: zero offsets (and, DCNv2, masks sigmoid(0) = 0.5).
+        want = torch.nn.functional.conv2d(x, m.weight, None, m.stride, m.padding, m.dilation, m.groups)
+        if cls_name.startswith("Modulated"):
+            want = 0.5 * want + m.bias.view(1, -1, 1, 1)
+        edges.close(got.detach(), want.detach())
+        return
+    kh, kw_ = m.kernel_size
+    x = torch.randn(2, m.in_channels, 7, 8, generator=gen, dtype=torch.float64)
+    oh = (7 + 2 * m.padding[0] - (m.dilation[0] * (kh - 1) + 1)) // m.stride[0] + 1
+    ow = (8 + 2 * m.padding[1] - (m.dilation[1] * (kw_ - 1) + 1)) // m.stride[1] + 1
+    offset = torch.randn(2, 2 * m.deform_groups * kh * kw_, oh, ow, generator=gen, dtype=torch.float64)
+    mask = torch.rand(2, m.deform_groups * kh * kw_, oh, ow, generator=gen, dtype=torch.float64)
+    from visdet_ops.reference.deform_conv import deform_conv2d_reference
+
+    geom = (m.stride, m.padding, m.dilation, m.groups, m.deform_groups)
+    w = m.weight.detach().cpu()
+    if cls_name.startswith("Modulated"):
+        got = m(x.to(device), offset.to(device), mask.to(device))
+        want = deform_conv2d_reference(x, offset, mask, w, m.bias.detach().cpu(), *geom)
+    else:
+        got = m(x.to(device), offset.to(device))
+        want = deform_conv2d_reference(x, offset, None, w, None, *geom)
+    edges.close(got.detach(), want)
+
+
+DCN_FN_ARGS = (
+    ("stride", _args.STRIDE),
+    ("padding", _args.PADDING),
+    ("dilation", _args.DILATION),
+    ("groups", _args.GROUPS),
+    ("deform_groups", _args.GROUPS),
+)
+DCN_MODULE_ARGS = (
+    ("in_channels", _args.CHANNELS),
+    ("out_channels", _args.CHANNELS),
+    ("kernel_size", _args.KERNEL_SIZE),
+    *DCN_FN_ARGS,
+)
+_DCN_OP_BOUNDS = dict(
+    stride_h=_args.STRIDE,
+    stride_w=_args.STRIDE,
+    pad_h=_args.PADDING,
+    pad_w=_args.PADDING,
+    dilation_h=_args.DILATION,
+    dilation_w=_args.DILATION,
+    groups=_args.GROUPS,
+    deform_groups=_args.GROUPS,
+)
+# The names a message may use for an argument: the functional wrappers pass
+
+
+INTEGER_EDGE_ROWS = [
+    *(
+        edges.Row(
+            f"deform_conv2d-{arg}", (arg,), b, lambda d, v, g, arg=arg: _deform_conv(d, g, **{arg: v}), at_bound=(1, 2)
+        )
+        for arg, b in DCN_FN_ARGS
+    ),
+    edges.Row(
+        "deform_conv2d-im2col_step",
+        ("im2col_step",),
+        _args.IM2COL_STEP_DCN,
+        lambda d, v, g: _deform_conv(d, g, step=v),
+        at_bound=(1, 2),
+    ),
+    *(
+        edges.Row(
+            f"modulated_deform_conv2d-{arg}",
+            (arg,),
+            b,
+            lambda d, v, g, arg=arg: _deform_conv(d, g, True, **{arg: v}),
+            at_bound=(1, 2),
+        )
+        for arg, b in DCN_FN_ARGS
+    ),
+    *(
+        edges.Row(
+            f"op.deform_conv2d-{arg}",
+            edges.names(arg),
+            b,
+            lambda d, v, g, arg=arg: _deform_conv_op(d, g, arg, v),
+            at_bound=(1, 2),
+        )
+        for arg, b in _DCN_OP_BOUNDS.items()
+    ),
+    edges.Row(
+        "op.deform_conv2d-im2col_step",
+        ("im2col_step",),
+        _args.IM2COL_STEP_DCN,
+        lambda d, v, g: _deform_conv_op(d, g, "im2col_step", v),
+    ),
+    *(
+        edges.Row(
+            f"op._deform_conv2d_backward-{arg}",
+            edges.names(arg),
+            _DCN_OP_BOUNDS.get(arg, _args.IM2COL_STEP_DCN),
+            lambda d, v, g, arg=arg: _deform_conv_op(d, g, arg, v, backward=True),
+        )
+        for arg in ("stride_h", "pad_w", "groups", "im2col_step")
+    ),
+    *(
+        edges.Row(
+            f"{cls}-{arg}",
+            (arg,),
+            b,
+            lambda d, v, g, cls=cls, arg=arg: _dcn_module(d, g, cls, **{arg: v}),
+            at_bound=(1,),
+        )
+        for cls in ("DeformConv2d", "ModulatedDeformConv2d")
+        for arg, b in DCN_MODULE_ARGS
+    ),
+    edges.Row(
+        "DeformConv2d-im2col_step",
+        ("im2col_step",),
+        _args.IM2COL_STEP_DCN,
+        lambda d, v, g: _dcn_module(d, g, "DeformConv2d", im2col_step=v),
+    ),
+    *(
+        edges.Row(f"{cls}-{arg}", (arg,), b, lambda d, v, g, cls=cls, arg=arg: _dcn_module(d, g, cls, **{arg: v}))
+        for cls in ("DeformConv2dPack", "ModulatedDeformConv2dPack")
+        for arg, b in (("in_channels", _args.CHANNELS), ("kernel_size", _args.KERNEL_SIZE), ("padding", _args.PADDING))
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def case_deform_conv(gen, kind):
+    c = 8
+    if kind in ("pack", "mpack"):
+        cls = visdet_ops.DeformConv2dPack if kind == "pack" else visdet_ops.ModulatedDeformConv2dPack
+        layer = cls(c, 8, 3, padding=1, deform_groups=2)
+        amp.randomize(layer, gen, 0.1)
+
+        def body(p, img):
+            return p["layer"](p["stem"](img))
+
+        return amp.Case(body, (amp.img(gen),), amp.LOW, gemm=True, stem=amp.Stem(c, gen), layer=layer)
+    modulated = kind in ("mfn", "mmodule")
+    conv_offset = amp.randomize(torch.nn.Conv2d(c, (3 if modulated else 2) * 2 * 9, 3, padding=1), gen, 0.1)
+    if kind in ("module", "mmodule"):
+        cls = visdet_ops.ModulatedDeformConv2d if modulated else visdet_ops.DeformConv2d
+        layer = amp.randomize(cls(c, 8, 3, padding=1, deform_groups=2), gen, 0.1)
+    else:
+        layer = amp.randomize(torch.nn.Conv2d(c, 8, 3, padding=1), gen, 0.1)  # holds weight and bias
+
+    def body(p, img):
+        x = p["stem"](img)
+        out = p["conv_offset"](x)
+        if modulated:
+            offset, mask = out[:, : 2 * 2 * 9], out[:, 2 * 2 * 9 :].sigmoid()
+            if kind == "mmodule":
+                return p["layer"](x, offset, mask)
+            w, b = p["layer"].weight, p["layer"].bias
+            return visdet_ops.modulated_deform_conv2d(x, offset, mask, w, b, 1, 1, 1, 1, 2)
+        if kind == "module":
+            return p["layer"](x, out)
+        return visdet_ops.deform_conv2d(x, out, p["layer"].weight, 1, 1, 1, 1, 2)
+
+    return amp.Case(
+        body, (amp.img(gen),), amp.LOW, gemm=True, stem=amp.Stem(c, gen), conv_offset=conv_offset, layer=layer
+    )
+
+
+AUTOCAST_CASES = {
+    "deform_conv2d": lambda g: case_deform_conv(g, "fn"),
+    "DeformConv2d": lambda g: case_deform_conv(g, "module"),
+    "DeformConv2dPack": lambda g: case_deform_conv(g, "pack"),
+    "modulated_deform_conv2d": lambda g: case_deform_conv(g, "mfn"),
+    "ModulatedDeformConv2d": lambda g: case_deform_conv(g, "mmodule"),
+    "ModulatedDeformConv2dPack": lambda g: case_deform_conv(g, "mpack"),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+def _opcheck_deform_conv2d(device, dtype, gen):
+    x = amp.features(device, dtype, gen)
+    offset = (torch.randn(2, 18, 10, 12, generator=gen) * 0.3).to(device, dtype).requires_grad_()
+    mask = torch.rand(2, 9, 10, 12, generator=gen).to(device, dtype).requires_grad_()
+    weight = torch.randn(6, 4, 3, 3, generator=gen).to(device).requires_grad_()
+    bias = torch.randn(6, generator=gen).to(device).requires_grad_()
+    return torch.ops.visdet_ops.deform_conv2d.default, (x, offset, mask, weight, bias, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+
+
+AUTOCAST_OPCHECKS = {"deform_conv2d": _opcheck_deform_conv2d}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)

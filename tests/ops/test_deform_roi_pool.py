@@ -7,8 +7,11 @@ import torch
 
 import visdet_ops
 from visdet_ops import DeformRoIPool, DeformRoIPoolPack, ModulatedDeformRoIPoolPack
+from visdet_ops.ops import _args
 from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference, mmcv_offset_grad_formula
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, assert_zero, require_cuda
 
 # ---------------------------------------------------------------- inputs
@@ -694,3 +697,156 @@ def test_torch_compile_fullgraph(rng, cls):
     for a, b in zip(grads_compiled, grads_eager, strict=True):
         torch.testing.assert_close(a, b)
     assert grads_eager[0].abs().sum() > 0
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _deform_roi_pool(device, gen, output_size=3, sampling_ratio=2, module=False):
+    from visdet_ops.ops.deform_roi_pool import DeformRoIPool, deform_roi_pool
+    from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
+
+    x, rois = edges.roi_inputs(device, gen)
+    out = edges.small(output_size, 1, 64, 3)
+    offset = (0.5 * torch.randn(2, 2, out, out, generator=gen, dtype=torch.float64)).to(device)
+    if module:
+        got = DeformRoIPool(output_size, 1.0, sampling_ratio, 0.1)(x, rois, offset)
+    else:
+        got = deform_roi_pool(x, rois, offset, output_size, 1.0, sampling_ratio, 0.1)
+    want = deform_roi_pool_reference(x.cpu(), rois.cpu(), offset.cpu(), (out, out), 1.0, sampling_ratio, 0.1)
+    edges.close(got, want)
+
+
+def _deform_roi_pool_op(device, gen, ph=3, pw=3, sr=2):
+    from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
+
+    x, rois = edges.roi_inputs(device, gen)
+    got = torch.ops.visdet_ops.deform_roi_pool(x, rois, None, ph, pw, 1.0, sr, 0.1)
+    edges.close(got, deform_roi_pool_reference(x.cpu(), rois.cpu(), None, (ph, pw), 1.0, sr, 0.1))
+
+
+def _deform_roi_pool_backward_op(device, gen, sr):
+    from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
+
+    x, rois = edges.roi_inputs(device, gen)
+    offset = (0.5 * torch.randn(2, 2, 3, 3, generator=gen, dtype=torch.float64)).to(device)
+    go = torch.rand(2, 3, 3, 3, generator=gen, dtype=torch.float64).to(device)
+    gx, goff = torch.ops.visdet_ops._deform_roi_pool_backward(go, x, rois, offset, 1.0, sr, 0.1)
+    xr, orr = x.cpu().requires_grad_(), offset.cpu().requires_grad_()
+    want = deform_roi_pool_reference(xr, rois.cpu(), orr, (3, 3), 1.0, sr, 0.1)
+    wx, woff = torch.autograd.grad((want * go.cpu()).sum(), (xr, orr))
+    edges.close(gx, wx)
+    torch.testing.assert_close(goff.cpu(), woff, rtol=1e-6, atol=1e-8)
+
+
+def _deform_roi_pool_pack(device, gen, cls_name, output_channels=3, deform_fc_channels=16):
+    from visdet_ops.ops import deform_roi_pool as mod
+
+    m = getattr(mod, cls_name)(2, output_channels, deform_fc_channels).to(device).double()
+    x, rois = edges.roi_inputs(device, gen, c=m.output_channels)
+    got = m(x, rois)
+    # The last layers start at zero: plain RoIAlign aligned=True (times the 0.5 mask).
+    want = mod.deform_roi_pool(x, rois, None, 2, 1.0, 0, 0.1)
+    edges.close(got, want * (0.5 if cls_name.startswith("Modulated") else 1.0))
+
+
+INTEGER_EDGE_ROWS = [
+    edges.kw_row("deform_roi_pool-output_size", "output_size", _args.POOLED_SIZE, _deform_roi_pool),
+    edges.kw_row(
+        "deform_roi_pool-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, _deform_roi_pool, at_bound=(1, 16)
+    ),
+    edges.Row(
+        "DeformRoIPool-output_size",
+        ("output_size",),
+        _args.POOLED_SIZE,
+        lambda d, v, g: _deform_roi_pool(d, g, v, module=True),
+    ),
+    edges.Row(
+        "DeformRoIPool-sampling_ratio",
+        ("sampling_ratio",),
+        _args.SAMPLING_RATIO,
+        lambda d, v, g: _deform_roi_pool(d, g, 3, v, module=True),
+    ),
+    edges.Row(
+        "op.deform_roi_pool-pooled_height",
+        edges.names("pooled_height"),
+        _args.POOLED_SIZE,
+        lambda d, v, g: _deform_roi_pool_op(d, g, ph=v),
+    ),
+    edges.Row(
+        "op.deform_roi_pool-pooled_width",
+        edges.names("pooled_width"),
+        _args.POOLED_SIZE,
+        lambda d, v, g: _deform_roi_pool_op(d, g, pw=v),
+    ),
+    edges.Row(
+        "op.deform_roi_pool-sampling_ratio",
+        ("sampling_ratio",),
+        _args.SAMPLING_RATIO,
+        lambda d, v, g: _deform_roi_pool_op(d, g, sr=v),
+    ),
+    edges.Row(
+        "op._deform_roi_pool_backward-sampling_ratio",
+        ("sampling_ratio",),
+        _args.SAMPLING_RATIO,
+        lambda d, v, g: _deform_roi_pool_backward_op(d, g, v),
+    ),
+    *(
+        edges.Row(
+            f"{cls}-{arg}",
+            (arg,),
+            _args.CHANNELS,
+            lambda d, v, g, cls=cls, arg=arg: _deform_roi_pool_pack(d, g, cls, **{arg: v}),
+            at_bound=(1,),
+        )
+        for cls in ("DeformRoIPoolPack", "ModulatedDeformRoIPoolPack")
+        for arg in ("output_channels", "deform_fc_channels")
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def case_deform_roi_pool(gen, kind="fn"):
+    rois = amp.rois(gen, 10, 2, 4 * 28)
+    if kind in ("fn", "module"):
+        offset_param = torch.nn.Linear(1, 10 * 2 * 7 * 7)
+        amp.randomize(offset_param, gen, 0.1)
+
+        def body(p, img, rois):
+            x = p["stem"](img)
+            # A float32 offset (from a float32 parameter) beside 16-bit features.
+            offset = p["offset"].weight.view(10, 2, 7, 7)
+            if kind == "module":
+                return visdet_ops.DeformRoIPool(7, 0.25, 2, 0.1)(x, rois, offset)
+            return visdet_ops.deform_roi_pool(x, rois, offset, 7, 0.25, 2, 0.1)
+
+        return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), offset=offset_param)
+    cls = {"pack": visdet_ops.DeformRoIPoolPack, "mpack": visdet_ops.ModulatedDeformRoIPoolPack}[kind]
+    layer = amp.randomize(cls(7, 8, deform_fc_channels=32, spatial_scale=0.25, sampling_ratio=2), gen, 0.05)
+
+    def body(p, img, rois):
+        return p["layer"](p["stem"](img), rois)
+
+    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), layer=layer)
+
+
+AUTOCAST_CASES = {
+    "deform_roi_pool": lambda g: case_deform_roi_pool(g),
+    "DeformRoIPool": lambda g: case_deform_roi_pool(g, "module"),
+    "DeformRoIPoolPack": lambda g: case_deform_roi_pool(g, "pack"),
+    "ModulatedDeformRoIPoolPack": lambda g: case_deform_roi_pool(g, "mpack"),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+def _opcheck_deform_roi_pool(device, dtype, gen):
+    x, rois = amp.features(device, dtype, gen), amp.rois(gen, 5, 2, 40).to(device)
+    offset = (torch.randn(5, 2, 3, 3, generator=gen) * 0.1).to(device).requires_grad_()
+    return torch.ops.visdet_ops.deform_roi_pool.default, (x, rois, offset, 3, 3, 0.5, 2, 0.1)
+
+
+AUTOCAST_OPCHECKS = {"deform_roi_pool": _opcheck_deform_roi_pool}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)

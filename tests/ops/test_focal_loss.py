@@ -14,6 +14,7 @@ from visdet_ops.reference.focal_loss import (
     softmax_focal_loss_reference,
 )
 
+from .. import autocast_harness as amp
 from ..conftest import require_cuda, torchvision_or_skip
 
 KINDS = {
@@ -584,3 +585,54 @@ def test_torch_compile_fullgraph(rng, kind):
 def test_exported_names():
     for name in ("sigmoid_focal_loss", "softmax_focal_loss", "SigmoidFocalLoss", "SoftmaxFocalLoss"):
         assert name in visdet_ops.__all__ and hasattr(visdet_ops, name)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def case_focal(gen, kind, module=False):
+    classes = 6
+    head = amp.randomize(torch.nn.Linear(8, classes), gen, 0.5)
+    weight = torch.rand(classes, generator=gen) + 0.5
+    rows = 2 * 24 * 28
+    if kind == "sigmoid":
+        target = torch.randint(0, classes + 1, (rows,), generator=gen)
+    else:
+        target = torch.randint(0, classes, (rows,), generator=gen)
+
+    def body(p, img, target, weight):
+        x = p["stem"](img).permute(0, 2, 3, 1).reshape(rows, 8)
+        logits = p["head"](x)
+        if module:
+            cls = visdet_ops.SigmoidFocalLoss if kind == "sigmoid" else visdet_ops.SoftmaxFocalLoss
+            return cls(2.0, 0.25, weight, "mean")(logits, target)
+        fn = visdet_ops.sigmoid_focal_loss if kind == "sigmoid" else visdet_ops.softmax_focal_loss
+        return fn(logits, target, 2.0, 0.25, weight, "none")
+
+    return amp.Case(body, (amp.img(gen), target, weight), amp.F32, stem=amp.Stem(8, gen), head=head)
+
+
+AUTOCAST_CASES = {
+    "sigmoid_focal_loss": lambda g: case_focal(g, "sigmoid"),
+    "SigmoidFocalLoss": lambda g: case_focal(g, "sigmoid", module=True),
+    "softmax_focal_loss": lambda g: case_focal(g, "softmax"),
+    "SoftmaxFocalLoss": lambda g: case_focal(g, "softmax", module=True),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+def _opcheck_focal_loss(kind: str, reduction: str):
+    def case(device, dtype, gen):
+        logits = torch.randn(20, 5, generator=gen).to(device, dtype).requires_grad_()
+        target = torch.randint(0, 5, (20,), generator=gen).to(device)
+        op = getattr(torch.ops.visdet_ops, f"{kind}_focal_loss").default
+        return op, (logits, target, 2.0, 0.25, None, reduction)
+
+    return case
+
+
+AUTOCAST_OPCHECKS = {
+    "sigmoid_focal_loss": _opcheck_focal_loss("sigmoid", "mean"),
+    "softmax_focal_loss": _opcheck_focal_loss("softmax", "none"),
+}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)

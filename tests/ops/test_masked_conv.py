@@ -6,8 +6,11 @@ import torch.nn.functional as F
 
 import visdet_ops
 from visdet_ops import MaskedConv2d
+from visdet_ops.ops import _args
 from visdet_ops.reference.masked_conv import masked_conv2d_reference
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, require_cuda
 
 TOL = {
@@ -267,3 +270,111 @@ def test_cuda_backward_is_deterministic(rng, monkeypatch):
         assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _masked_inputs(device, gen, pad):
+    x = torch.randn(2, 3, 6, 7, generator=gen, dtype=torch.float64)
+    w = torch.randn(4, 3, 3, 3, generator=gen, dtype=torch.float64)
+    b = torch.randn(4, generator=gen, dtype=torch.float64)
+    mask = torch.rand(2, 6, 7, generator=gen) > 0.5
+    return x.to(device), mask.to(device), w.to(device), b.to(device)
+
+
+def _masked_conv(device, gen, padding):
+    from visdet_ops.ops.masked_conv import masked_conv2d
+    from visdet_ops.reference.masked_conv import masked_conv2d_reference
+
+    x, mask, w, b = _masked_inputs(device, gen, padding)
+    got = masked_conv2d(x, mask, w, b, padding)
+    p = edges.small(padding, 0, 4, 1)
+    edges.close(got, masked_conv2d_reference(x.cpu(), mask.cpu(), w.cpu(), b.cpu(), (p, p)))
+
+
+def _masked_conv_op(device, gen, pad_h=1, pad_w=1):
+    from visdet_ops.reference.masked_conv import masked_conv2d_reference
+
+    x, mask, w, b = _masked_inputs(device, gen, 1)
+    got = torch.ops.visdet_ops.masked_conv2d(x, mask, w, b, pad_h, pad_w)
+    edges.close(got, masked_conv2d_reference(x.cpu(), mask.cpu(), w.cpu(), b.cpu(), (pad_h, pad_w)))
+
+
+def _masked_conv_module(device, gen, **kw):
+    from visdet_ops.ops.masked_conv import MaskedConv2d
+    from visdet_ops.reference.masked_conv import masked_conv2d_reference
+
+    args = dict(in_channels=3, out_channels=4, kernel_size=3, padding=1)
+    args.update(kw)
+    m = MaskedConv2d(**args).to(device).double()
+    x, mask, _, _ = _masked_inputs(device, gen, m.padding[0])
+    got = m(x, mask)
+    w, b = m.weight.detach().cpu(), m.bias.detach().cpu()
+    edges.close(got.detach(), masked_conv2d_reference(x.cpu(), mask.cpu(), w, b, m.padding))
+
+
+INTEGER_EDGE_ROWS = [
+    edges.Row(
+        "masked_conv2d-padding", ("padding",), _args.PADDING, lambda d, v, g: _masked_conv(d, g, v), at_bound=(1, 2)
+    ),
+    edges.Row(
+        "op.masked_conv2d-pad_h",
+        edges.names("pad_h"),
+        _args.PADDING,
+        lambda d, v, g: _masked_conv_op(d, g, pad_h=edges.small(v, 0, 1, v)),
+    ),
+    edges.Row(
+        "op.masked_conv2d-pad_w",
+        edges.names("pad_w"),
+        _args.PADDING,
+        lambda d, v, g: _masked_conv_op(d, g, pad_w=edges.small(v, 0, 1, v)),
+    ),
+    *(
+        edges.Row(f"MaskedConv2d-{arg}", (arg,), b, lambda d, v, g, arg=arg: _masked_conv_module(d, g, **{arg: v}))
+        for arg, b in (
+            ("in_channels", _args.CHANNELS),
+            ("out_channels", _args.CHANNELS),
+            ("kernel_size", _args.KERNEL_SIZE),
+            ("stride", _args.STRIDE),
+            ("padding", _args.PADDING),
+            ("dilation", _args.DILATION),
+            ("groups", _args.GROUPS),
+        )
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def case_masked_conv(gen, module=False):
+    layer = amp.randomize(visdet_ops.MaskedConv2d(8, 6, 3, padding=1), gen, 0.1)
+    mask = torch.rand(2, 24, 28, generator=gen) > 0.4
+
+    def body(p, img, mask):
+        x = p["stem"](img)
+        if module:
+            return p["layer"](x, mask)
+        return visdet_ops.masked_conv2d(x, mask, p["layer"].weight, p["layer"].bias, 1)
+
+    return amp.Case(body, (amp.img(gen), mask), amp.LOW, gemm=True, stem=amp.Stem(8, gen), layer=layer)
+
+
+AUTOCAST_CASES = {
+    "masked_conv2d": lambda g: case_masked_conv(g),
+    "MaskedConv2d": lambda g: case_masked_conv(g, module=True),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+def _opcheck_masked_conv2d(device, dtype, gen):
+    x = amp.features(device, dtype, gen)
+    weight = torch.randn(6, 4, 3, 3, generator=gen).to(device).requires_grad_()
+    bias = torch.randn(6, generator=gen).to(device).requires_grad_()
+    return torch.ops.visdet_ops.masked_conv2d.default, (x, x.detach()[:, 0] > 0, weight, bias, 1, 1)
+
+
+AUTOCAST_OPCHECKS = {"masked_conv2d": _opcheck_masked_conv2d}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)

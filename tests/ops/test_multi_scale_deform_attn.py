@@ -7,8 +7,11 @@ import torch
 
 import visdet_ops
 from visdet_ops import MultiScaleDeformableAttention, multi_scale_deformable_attn
+from visdet_ops.ops import _args
 from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, require_cuda
 
 OP = torch.ops.visdet_ops.multi_scale_deformable_attn.default
@@ -575,3 +578,168 @@ def test_default_cuda_path_does_not_sync(rng):
         torch.autograd.grad(out, (value, loc, attn), torch.ones_like(out))
     finally:
         torch.cuda.set_sync_debug_mode(previous)
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _msda_inputs(device, gen, bs=2, heads=2, levels=2, points=2, dim=4):
+    shapes = torch.tensor([[4, 5], [2, 3]][:levels], dtype=torch.int64)
+    keys = int((shapes[:, 0] * shapes[:, 1]).sum())
+    start = torch.cat([shapes.new_zeros(1), (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
+    value = torch.randn(bs, keys, heads, dim, generator=gen, dtype=torch.float64)
+    loc = torch.rand(bs, 3, heads, levels, points, 2, generator=gen, dtype=torch.float64)
+    attn = torch.rand(bs, 3, heads, levels, points, generator=gen, dtype=torch.float64)
+    return value.to(device), shapes.to(device), start.to(device), loc.to(device), attn.to(device)
+
+
+def _msda(device, gen, step, op=False, backward=False):
+    from visdet_ops.ops.multi_scale_deform_attn import multi_scale_deformable_attn
+    from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
+
+    value, shapes, start, loc, attn = _msda_inputs(device, gen)
+    want_fn = multi_scale_deformable_attn_reference
+    if backward:
+        go = torch.randn(2, 3, 8, generator=gen, dtype=torch.float64).to(device)
+        got = torch.ops.visdet_ops._multi_scale_deformable_attn_backward(go, value, shapes, start, loc, attn, step)
+        leaves = [t.cpu().requires_grad_() for t in (value, loc, attn)]
+        out = want_fn(leaves[0], shapes.cpu(), leaves[1], leaves[2])
+        want = torch.autograd.grad((out * go.cpu()).sum(), leaves)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g.cpu(), w, rtol=1e-7, atol=1e-9)
+        return
+    fn = torch.ops.visdet_ops.multi_scale_deformable_attn if op else multi_scale_deformable_attn
+    got = fn(value, shapes, start, loc, attn, step)
+    edges.close(got, want_fn(value.cpu(), shapes.cpu(), loc.cpu(), attn.cpu()))
+
+
+def _msda_module(device, gen, **kw):
+    from visdet_ops.ops.multi_scale_deform_attn import MultiScaleDeformableAttention
+
+    args = dict(embed_dims=8, num_heads=2, num_levels=2, num_points=2, im2col_step=64, dropout=0.0, batch_first=True)
+    args.update(kw)
+    m = MultiScaleDeformableAttention(**args).to(device).double()
+    shapes = torch.tensor([[4, 5], [2, 3]] * m.num_levels, dtype=torch.int64)[: m.num_levels].to(device)
+    start = torch.cat([shapes.new_zeros(1), (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
+    keys = int((shapes[:, 0] * shapes[:, 1]).sum())
+    query = torch.randn(2, 3, m.embed_dims, generator=gen, dtype=torch.float64).to(device)
+    value = torch.randn(2, keys, m.embed_dims, generator=gen, dtype=torch.float64).to(device)
+    ref = torch.rand(2, 3, m.num_levels, 2, generator=gen, dtype=torch.float64).to(device)
+    out = m(query, value=value, reference_points=ref, spatial_shapes=shapes, level_start_index=start)
+    assert out.shape == query.shape and torch.isfinite(out).all()
+
+
+INTEGER_EDGE_ROWS = [
+    edges.Row(
+        "multi_scale_deformable_attn-im2col_step",
+        ("im2col_step",),
+        _args.IM2COL_STEP_MSDA,
+        lambda d, v, g: _msda(d, g, v),
+        at_bound=(1, 2),
+    ),
+    edges.Row(
+        "op.multi_scale_deformable_attn-im2col_step",
+        ("im2col_step",),
+        _args.IM2COL_STEP_MSDA,
+        lambda d, v, g: _msda(d, g, v, op=True),
+    ),
+    edges.Row(
+        "op._multi_scale_deformable_attn_backward-im2col_step",
+        ("im2col_step",),
+        _args.IM2COL_STEP_MSDA,
+        lambda d, v, g: _msda(d, g, v, backward=True),
+    ),
+    *(
+        edges.Row(
+            f"MultiScaleDeformableAttention-{arg}",
+            (arg,),
+            b,
+            lambda d, v, g, arg=arg: _msda_module(d, g, **{arg: v}),
+            at_bound=at,
+        )
+        for arg, b, at in (
+            ("embed_dims", _args.CHANNELS, (8,)),
+            ("num_heads", _args.NUM_HEADS, (1, 2)),
+            ("num_levels", _args.NUM_LEVELS, (1, 2)),
+            ("num_points", _args.NUM_POINTS, (1, 3)),
+            ("im2col_step", _args.IM2COL_STEP_MSDA, (1,)),
+        )
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def _levels():
+    shapes = torch.tensor([[12, 14], [6, 7]])
+    start = torch.tensor([0, 12 * 14])
+    return shapes, start
+
+
+def case_msda(gen, module=False):
+    shapes, start = _levels()
+    keys = int((shapes[:, 0] * shapes[:, 1]).sum())
+    embed, heads, levels, points, queries = 32, 4, 2, 3, 20
+    if module:
+        layer = visdet_ops.MultiScaleDeformableAttention(embed, heads, levels, points, dropout=0.0, batch_first=True)
+        amp.randomize(layer, gen, 0.1)
+        value_src = torch.randn(2, keys, embed, generator=gen)
+        query = torch.randn(2, queries, embed, generator=gen)
+        ref = torch.rand(2, queries, levels, 2, generator=gen)
+
+        def body(p, query, value_src, ref, shapes, start):
+            return p["layer"](
+                query,
+                value=value_src,
+                reference_points=ref,
+                spatial_shapes=shapes,
+                level_start_index=start,
+            )
+
+        return amp.Case(body, (query, value_src, ref, shapes, start), amp.F32, layer=layer)
+    proj = amp.randomize(torch.nn.Linear(embed, embed), gen, 0.2)
+    loc_head = amp.randomize(torch.nn.Linear(embed, heads * levels * points * 2), gen, 0.2)
+    attn_head = amp.randomize(torch.nn.Linear(embed, heads * levels * points), gen, 0.2)
+    value_src = torch.randn(2, keys, embed, generator=gen)
+    query = torch.randn(2, queries, embed, generator=gen)
+
+    ref = torch.rand(2, queries, 1, levels, 1, 2, generator=gen) * 0.8 + 0.1
+
+    def body(p, query, value_src, ref, shapes, start):
+        value = p["proj"](value_src).view(2, keys, heads, embed // heads)  # 16-bit under autocast
+        # Deformable DETR: float32 reference points + 16-bit offsets -> float32 locations.
+        offsets = p["loc"](query).view(2, queries, heads, levels, points, 2)
+        loc = ref + offsets / shapes.flip(-1).view(1, 1, 1, levels, 1, 2).float()
+        attn = p["attn"](query).view(2, queries, heads, levels * points).softmax(-1)  # float32
+        attn = attn.view(2, queries, heads, levels, points)
+        return visdet_ops.multi_scale_deformable_attn(value, shapes, start, loc, attn, 64)
+
+    return amp.Case(body, (query, value_src, ref, shapes, start), amp.LOW, proj=proj, loc=loc_head, attn=attn_head)
+
+
+AUTOCAST_CASES = {
+    "multi_scale_deformable_attn": lambda g: case_msda(g),
+    "MultiScaleDeformableAttention": lambda g: case_msda(g, module=True),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+def _opcheck_msda(device, dtype, gen):
+    shapes, start = _levels()
+    value = torch.randn(2, 12 * 14 + 6 * 7, 2, 8, generator=gen).to(device, dtype).requires_grad_()
+    loc = torch.rand(2, 5, 2, 2, 3, 2, generator=gen).to(device, dtype).requires_grad_()
+    attn = torch.rand(2, 5, 2, 2, 3, generator=gen).to(device).requires_grad_()
+    op = torch.ops.visdet_ops.multi_scale_deformable_attn.default
+    return op, (value, shapes.to(device), start.to(device), loc, attn, 64)
+
+
+AUTOCAST_OPCHECKS = {"multi_scale_deformable_attn": _opcheck_msda}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+AUTOCAST_COVERED_OTHERWISE = {
+    "MultiScaleDeformableAttnFunction": "its .apply is multi_scale_deformable_attn",
+    "multi_scale_deformable_attn_pytorch": "plain PyTorch (grid_sample): autocast's own",
+}

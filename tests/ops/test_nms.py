@@ -8,8 +8,11 @@ import pytest
 import torch
 
 import visdet_ops
+from visdet_ops.ops import _args
 from visdet_ops.reference.nms import nms_match_reference, nms_reference, soft_nms_reference
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import require_cuda, torchvision_or_skip
 
 
@@ -508,3 +511,173 @@ def test_nms_family_compiles_fullgraph(rng, monkeypatch):
     got = torch.compile(f, fullgraph=True)(boxes, scores, idxs, dets)
     for g, w in zip(got, f(boxes, scores, idxs, dets), strict=True):
         torch.testing.assert_close(g, w)
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _nms(device, gen, offset=0, max_num=-1):
+    from visdet_ops.ops.nms import nms
+    from visdet_ops.reference.nms import nms_reference
+
+    boxes, scores, _ = edges.boxes(device, gen)
+    _, inds = nms(boxes, scores, 0.3, offset=offset, max_num=max_num)
+    want = nms_reference(boxes, scores, 0.3, offset)
+    if max_num > 0:
+        want = want[:max_num]
+    assert inds.cpu().tolist() == want.tolist()
+
+
+def _nms_op(device, gen, offset):
+    from visdet_ops.reference.nms import nms_reference
+
+    boxes, scores, idxs = edges.boxes(device, gen)
+    assert torch.ops.visdet_ops.nms(boxes, scores, 0.3, offset).cpu().tolist() == (
+        nms_reference(boxes, scores, 0.3, offset).tolist()
+    )
+    got = torch.ops.visdet_ops.batched_nms(boxes, scores, idxs, 0.3, offset)
+    assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset, idxs).tolist()
+
+
+def _batched_nms(device, gen, **cfg):
+    from visdet_ops.ops.nms import batched_nms
+    from visdet_ops.reference.nms import nms_reference
+
+    boxes, scores, idxs = edges.boxes(device, gen)
+    _, keep = batched_nms(boxes, scores, idxs, dict(iou_threshold=0.3, **cfg))
+    want = nms_reference(boxes, scores, 0.3, cfg.get("offset", 0), idxs)
+    max_num = cfg.get("max_num", -1)
+    if max_num > 0:
+        want = want[:max_num]
+    assert keep.cpu().tolist() == want.tolist()
+
+
+def _soft_nms(device, gen, offset=0, method=1, op=False):
+    from visdet_ops.ops.nms import soft_nms
+    from visdet_ops.reference.nms import soft_nms_reference
+
+    boxes, scores, _ = edges.boxes(device, gen)
+    if op:
+        inds, _ = torch.ops.visdet_ops.soft_nms(boxes, scores, 0.3, 0.5, 1e-3, method, offset)
+    else:
+        _, inds = soft_nms(boxes, scores, 0.3, 0.5, 1e-3, "linear", offset)
+    want, _ = soft_nms_reference(boxes, scores, 0.3, 0.5, 1e-3, ("naive", "linear", "gaussian")[method], offset)
+    assert inds.cpu().tolist() == want.tolist()
+
+
+INTEGER_EDGE_ROWS = [
+    edges.Row("nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms(d, g, offset=v), at_bound=(1,)),
+    edges.Row("nms-max_num", ("max_num",), edges.ANY, lambda d, v, g: _nms(d, g, max_num=v), at_bound=(3,)),
+    edges.Row("op.nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms_op(d, g, v), at_bound=(1,)),
+    edges.Row(
+        "batched_nms-split_thr",
+        ("split_thr",),
+        edges.ANY,
+        lambda d, v, g: _batched_nms(d, g, split_thr=v),
+        at_bound=(5,),
+    ),
+    edges.Row(
+        "batched_nms-max_num", ("max_num",), edges.ANY, lambda d, v, g: _batched_nms(d, g, max_num=v), at_bound=(3,)
+    ),
+    edges.Row(
+        "batched_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _batched_nms(d, g, offset=v), at_bound=(1,)
+    ),
+    edges.Row("soft_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _soft_nms(d, g, offset=v), at_bound=(1,)),
+    edges.Row("op.soft_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _soft_nms(d, g, offset=v, op=True)),
+    edges.Row(
+        "op.soft_nms-method", ("method",), (0, 2), lambda d, v, g: _soft_nms(d, g, method=v, op=True), at_bound=(1, 2)
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+AUTOCAST_DISCRETE = ("nms", "batched_nms", "soft_nms", "nms_match")
+
+
+def _boxes_and_scores(gen, n=300, classes=4):
+    xy = torch.rand(n, 2, generator=gen) * 1200
+    wh = torch.rand(n, 2, generator=gen) * 120 + 8
+    boxes = torch.cat([xy, xy + wh], 1)
+    feats = torch.randn(n, 16, generator=gen)
+    head = amp.randomize(torch.nn.Linear(16, 1), gen, 0.5)
+    idxs = torch.randint(0, classes, (n,), generator=gen)
+    return boxes, feats, head, idxs
+
+
+@pytest.mark.parametrize("op", AUTOCAST_DISCRETE)
+@pytest.mark.parametrize("device_name, dtype", amp.AMP)
+def test_nms_family_under_autocast(rng, op, device_name, dtype):
+    """float32 boxes beside 16-bit scores (a Linear's output under autocast): the same
+    indices as the float32 op on the same score values, float32 outputs."""
+    device = amp.device_for(device_name)
+    boxes, feats, head, idxs = (t.to(device) for t in _boxes_and_scores(rng))
+    with torch.autocast(device.type, dtype=dtype):
+        scores = head(feats).sigmoid().squeeze(1)
+    assert scores.dtype == dtype and boxes.dtype == torch.float32
+    exact = scores.float()
+
+    def call(s, autocast_on):
+        with torch.autocast(device.type, dtype=dtype, enabled=autocast_on):
+            if op == "nms":
+                return visdet_ops.nms(boxes, s, 0.5)
+            if op == "soft_nms":
+                return visdet_ops.soft_nms(boxes, s, 0.3, 0.5, 0.05, "linear")
+            if op == "batched_nms":
+                return visdet_ops.batched_nms(boxes, s, idxs, dict(iou_threshold=0.5))
+            return torch.ops.visdet_ops.nms_match(torch.cat([boxes, s[:, None].to(boxes.dtype)], 1), 0.5), None
+
+    (got_dets, got_inds), (want_dets, want_inds) = call(scores, True), call(exact, False)
+    assert got_inds is None or got_inds.dtype == torch.long
+    if op == "nms_match":
+        assert torch.equal(got_dets, want_dets)
+        return
+    assert torch.equal(got_inds, want_inds)
+    assert got_dets.dtype == torch.float32
+    torch.testing.assert_close(got_dets, want_dets, rtol=1e-6, atol=1e-6)
+    # The raw ops promote under autocast too (boxes never rounded to 16 bits).
+    with torch.autocast(device.type, dtype=dtype):
+        raw = torch.ops.visdet_ops.nms(boxes.to(dtype), scores, 0.5)
+    assert raw.dtype == torch.long
+
+
+def _opcheck_inputs(device, dtype, gen):
+    """float32 boxes, 16-bit scores and class indices."""
+    boxes = amp.rois(gen, 30, 1, 200)[:, 1:].to(device)
+    scores = torch.rand(30, generator=gen).to(device, dtype)
+    return boxes, scores, torch.randint(0, 3, (30,), generator=gen).to(device)
+
+
+def _opcheck_nms(device, dtype, gen):
+    boxes, scores, _ = _opcheck_inputs(device, dtype, gen)
+    return torch.ops.visdet_ops.nms.default, (boxes, scores, 0.5, 0)
+
+
+def _opcheck_batched_nms(device, dtype, gen):
+    boxes, scores, classes = _opcheck_inputs(device, dtype, gen)
+    return torch.ops.visdet_ops.batched_nms.default, (boxes, scores, classes, 0.5, 0)
+
+
+def _opcheck_soft_nms(device, dtype, gen):
+    boxes, scores, classes = _opcheck_inputs(device, dtype, gen)
+    return torch.ops.visdet_ops.soft_nms.default, (boxes, scores, 0.3, 0.5, 1e-3, 1, 0, classes)
+
+
+def _opcheck_nms_match(device, dtype, gen):
+    boxes, scores, _ = _opcheck_inputs(device, dtype, gen)
+    return torch.ops.visdet_ops.nms_match.default, (torch.cat([boxes, scores[:, None].float()], 1).to(dtype), 0.5)
+
+
+AUTOCAST_OPCHECKS = {
+    "nms": _opcheck_nms,
+    "batched_nms": _opcheck_batched_nms,
+    "soft_nms": _opcheck_soft_nms,
+    "nms_match": _opcheck_nms_match,
+}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# Covered by test_nms_family_under_autocast (indices must equal the float32 ones), not by a float32 comparison.
+AUTOCAST_COVERED_OTHERWISE = {name: "test_nms_family_under_autocast" for name in AUTOCAST_DISCRETE}

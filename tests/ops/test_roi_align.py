@@ -5,8 +5,11 @@ import torch
 
 import visdet_ops
 from visdet_ops import RoIAlign
+from visdet_ops.ops import _args
 from visdet_ops.reference.roi_align import roi_align_reference
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import require_cuda, torchvision_or_skip
 
 
@@ -407,3 +410,111 @@ def test_cuda_graph_capture(rng, pool_mode):
     torch.cuda.synchronize()
     want = visdet_ops.roi_align(2 * x, rois, 7, 0.5, 0, pool_mode, True)
     torch.testing.assert_close(static_out, want, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _roi_align(device, gen, output_size=3, sampling_ratio=2, fn=None):
+    from visdet_ops.ops.roi_align import roi_align
+    from visdet_ops.reference.roi_align import roi_align_reference
+
+    x, rois = edges.roi_inputs(device, gen)
+    got = (fn or roi_align)(x, rois, output_size, 1.0, sampling_ratio)
+    out = edges.small(output_size, 1, 64, 3)
+    edges.close(got, roi_align_reference(x.cpu(), rois.cpu(), (out, out), 1.0, sampling_ratio, "avg", True))
+
+
+def _roi_align_op(device, gen, ph=3, pw=3, sr=2):
+    from visdet_ops.reference.roi_align import roi_align_reference
+
+    x, rois = edges.roi_inputs(device, gen)
+    got, _, _ = torch.ops.visdet_ops.roi_align(x, rois, ph, pw, 1.0, sr, "avg", True)
+    edges.close(got, roi_align_reference(x.cpu(), rois.cpu(), (ph, pw), 1.0, sr, "avg", True))
+
+
+def _roi_align_backward_op(device, gen, sr):
+    from visdet_ops.reference.roi_align import roi_align_reference
+
+    x, rois = edges.roi_inputs(device, gen)
+    go = torch.rand(2, 3, 3, 3, generator=gen, dtype=torch.float64).to(device)
+    empty = x.new_empty((0,))
+    got = torch.ops.visdet_ops._roi_align_backward(go, rois, empty, empty, 2, 3, 8, 8, 1.0, sr, "avg", True)
+    xr = x.cpu().requires_grad_()
+    (want,) = torch.autograd.grad(
+        (roi_align_reference(xr, rois.cpu(), (3, 3), 1.0, sr, "avg", True) * go.cpu()).sum(), xr
+    )
+    edges.close(got, want)
+
+
+def _roi_align_module(device, gen, output_size=3, sampling_ratio=2):
+    from visdet_ops.ops.roi_align import RoIAlign
+
+    m = RoIAlign(output_size, 1.0, sampling_ratio)
+    _roi_align(device, gen, m.output_size[0], m.sampling_ratio, fn=lambda x, r, *_: m(x, r))
+
+
+INTEGER_EDGE_ROWS = [
+    edges.kw_row("roi_align-output_size", "output_size", _args.POOLED_SIZE, _roi_align),
+    edges.kw_row("roi_align-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, _roi_align, at_bound=(1, 16)),
+    edges.kw_row("RoIAlign-output_size", "output_size", _args.POOLED_SIZE, _roi_align_module),
+    edges.kw_row("RoIAlign-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, _roi_align_module),
+    edges.Row(
+        "op.roi_align-pooled_height",
+        edges.names("pooled_height"),
+        _args.POOLED_SIZE,
+        lambda d, v, g: _roi_align_op(d, g, ph=v),
+    ),
+    edges.Row(
+        "op.roi_align-pooled_width",
+        edges.names("pooled_width"),
+        _args.POOLED_SIZE,
+        lambda d, v, g: _roi_align_op(d, g, pw=v),
+    ),
+    edges.Row(
+        "op.roi_align-sampling_ratio",
+        ("sampling_ratio",),
+        _args.SAMPLING_RATIO,
+        lambda d, v, g: _roi_align_op(d, g, sr=v),
+    ),
+    edges.Row(
+        "op._roi_align_backward-sampling_ratio",
+        ("sampling_ratio",),
+        _args.SAMPLING_RATIO,
+        lambda d, v, g: _roi_align_backward_op(d, g, v),
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def case_roi_align(gen, mode="avg", module=False):
+    rois = amp.rois(gen, 12, 2, 4 * 28)
+    layer = visdet_ops.RoIAlign(7, 0.25, 2, mode, True)
+
+    def body(p, img, rois):
+        x = p["stem"](img)
+        if module:
+            return p["layer"](x, rois)
+        return visdet_ops.roi_align(x, rois, 7, 0.25, 2, mode, True)
+
+    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), layer=layer)
+
+
+AUTOCAST_CASES = {
+    "roi_align": lambda g: case_roi_align(g),
+    "roi_align_max": lambda g: case_roi_align(g, "max"),
+    "RoIAlign": lambda g: case_roi_align(g, module=True),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+AUTOCAST_OPCHECKS = {
+    "roi_align": lambda device, dtype, gen: (
+        torch.ops.visdet_ops.roi_align.default,
+        (amp.features(device, dtype, gen), amp.rois(gen, 5, 2, 40).to(device), 3, 3, 0.5, 2, "avg", True),
+    ),
+}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)

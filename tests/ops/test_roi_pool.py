@@ -5,8 +5,11 @@ import torch
 
 import visdet_ops
 from visdet_ops import RoIPool
+from visdet_ops.ops import _args
 from visdet_ops.reference.roi_pool import roi_pool_reference
 
+from .. import autocast_harness as amp
+from .. import integer_edge_harness as edges
 from ..conftest import require_cuda, torchvision_or_skip
 
 HALF_DTYPES = [torch.float16, torch.bfloat16]
@@ -396,3 +399,73 @@ def test_cuda_graph_capture(rng):
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(static_out, visdet_ops.roi_pool(-x, rois, 7, 0.5), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
+
+
+def _roi_pool(device, gen, output_size=3, module=False):
+    from visdet_ops.ops.roi_pool import RoIPool, roi_pool
+    from visdet_ops.reference.roi_pool import roi_pool_reference
+
+    x, rois = edges.roi_inputs(device, gen)
+    got = RoIPool(output_size)(x, rois) if module else roi_pool(x, rois, output_size)
+    edges.close(got, roi_pool_reference(x.cpu(), rois.cpu(), (output_size, output_size), 1.0))
+
+
+def _roi_pool_op(device, gen, ph=3, pw=3):
+    from visdet_ops.reference.roi_pool import roi_pool_reference
+
+    x, rois = edges.roi_inputs(device, gen)
+    got, _ = torch.ops.visdet_ops.roi_pool(x, rois, ph, pw, 1.0)
+    edges.close(got, roi_pool_reference(x.cpu(), rois.cpu(), (ph, pw), 1.0))
+
+
+INTEGER_EDGE_ROWS = [
+    edges.Row("roi_pool-output_size", ("output_size",), _args.POOLED_SIZE, lambda d, v, g: _roi_pool(d, g, v)),
+    edges.Row(
+        "RoIPool-output_size", ("output_size",), _args.POOLED_SIZE, lambda d, v, g: _roi_pool(d, g, v, module=True)
+    ),
+    edges.Row(
+        "op.roi_pool-pooled_height",
+        edges.names("pooled_height"),
+        _args.POOLED_SIZE,
+        lambda d, v, g: _roi_pool_op(d, g, ph=v),
+    ),
+    edges.Row(
+        "op.roi_pool-pooled_width",
+        edges.names("pooled_width"),
+        _args.POOLED_SIZE,
+        lambda d, v, g: _roi_pool_op(d, g, pw=v),
+    ),
+]
+test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+# ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
+
+
+def case_roi_pool(gen, module=False):
+    rois = amp.rois(gen, 12, 2, 4 * 28)
+
+    def body(p, img, rois):
+        x = p["stem"](img)
+        return visdet_ops.RoIPool(5, 0.25)(x, rois) if module else visdet_ops.roi_pool(x, rois, 5, 0.25)
+
+    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen))
+
+
+AUTOCAST_CASES = {
+    "roi_pool": lambda g: case_roi_pool(g),
+    "RoIPool": lambda g: case_roi_pool(g, module=True),
+}
+test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+AUTOCAST_OPCHECKS = {
+    "roi_pool": lambda device, dtype, gen: (
+        torch.ops.visdet_ops.roi_pool.default,
+        (amp.features(device, dtype, gen), amp.rois(gen, 5, 2, 40).to(device), 3, 3, 0.5),
+    ),
+}
+test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)

@@ -4,7 +4,7 @@ backward, checked against the float64 reference, in any float dtype on any
 device. `visdet-ops doctor` runs the example cases on each device, the
 compute-sanitizer sweep (tests/sanitize_sweep.py) runs them on CUDA in every
 dtype, and tests/test_examples.py on the CPU: adding an op adds its example to
-all three."""
+all three. Each also declares its `@benchmark`s, which benchmarks/bench.py runs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -39,6 +40,31 @@ def example(*ops: str):
         if family in EXAMPLES:
             raise RuntimeError(f"visdet_ops.ops.{family} registers a second example case")
         EXAMPLES[family] = Example(family, ops, fn)
+        return fn
+
+    return register
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    family: str  # the op module whose ops it times (visdet_ops/ops/<family>.py)
+    ops: tuple[str, ...]  # the registered ops whose rows it adds
+    run: Callable[[Any], None]  # run(bench): times on a GPU, appends rows to bench.results (benchmarks/bench.py)
+
+
+# every declared benchmark, in import order of the op modules (a module may declare several)
+BENCHMARKS: list[Benchmark] = []
+
+
+def benchmark(*ops: str, family: str | None = None):
+    """Registers the decorated function as a benchmark of its module's family: `benchmarks/bench.py` calls it on a
+    GPU with a `BenchRun` (bench.gen, bench.tv: torchvision.ops or None, bench.cuda_time_ms, bench.cpu_time_ms,
+    bench.peak_memory_bytes, bench.forward_traffic) and it appends its table rows to bench.results. `ops` names the
+    registered ops whose rows it adds. Importing an op module runs nothing: torchvision and other peers are
+    imported inside the function. `family` only for a benchmark declared outside its op module."""
+
+    def register(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+        BENCHMARKS.append(Benchmark(family or fn.__module__.rsplit(".", 1)[1], ops, fn))
         return fn
 
     return register

@@ -4,36 +4,7 @@ import math
 
 import torch
 
-from .roi_align import adaptive_grid
-
-
-def _bilinear(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """plane [C, H, W], y/x [S] -> [C, S] with mmcv's border rules: 0 outside
-    [-1, H] x [-1, W]; inside, coordinates below 0 clamp to 0 and the last
-    row/column extends to the border. Differentiable w.r.t. plane, y and x
-    (zero along a clamped coordinate, as the clamped forward implies)."""
-    height, width = plane.shape[-2:]
-    valid = (y >= -1) & (y <= height) & (x >= -1) & (x <= width)
-    # Invalid samples (and NaN) read (0, 0); their value is masked out below.
-    y = torch.where(valid & (y > 0), y, torch.zeros_like(y))
-    x = torch.where(valid & (x > 0), x, torch.zeros_like(x))
-    y_low = y.detach().floor().long().clamp(max=height - 1)
-    x_low = x.detach().floor().long().clamp(max=width - 1)
-    y_edge = y_low >= height - 1
-    x_edge = x_low >= width - 1
-    y_high = torch.where(y_edge, y_low, y_low + 1)
-    x_high = torch.where(x_edge, x_low, x_low + 1)
-    y = torch.where(y_edge, y_low.to(y.dtype), y)
-    x = torch.where(x_edge, x_low.to(x.dtype), x)
-    ly, lx = y - y_low, x - x_low
-    hy, hx = 1 - ly, 1 - lx
-    val = (
-        hy * hx * plane[:, y_low, x_low]
-        + hy * lx * plane[:, y_low, x_high]
-        + ly * hx * plane[:, y_high, x_low]
-        + ly * lx * plane[:, y_high, x_high]
-    )
-    return torch.where(valid, val, torch.zeros_like(val))
+from .roi_align import adaptive_grid, bilinear
 
 
 def deform_roi_pool_reference(
@@ -85,7 +56,7 @@ def deform_roi_pool_reference(
         ys = y0[:, :, None, None] + fy[None, None, :, None]  # [out_h, out_w, grid_h, 1]
         xs = x0[:, :, None, None] + fx[None, None, None, :]  # [out_h, out_w, 1, grid_w]
         ys, xs = torch.broadcast_tensors(ys, xs)
-        vals = _bilinear(input[batch], ys.reshape(-1), xs.reshape(-1))
+        vals = bilinear(input[batch], ys.reshape(-1), xs.reshape(-1))
         outputs.append(vals.reshape(channels, out_h, out_w, grid_h * grid_w).sum(-1) / (grid_h * grid_w))
     if not outputs:
         return input.new_zeros((0, channels, out_h, out_w))

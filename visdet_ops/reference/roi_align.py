@@ -5,18 +5,20 @@ import math
 import torch
 
 
-def _bilinear(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """plane [C, H, W], y/x [S] -> [C, S], mmcv's border rules."""
+def bilinear(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """plane [C, H, W], y/x [S] -> [C, S] with mmcv's border rules: 0 outside
+    [-1, H] x [-1, W]; inside, coordinates below 0 clamp to 0 and the last
+    row/column extends to the border. Differentiable w.r.t. plane, y and x
+    (zero along a clamped coordinate, as the clamped forward implies)."""
     height, width = plane.shape[-2:]
     valid = (y >= -1) & (y <= height) & (x >= -1) & (x <= width)
-    y = y.clamp(min=0)
-    x = x.clamp(min=0)
-    y_low = y.floor().long()
-    x_low = x.floor().long()
+    # Invalid samples (and NaN) read (0, 0); their value is masked out below.
+    y = torch.where(valid & (y > 0), y, torch.zeros_like(y))
+    x = torch.where(valid & (x > 0), x, torch.zeros_like(x))
+    y_low = y.detach().floor().long().clamp(max=height - 1)
+    x_low = x.detach().floor().long().clamp(max=width - 1)
     y_edge = y_low >= height - 1
     x_edge = x_low >= width - 1
-    y_low = torch.where(y_edge, height - 1, y_low).clamp(max=height - 1)
-    x_low = torch.where(x_edge, width - 1, x_low).clamp(max=width - 1)
     y_high = torch.where(y_edge, y_low, y_low + 1)
     x_high = torch.where(x_edge, x_low, x_low + 1)
     y = torch.where(y_edge, y_low.to(y.dtype), y)
@@ -78,7 +80,7 @@ def roi_align_reference(
         xs = start_w + pw * bin_w + (ix + 0.5) * bin_w / grid_w  # [out_w * grid_w]
         yy = ys[:, None].expand(-1, xs.numel()).reshape(-1)
         xx = xs[None, :].expand(ys.numel(), -1).reshape(-1)
-        vals = _bilinear(input[batch], yy, xx)  # [C, out_h*grid_h*out_w*grid_w]
+        vals = bilinear(input[batch], yy, xx)  # [C, out_h*grid_h*out_w*grid_w]
         vals = vals.reshape(channels, out_h, grid_h, out_w, grid_w).permute(0, 1, 3, 2, 4)
         vals = vals.reshape(channels, out_h, out_w, grid_h * grid_w)
         outputs.append(vals.mean(-1) if pool_mode == "avg" else vals.max(-1).values)

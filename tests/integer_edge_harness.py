@@ -1,0 +1,306 @@
+"""Integer edge values for every integer argument of every op and module (issue 12, item 5): the harness. Each
+op's rows live in its test file, tests/ops/test_<module>.py, as `INTEGER_EDGE_ROWS`, run by
+`test_integer_edge = integer_edge_test(INTEGER_EDGE_ROWS)`.
+
+One row per (op or module, integer argument): a small valid call with that argument replaced by the value under
+test, and the range the argument accepts. Each row is tried with 0, -1, 2^31, 2^40, 2^63 - 1 and the values just
+past its bounds. A value in range must give a sane result (compared with the float64 reference); a value out of
+range must raise ValueError, TypeError or RuntimeError whose message names the argument.
+
+Every case runs in a worker subprocess (one per device, reused across cases and test files, restarted after a
+hang or a crash) with its own timeout, so a runaway kernel or a crash fails that case instead of stalling or
+killing the suite. The worker imports the case's test module by name and runs the case registered under its id.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from visdet_ops.ops import _args
+
+VALUES = (0, -1, 2**31, 2**40, 2**63 - 1)
+CASE_TIMEOUT_S = 20.0
+STARTUP_TIMEOUT_S = 120.0
+ANY = (_args.INT64_MIN, _args.INT64_MAX)
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    names: tuple[str, ...]  # the error message must contain one of these
+    bounds: tuple[int, int]
+    call: Callable  # call(device, value, gen): runs the op, asserts a sane result
+    at_bound: tuple[int, ...] = ()  # in-range values also tried (cheap ones only)
+    valid: Callable[[int], bool] = lambda v: True  # further rule inside the bounds
+
+    def values(self) -> list[int]:
+        lo, hi = self.bounds
+        vals = list(VALUES) + list(self.at_bound)
+        if hi < _args.INT64_MAX:
+            vals.append(hi + 1)
+        if lo > _args.INT64_MIN:
+            vals.append(lo - 1)
+        return sorted(set(vals))
+
+    def accepts(self, v: int) -> bool:
+        return self.bounds[0] <= v <= self.bounds[1] and self.valid(v)
+
+
+def small(v: int, lo: int, hi: int, default: int) -> int:
+    """v where it is a size a test input can have, else a stand-in (the call
+    then fails on v's range check before the shape matters)."""
+    return v if lo <= v <= hi else default
+
+
+def close(got, want, **kw):
+    torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-9, atol=1e-10, **kw)
+
+
+# The names a message may use for an argument: the functional wrappers pass
+# output_size, padding, ... on to the op, whose C++ check names its own
+# arguments (pooled_height, pad_h, ...); an older check may name the pair.
+_ALIASES = dict(
+    output_size=("output_size", "pooled_height", "pooled_width"),
+    padding=("padding", "pad_h", "pad_w"),
+    stride_h=("stride",),
+    stride_w=("stride",),
+    pad_h=("padding", "pad_h"),
+    pad_w=("padding", "pad_w"),
+    dilation_h=("dilation",),
+    dilation_w=("dilation",),
+    pooled_height=("pooled_height", "output_size"),
+    pooled_width=("pooled_width", "output_size"),
+)
+
+
+def names(arg: str) -> tuple[str, ...]:
+    return _ALIASES.get(arg, (arg,))
+
+
+def kw_row(id_, arg, bounds, fn, **extra):
+    """The row of `arg`, run as fn(device, gen, **{arg: value})."""
+    return Row(id_, names(arg), bounds, lambda d, v, g: fn(d, g, **{arg: v}), **extra)
+
+
+# ---------------------------------------------------------------- inputs several ops' rows share
+
+
+def roi_inputs(device, gen, c=3, h=8, w=8):
+    """A [2, c, h, w] float64 map and two RoIs inside it (the RoI ops' rows)."""
+    x = torch.rand(2, c, h, w, generator=gen, dtype=torch.float64)
+    base = torch.tensor([[0, 1.0, 1.5, 6.0, 7.0], [1, 0.0, 0.0, 8.0, 4.5]], dtype=torch.float64)
+    base[:, 1:] += 0.3 * torch.rand(2, 4, generator=gen, dtype=torch.float64)
+    return x.to(device), base.to(device)
+
+
+def boxes(device, gen, n=30):
+    """n float32 boxes in a 30-pixel square, scores and 3 class indices (the box ops' rows)."""
+    xy = 20 * torch.rand(n, 2, generator=gen, dtype=torch.float64)
+    wh = 1 + 8 * torch.rand(n, 2, generator=gen, dtype=torch.float64)
+    b = torch.cat([xy, xy + wh], 1).float()
+    scores = torch.rand(n, generator=gen).float()
+    idxs = torch.randint(0, 3, (n,), generator=gen)
+    return b.to(device), scores.to(device), idxs.to(device)
+
+
+# ---------------------------------------------------------------- cases and the worker that runs them
+
+# case id -> call(device, value, gen), for the worker: the rows of every imported test module and the cases given
+# to register_case
+CASES: dict[str, Callable] = {}
+
+
+def register_case(case_id: str, call: Callable) -> None:
+    if case_id in CASES and CASES[case_id] is not call:
+        raise RuntimeError(f"integer edge case {case_id!r} is registered twice")
+    CASES[case_id] = call
+
+
+def run_case(case_id: str, device: str, value: int, seed: int) -> None:
+    """The worker's entry point: one call, raising what the op raises."""
+    CASES[case_id](torch.device(device), value, torch.Generator().manual_seed(seed))
+
+
+_WORKER = r"""
+import importlib, json, os, sys, types
+out = sys.stdout
+sys.stdout = sys.stderr  # stray prints must not corrupt the protocol
+import torch
+torch.set_num_threads(1)
+harness_name, root = sys.argv[1], sys.argv[2]
+
+
+def import_test_module(name):
+    # The test files form packages only for pytest (no __init__.py): make each parent folder one here.
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        package = ".".join(parts[:i])
+        if package not in sys.modules:
+            module = types.ModuleType(package)
+            module.__path__ = [os.path.join(root, *parts[:i])]
+            sys.modules[package] = module
+    return importlib.import_module(name)
+
+
+harness = import_test_module(harness_name)
+out.write(json.dumps({"ready": True}) + "\n")
+out.flush()
+for line in sys.stdin:
+    module, case, device, value, seed = json.loads(line)
+    try:
+        import_test_module(module)  # registers its cases
+        harness.run_case(case, device, value, seed)
+        result = {"ok": True}
+    except BaseException as exc:  # report everything; the parent judges
+        result = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:4000]}
+    out.write(json.dumps(result) + "\n")
+    out.flush()
+"""
+
+
+def _module_root(module_name: str) -> str:
+    """The folder that holds the package tree of module_name (the checkout, or ci/scratch.py's copy)."""
+    path = Path(sys.modules[module_name].__file__).resolve()
+    return str(path.parents[module_name.count(".")])
+
+
+class _Worker:
+    """A persistent interpreter that runs cases one at a time; killed and
+    restarted when a case times out or the process dies."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.lines: queue.Queue = queue.Queue()
+        self.stderr = None
+
+    def _start(self) -> None:
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        # The parent's import path, so the worker imports the same visdet_ops.
+        path = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1", PYTHONPATH=path)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, __name__, _module_root(__name__)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env=env,
+        )
+        self.lines = queue.Queue()
+        lines, stdout = self.lines, self.proc.stdout
+
+        def pump():
+            for line in stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        ready = self._read(STARTUP_TIMEOUT_S)
+        if ready is None or not ready.get("ready"):
+            raise RuntimeError(f"the case worker did not start: {ready!r}\n{self._stderr_tail()}")
+
+    def _stderr_tail(self) -> str:
+        if self.stderr is None:
+            return ""
+        self.stderr.seek(0)
+        return self.stderr.read()[-3000:]
+
+    def _read(self, timeout: float) -> dict | None:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return {"timeout": True}
+        return None if line is None else json.loads(line)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def run(self, module: str, case_id: str, device: str, value: int, seed: int) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps([module, case_id, device, value, seed]) + "\n")
+        self.proc.stdin.flush()
+        result = self._read(CASE_TIMEOUT_S)
+        if result is None:  # the worker died: a crash
+            rc = self.proc.wait()
+            tail = self._stderr_tail()
+            self.proc = None
+            return {"crash": rc, "stderr": tail}
+        if result.get("timeout"):
+            self.kill()
+        return result
+
+
+# One worker per device type for the whole session, ended when the interpreter exits.
+_WORKERS: dict[str, _Worker] = {}
+
+
+@atexit.register
+def _kill_workers() -> None:
+    for w in _WORKERS.values():
+        w.kill()
+    _WORKERS.clear()
+
+
+def seed() -> int:
+    replay = os.environ.get("VISDET_OPS_TEST_SEED")
+    return int(replay) if replay else int.from_bytes(os.urandom(4), "little")
+
+
+def run_in_worker(module: str, case_id: str, device: torch.device, value: int, seed: int) -> dict:
+    """Runs the case that test module `module` registers as case_id, in the device's worker: {"ok": True},
+    {"ok": False, "type", "message"} (what it raised), {"timeout": True} or {"crash": exit status, "stderr": its
+    tail}."""
+    worker = _WORKERS.setdefault(device.type, _Worker())
+    return worker.run(module, case_id, device.type, value, seed)
+
+
+def integer_edge_test(rows: list[Row]):
+    """The test that runs `rows` (each with each of its values, on each device): assign it to a module-level name
+    starting with `test_` in the rows' test file."""
+    for row in rows:
+        register_case(row.id, row.call)
+    by_id = {row.id: row for row in rows}
+    assert len(by_id) == len(rows), "duplicate row ids"
+    params = [pytest.param(row.id, v, id=f"{row.id}={v}") for row in rows for v in row.values()]
+
+    @pytest.mark.parametrize(("row_id", "value"), params)
+    def test_integer_edge(request, device, row_id, value):
+        row = by_id[row_id]
+        case_seed = seed()
+        result = run_in_worker(request.module.__name__, row_id, device, value, case_seed)
+        where = f"{row_id} = {value} on {device.type} (VISDET_OPS_TEST_SEED={case_seed})"
+        if result.get("timeout"):
+            pytest.fail(f"{where}: no result within {CASE_TIMEOUT_S} s (a runaway loop or a hang)")
+        if "crash" in result:
+            pytest.fail(f"{where}: the process died (exit status {result['crash']})\n{result['stderr']}")
+        if row.accepts(value):
+            assert result["ok"], f"{where}: a value in range failed: {result['type']}: {result['message']}"
+            return
+        assert not result["ok"], f"{where}: a value out of range {row.bounds} was accepted"
+        assert result["type"] in ("ValueError", "TypeError", "RuntimeError"), (
+            f"{where}: expected ValueError, TypeError or RuntimeError, got {result['type']}: {result['message']}"
+        )
+        accepted = {alias for name in row.names for alias in names(name)}
+        assert any(name in result["message"] for name in accepted), (
+            f"{where}: the message does not name {' or '.join(sorted(accepted))}: {result['message']}"
+        )
+
+    return test_integer_edge
