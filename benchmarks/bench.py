@@ -155,7 +155,7 @@ def bench_bbox_overlaps(gen, tv, results: list, copy_gbs: float) -> None:
         b, _ = detection_boxes(n, gen)
         ours = visdet_ops.bbox_overlaps(a, b)
         row = {"op": "bbox_overlaps", "case": f"{m} x {n} iou, float32"}
-        row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(a, b, 0, False, 0))
+        row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(a, b, "iou", False, 0))
         gbs = (ours.numel() * 4 + (m + n) * 16) / (row["ours"]["median_ms"] * 1e-3) / 1e9
         row["forward_gbs"], row["ours_forward_ms"] = gbs, row["ours"]["median_ms"]
         row["forward_fraction_of_copy"] = gbs / copy_gbs
@@ -169,7 +169,7 @@ def bench_bbox_overlaps(gen, tv, results: list, copy_gbs: float) -> None:
     b, _ = detection_boxes(5000, gen)
     ah, bh = a.half(), b.half()
     row = {"op": "bbox_overlaps", "case": "5000 x 5000 iou, float16"}
-    row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(ah, bh, 0, False, 0))
+    row["ours"] = cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(ah, bh, "iou", False, 0))
     if tv is not None:
         row["peer"] = cuda_time_ms(lambda: tv.box_iou(ah, bh))
         row["peer_name"] = "torchvision.ops.box_iou"

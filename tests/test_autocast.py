@@ -576,7 +576,7 @@ def _opcheck_cases(device, dtype, gen):
         "deform_roi_pool": (ops.deform_roi_pool.default, (x, rois, doff, 3, 3, 0.5, 2, 0.1)),
         "deform_conv2d": (ops.deform_conv2d.default, (x, offset, mask, weight, bias, 1, 1, 1, 1, 1, 1, 1, 1, 1)),
         "masked_conv2d": (ops.masked_conv2d.default, (x, x.detach()[:, 0] > 0, weight, bias, 1, 1)),
-        "bbox_overlaps": (ops.bbox_overlaps.default, (boxes.to(dtype), boxes, 0, False, 0)),
+        "bbox_overlaps": (ops.bbox_overlaps.default, (boxes.to(dtype), boxes, "iou", False, 0)),
         "nms": (ops.nms.default, (boxes, scores, 0.5, 0)),
         "batched_nms": (ops.batched_nms.default, (boxes, scores, classes, 0.5, 0)),
         "soft_nms": (ops.soft_nms.default, (boxes, scores, 0.3, 0.5, 1e-3, 1, 0, classes)),

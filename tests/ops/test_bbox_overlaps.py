@@ -119,10 +119,26 @@ def test_grad_of_one_input(device, rng):
 
 def test_opcheck(device, rng):
     a, b = random_boxes((9,), rng).to(device), random_boxes((12,), rng).to(device)
-    for mode in range(3):
+    for mode in MODES:
         torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, b, mode, False, 0))
         torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, a.flip(0), mode, True, 1))
         torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, b, mode, False, 1, 3.0))
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_op_string_modes(device, rng, aligned):
+    """The registered op takes mode by name (`str mode`, default "iou"); an integer is refused by the schema."""
+    a = random_boxes((7,), rng).to(device)
+    b = random_boxes((7,), rng).to(device)
+    for mode in MODES:
+        got = torch.ops.visdet_ops.bbox_overlaps(a, b, mode, aligned, 1)
+        torch.testing.assert_close(got.cpu(), bbox_overlaps_reference(a.cpu(), b.cpu(), mode, aligned, 1))
+    torch.testing.assert_close(
+        torch.ops.visdet_ops.bbox_overlaps(a, b).cpu(), bbox_overlaps_reference(a.cpu(), b.cpu(), "iou")
+    )
+    for mode in (0, 1, 2):
+        with pytest.raises((TypeError, RuntimeError)):
+            torch.ops.visdet_ops.bbox_overlaps(a, b, mode, aligned, 1)
 
 
 def small_boxes(n: int, rng: torch.Generator, degenerate: bool = True) -> torch.Tensor:
@@ -212,13 +228,15 @@ def test_bad_arguments():
         visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), offset=2)
     with pytest.raises(RuntimeError, match="aligned=True needs as many"):
         visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), aligned=True)
-    with pytest.raises(RuntimeError, match="mode must be 0"):
-        torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), 5)
+    # The op's `str mode`: an unknown name is refused by the C++ check, naming the argument and the modes.
+    for mode in ("dice", "IoU", ""):
+        with pytest.raises(RuntimeError, match=f"bbox_overlaps: mode must be 'iou', 'iof' or 'giou', got '{mode}'"):
+            torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), mode)
     for eps in (-1e-6, float("nan"), float("inf"), "1e-6", True):
         with pytest.raises(ValueError, match="bbox_overlaps: eps must be a finite number >= 0"):
             visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), eps=eps)
     with pytest.raises(RuntimeError, match="bbox_overlaps: eps must be a finite number >= 0, got -1"):
-        torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), 0, False, 0, -1.0)
+        torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), "iou", False, 0, -1.0)
     # mmdet's positional call bbox_overlaps(a, b, mode, is_aligned, eps) lands eps on offset.
     with pytest.raises(ValueError, match="offset must be 0 or 1, got 1e-06; mmdet's eps is a keyword here"):
         visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), "iou", False, 1e-6)
