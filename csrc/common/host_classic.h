@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <ostream>
 #include <tuple>
+#include <vector>
 
 // The message is exactly the streamed parts (what TORCH_CHECK shows in Python).
 #define VISDET_CHECK(cond, ...) TORCH_CHECK(cond, __VA_ARGS__)
@@ -93,6 +94,20 @@ template <typename F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   at::parallel_for(begin, end, grain, f);
 }
+
+// --- bbox_overlaps, corner_pool, roi_align (port-a) -------------------------
+// A string schema argument ("str mode") as a kernel parameter: c10::string_view
+// is what the classic dispatcher unboxes on every torch of the classic matrix
+// (std::string_view from 2.6 on, c10's own class before).
+using StringView = c10::string_view;
+
+// An uninitialised tensor of a run-time number of dimensions (bbox_overlaps'
+// batch dimensions).
+inline Tensor empty_of_sizes(const std::vector<int64_t>& sizes,
+                             ScalarType dtype, const Tensor& like) {
+  return at::empty(sizes, like.options().dtype(dtype));
+}
+// --- end bbox_overlaps, corner_pool, roi_align ------------------------------
 
 }  // namespace host
 }  // namespace visdet_ops

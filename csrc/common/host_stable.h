@@ -23,7 +23,9 @@
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
+#include <vector>
 
 #if !defined(TORCH_TARGET_VERSION)
 #error "the stable build needs TORCH_TARGET_VERSION (setup.py sets it to the stable floor)"
@@ -206,6 +208,20 @@ template <typename F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   torch::stable::parallel_for(begin, end, grain, f);
 }
+
+// --- bbox_overlaps, corner_pool, roi_align (port-a) -------------------------
+// A string schema argument ("str mode") as a kernel parameter: the stable
+// library unboxes std::string_view (into an owned std::string).
+using StringView = std::string_view;
+
+// An uninitialised tensor of a run-time number of dimensions (bbox_overlaps'
+// batch dimensions).
+inline Tensor empty_of_sizes(const std::vector<int64_t>& sizes,
+                             ScalarType dtype, const Tensor& like) {
+  return torch::stable::new_empty(
+      like, torch::headeronly::IntHeaderOnlyArrayRef(sizes), dtype);
+}
+// --- end bbox_overlaps, corner_pool, roi_align ------------------------------
 
 }  // namespace host
 }  // namespace visdet_ops

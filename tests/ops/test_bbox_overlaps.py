@@ -122,10 +122,26 @@ def test_grad_of_one_input(device, rng):
 
 def test_opcheck(device, rng):
     a, b = random_boxes((9,), rng).to(device), random_boxes((12,), rng).to(device)
-    for mode in range(3):
+    for mode in MODES:
         torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, b, mode, False, 0))
         torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, a.flip(0), mode, True, 1))
         torch.library.opcheck(torch.ops.visdet_ops.bbox_overlaps.default, (a, b, mode, False, 1, 3.0))
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_op_string_modes(device, rng, aligned):
+    """The registered op takes mode by name (`str mode`, default "iou"); an integer is refused by the schema."""
+    a = random_boxes((7,), rng).to(device)
+    b = random_boxes((7,), rng).to(device)
+    for mode in MODES:
+        got = torch.ops.visdet_ops.bbox_overlaps(a, b, mode, aligned, 1)
+        torch.testing.assert_close(got.cpu(), bbox_overlaps_reference(a.cpu(), b.cpu(), mode, aligned, 1))
+    torch.testing.assert_close(
+        torch.ops.visdet_ops.bbox_overlaps(a, b).cpu(), bbox_overlaps_reference(a.cpu(), b.cpu(), "iou")
+    )
+    for mode in (0, 1, 2):
+        with pytest.raises((TypeError, RuntimeError)):
+            torch.ops.visdet_ops.bbox_overlaps(a, b, mode, aligned, 1)
 
 
 def small_boxes(n: int, rng: torch.Generator, degenerate: bool = True) -> torch.Tensor:
@@ -215,13 +231,15 @@ def test_bad_arguments():
         visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), offset=2)
     with pytest.raises(RuntimeError, match="aligned=True needs as many"):
         visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), aligned=True)
-    with pytest.raises(RuntimeError, match="mode must be 0"):
-        torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), 5)
+    # The op's `str mode`: an unknown name is refused by the C++ check, naming the argument and the modes.
+    for mode in ("dice", "IoU", ""):
+        with pytest.raises(RuntimeError, match=f"bbox_overlaps: mode must be 'iou', 'iof' or 'giou', got '{mode}'"):
+            torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), mode)
     for eps in (-1e-6, float("nan"), float("inf"), "1e-6", True):
         with pytest.raises(ValueError, match="bbox_overlaps: eps must be a finite number >= 0"):
             visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), eps=eps)
     with pytest.raises(RuntimeError, match="bbox_overlaps: eps must be a finite number >= 0, got -1"):
-        torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), 0, False, 0, -1.0)
+        torch.ops.visdet_ops.bbox_overlaps(torch.zeros(2, 4), torch.zeros(3, 4), "iou", False, 0, -1.0)
     # mmdet's positional call bbox_overlaps(a, b, mode, is_aligned, eps) lands eps on offset.
     with pytest.raises(ValueError, match="offset must be 0 or 1, got 1e-06; mmdet's eps is a keyword here"):
         visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), "iou", False, 1e-6)
@@ -230,7 +248,7 @@ def test_bad_arguments():
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
-def _bbox_overlaps(device, gen, mode=0, offset=0, op=False):
+def _bbox_overlaps(device, gen, offset=0, op=False):
     from visdet_ops.ops.bbox_overlaps import bbox_overlaps
     from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
 
@@ -238,10 +256,10 @@ def _bbox_overlaps(device, gen, mode=0, offset=0, op=False):
     b, _, _ = edges.boxes(device, gen, 4)
     a, b = a.double(), b.double()
     if op:
-        got = torch.ops.visdet_ops.bbox_overlaps(a, b, mode, False, offset)
+        got = torch.ops.visdet_ops.bbox_overlaps(a, b, "iou", False, offset)
     else:
         got = bbox_overlaps(a, b, "iou", False, offset)
-    edges.close(got, bbox_overlaps_reference(a.cpu(), b.cpu(), ("iou", "iof", "giou")[mode], False, offset))
+    edges.close(got, bbox_overlaps_reference(a.cpu(), b.cpu(), "iou", False, offset))
 
 
 INTEGER_EDGE_ROWS = [
@@ -251,13 +269,8 @@ INTEGER_EDGE_ROWS = [
     edges.Row(
         "op.bbox_overlaps-offset", ("offset",), _args.OFFSET, lambda d, v, g: _bbox_overlaps(d, g, offset=v, op=True)
     ),
-    edges.Row(
-        "op.bbox_overlaps-mode",
-        ("mode",),
-        (0, 2),
-        lambda d, v, g: _bbox_overlaps(d, g, mode=v, op=True),
-        at_bound=(1, 2),
-    ),
+    # mode is a `str` in the schema (issue 13: string modes in every schema), no longer an integer: the tests above
+    # check every name through the op and refuse unknown names and integers.
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
 
@@ -297,7 +310,7 @@ test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CA
 
 def _opcheck_bbox_overlaps(device, dtype, gen):
     boxes = amp.rois(gen, 30, 1, 200)[:, 1:].to(device)
-    return torch.ops.visdet_ops.bbox_overlaps.default, (boxes.to(dtype), boxes, 0, False, 0)
+    return torch.ops.visdet_ops.bbox_overlaps.default, (boxes.to(dtype), boxes, "iou", False, 0)
 
 
 AUTOCAST_OPCHECKS = {"bbox_overlaps": _opcheck_bbox_overlaps}

@@ -313,15 +313,16 @@ def test_double_backward_is_refused(rng):
         g.sum().backward()
 
 
-def test_autograd_is_registered_in_cpp():
-    """No Python autograd formula: the C++ Autograd kernel runs (no per-call Python cost)."""
+def test_autograd_is_registered_from_python():
+    """One autograd formula for the classic and the stable build: torch.library.register_autograd in
+    visdet_ops/ops/roi_align.py (the stable ABI has no C++ autograd), for the op and its backward."""
     for name in ("roi_align", "_roi_align_backward"):
         op = getattr(torch.ops.visdet_ops, name).default
         assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Autograd")
         assert not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
     x = torch.randn(1, 1, 4, 4, requires_grad=True)
     out = visdet_ops.roi_align(x, torch.tensor([[0, 0, 0, 3, 3.0]]), 2)
-    assert "RoIAlignFunction" in out.grad_fn.name()
+    assert "GeneratedBackwardFor_visdet_ops_roi_align" in out.grad_fn.name()
 
 
 def test_bad_pool_mode():
@@ -385,6 +386,12 @@ def test_cuda_backward_respects_deterministic_mode():
     try:
         with pytest.raises(RuntimeError, match="does not have a deterministic implementation"):
             out.sum().backward()
+        # The alert lives in visdet_ops/ops/roi_align.py (both builds): warn_only warns as torch's own ops do, and
+        # the CPU backward (no atomics) is deterministic.
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
+            visdet_ops.roi_align(x, rois, 2).sum().backward()
+        visdet_ops.roi_align(x.detach().cpu().requires_grad_(), rois.cpu(), 2).sum().backward()
     finally:
         torch.use_deterministic_algorithms(False)
 

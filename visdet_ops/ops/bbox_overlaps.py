@@ -9,16 +9,17 @@ import torch
 
 from ..reference.bbox_overlaps import bbox_overlaps_reference
 from . import _args, example, note_device
+from ._registration import autocast_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["bbox_overlaps"]
 
-_MODES = {"iou": 0, "iof": 1, "giou": 2}
-_MODE_NAMES = {v: k for k, v in _MODES.items()}
+# The op's `str mode` (the C++ side checks it too, naming the argument).
+_MODES = ("iou", "iof", "giou")
 
 
 @torch.library.register_fake("visdet_ops::bbox_overlaps")
-def _bbox_overlaps_fake(bboxes1, bboxes2, mode=0, aligned=False, offset=0, eps=1e-6):
+def _bbox_overlaps_fake(bboxes1, bboxes2, mode="iou", aligned=False, offset=0, eps=1e-6):
     torch._check(
         bboxes1.dim() >= 2 and bboxes1.size(-1) == 4, lambda: "bbox_overlaps: bboxes1 must have shape [..., M, 4]"
     )
@@ -26,7 +27,7 @@ def _bbox_overlaps_fake(bboxes1, bboxes2, mode=0, aligned=False, offset=0, eps=1
         bboxes2.dim() >= 2 and bboxes2.size(-1) == 4, lambda: "bbox_overlaps: bboxes2 must have shape [..., N, 4]"
     )
     torch._check(bboxes1.shape[:-2] == bboxes2.shape[:-2], lambda: "bbox_overlaps: batch dimensions must match")
-    _args.check_fake("bbox_overlaps", "mode", mode, (0, 2))
+    torch._check(mode in _MODES, lambda: f"bbox_overlaps: mode must be 'iou', 'iof' or 'giou', got '{mode}'")
     _args.check_fake("bbox_overlaps", "offset", offset, _args.OFFSET)
     if aligned:
         torch._check(bboxes1.size(-2) == bboxes2.size(-2), lambda: "bbox_overlaps: aligned needs M == N")
@@ -48,13 +49,33 @@ def _backward(ctx, grad):
     with torch.enable_grad():
         a = bboxes1.detach().requires_grad_(want[0])
         b = bboxes2.detach().requires_grad_(want[1])
-        out = bbox_overlaps_reference(a, b, _MODE_NAMES[ctx.mode], ctx.aligned, ctx.offset, ctx.eps)
+        out = bbox_overlaps_reference(a, b, ctx.mode, ctx.aligned, ctx.offset, ctx.eps)
         inputs = [t for t, w in zip((a, b), want, strict=True) if w]
         grads = iter(torch.autograd.grad(out, inputs, grad) if inputs else ())
     return next(grads) if want[0] else None, next(grads) if want[1] else None, None, None, None, None
 
 
+# Autograd and autocast are registered here, for the classic and the stable build alike (docs/stable-abi.md).
 torch.library.register_autograd("visdet_ops::bbox_overlaps", _backward, setup_context=_setup_context)
+
+
+def _bbox_overlaps_autocast(device_type: str):
+    # Both box sets go to float32 (float64 stays float64): coordinates are never rounded to 16 bits, and an IoU near
+    # 0.5 keeps 24 bits rather than 11 or 8. The output is float32.
+    def kernel(bboxes1, bboxes2, mode="iou", aligned=False, offset=0, eps=1e-6):
+        return torch.ops.visdet_ops.bbox_overlaps(
+            autocast_to(torch.float32, bboxes1, device_type),
+            autocast_to(torch.float32, bboxes2, device_type),
+            mode,
+            aligned,
+            offset,
+            eps,
+        )
+
+    return kernel
+
+
+register_autocast("bbox_overlaps", _bbox_overlaps_autocast)
 
 
 def bbox_overlaps(
@@ -113,7 +134,7 @@ def bbox_overlaps(
     if bboxes2.dim() == 1 and bboxes2.numel() == 0:
         bboxes2 = bboxes2.reshape(0, 4)
     note_device(bboxes1)
-    return torch.ops.visdet_ops.bbox_overlaps(bboxes1, bboxes2, _MODES[mode], bool(aligned), int(offset), float(eps))
+    return torch.ops.visdet_ops.bbox_overlaps(bboxes1, bboxes2, mode, bool(aligned), int(offset), float(eps))
 
 
 @example("bbox_overlaps")
@@ -151,7 +172,7 @@ def _benchmark(bench) -> None:
         b, _ = detection_boxes(n, bench.gen)
         ours = bbox_overlaps(a, b)
         row = {"op": "bbox_overlaps", "case": f"{m} x {n} iou, float32"}
-        row["ours"] = bench.cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(a, b, 0, False, 0))
+        row["ours"] = bench.cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(a, b, "iou", False, 0))
         bench.forward_traffic(row, row["ours"]["median_ms"], ours.numel() * 4 + (m + n) * 16)
         if tv is not None:
             torch.testing.assert_close(tv.box_iou(a, b), ours)
@@ -165,7 +186,7 @@ def _benchmark(bench) -> None:
     b, _ = detection_boxes(5000, bench.gen)
     ah, bh = a.half(), b.half()
     row = {"op": "bbox_overlaps", "case": "5000 x 5000 iou, float16"}
-    row["ours"] = bench.cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(ah, bh, 0, False, 0))
+    row["ours"] = bench.cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(ah, bh, "iou", False, 0))
     if tv is not None:
         row["peer"] = bench.cuda_time_ms(lambda: tv.box_iou(ah, bh))
         row["peer_name"] = "torchvision.ops.box_iou"

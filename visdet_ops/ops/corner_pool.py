@@ -14,7 +14,8 @@ pre-cummax CUDA extension sent tied gradients to the farthest maximum
 instead.) The backward is deterministic on every device (one thread per scan
 lane, no atomics).
 
-Autograd is registered in C++ (csrc/ops/corner_pool/corner_pool_autograd.cpp).
+Autograd is registered here (torch.library.register_autograd), for the classic and the stable build alike
+(docs/stable-abi.md).
 """
 
 from __future__ import annotations
@@ -44,6 +45,33 @@ def _corner_pool_fake(input, mode):
 @torch.library.register_fake("visdet_ops::_corner_pool_backward")
 def _corner_pool_backward_fake(grad_output, input, mode):
     return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+# Autograd, for the classic and the stable build alike (the stable ABI has no C++ API for it; one source either
+# way). The backward is its own op, _corner_pool_backward, so that torch.compile and fake tensors see it. It
+# rescans the saved input instead of saving argmax indices: no int64 tensor the size of the input is kept alive.
+
+
+def _corner_pool_setup_context(ctx, inputs, output):
+    input, mode = inputs
+    ctx.save_for_backward(input)
+    ctx.mode = mode
+
+
+def _corner_pool_backward(ctx, grad_output):
+    (input,) = ctx.saved_tensors
+    return torch.ops.visdet_ops._corner_pool_backward(grad_output, input, ctx.mode), None
+
+
+def _refuse_double_backward(ctx, *grads):
+    # Makes a double backward fail loudly instead of silently giving zeros (the message of the C++ autograd).
+    raise RuntimeError("corner_pool: double backward (the gradient of the gradient) is not supported")
+
+
+torch.library.register_autograd(
+    "visdet_ops::corner_pool", _corner_pool_backward, setup_context=_corner_pool_setup_context
+)
+torch.library.register_autograd("visdet_ops::_corner_pool_backward", _refuse_double_backward)
 
 
 # mode -> (dim, flip) of mmcv's CornerPool.forward.

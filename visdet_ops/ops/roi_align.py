@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device, renamed_kwargs
+from ._registration import alert_not_deterministic, floating_to, refuse_double_backward, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIAlign", "roi_align"]
@@ -62,7 +63,73 @@ def _roi_align_backward_fake(
     return grad_output.new_empty((batch_size, channels, height, width))
 
 
-# Autograd is registered in C++ (csrc/ops/roi_align/roi_align_autograd.cpp).
+# Autograd, autocast and the determinism alert are registered here, for the classic and the stable build alike
+# (the stable ABI has no C++ API for them; one source either way): docs/stable-abi.md.
+
+
+def _roi_align_setup_context(ctx, inputs, output):
+    input, rois, _pooled_height, _pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned = inputs
+    _, argmax_y, argmax_x = output
+    # The sample positions of max mode are floating outputs, but not differentiable.
+    ctx.mark_non_differentiable(argmax_y, argmax_x)
+    ctx.save_for_backward(rois, argmax_y, argmax_x)
+    ctx.input_shape = input.shape
+    ctx.on_cuda = input.is_cuda
+    ctx.spatial_scale, ctx.sampling_ratio, ctx.pool_mode, ctx.aligned = (
+        spatial_scale,
+        sampling_ratio,
+        pool_mode,
+        aligned,
+    )
+
+
+def _roi_align_backward(ctx, grad_output, _grad_argmax_y, _grad_argmax_x):
+    if ctx.on_cuda:
+        # atomicAdd: the summation order, and so the last bits, vary.
+        alert_not_deterministic("visdet_ops::roi_align backward (CUDA)")
+    rois, argmax_y, argmax_x = ctx.saved_tensors
+    batch_size, channels, height, width = ctx.input_shape
+    grad_input = torch.ops.visdet_ops._roi_align_backward(
+        grad_output,
+        rois,
+        argmax_y,
+        argmax_x,
+        batch_size,
+        channels,
+        height,
+        width,
+        ctx.spatial_scale,
+        ctx.sampling_ratio,
+        ctx.pool_mode,
+        ctx.aligned,
+    )
+    return grad_input, None, None, None, None, None, None, None
+
+
+torch.library.register_autograd("visdet_ops::roi_align", _roi_align_backward, setup_context=_roi_align_setup_context)
+torch.library.register_autograd("visdet_ops::_roi_align_backward", refuse_double_backward("roi_align"))
+
+
+def _roi_align_autocast(device_type: str):
+    # input stays in its dtype (the kernels read float16/bfloat16 directly and sample in float32: no float32 copy of
+    # the feature map); rois go to the kernels' compute dtype (float32 beside a 16-bit or float32 input, float64
+    # beside float64), never to 16 bits. The output has the input's dtype.
+    def kernel(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned):
+        return torch.ops.visdet_ops.roi_align(
+            input,
+            floating_to(_compute_dtype(input.dtype), rois),
+            pooled_height,
+            pooled_width,
+            spatial_scale,
+            sampling_ratio,
+            pool_mode,
+            aligned,
+        )
+
+    return kernel
+
+
+register_autocast("roi_align", _roi_align_autocast)
 
 
 def roi_align(

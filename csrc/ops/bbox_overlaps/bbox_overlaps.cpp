@@ -1,113 +1,144 @@
 // bbox_overlaps: schema, argument checks shared by all devices, CPU
-// registration.
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
+// registration. One source for the classic and the stable build
+// (common/host.h). Autograd and autocast are registered in
+// visdet_ops/ops/bbox_overlaps.py.
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "bbox_overlaps.h"
 #include "bbox_overlaps_kernel.h"
 #include "common/checks.h"
+#include "common/host.h"
 
 namespace visdet_ops {
-
-BboxOverlapsPrepared bbox_overlaps_prepare(const at::Tensor& bboxes1,
-                                           const at::Tensor& bboxes2,
-                                           int64_t mode, bool aligned,
-                                           int64_t offset, double eps) {
-  constexpr const char* op = "bbox_overlaps";
-  TORCH_CHECK(bboxes1.dim() >= 2 && bboxes1.size(-1) == 4, op,
-              ": bboxes1 must have shape [..., M, 4], got ", bboxes1.sizes());
-  TORCH_CHECK(bboxes2.dim() >= 2 && bboxes2.size(-1) == 4, op,
-              ": bboxes2 must have shape [..., N, 4], got ", bboxes2.sizes());
-  TORCH_CHECK(bboxes1.dim() == bboxes2.dim() &&
-                  bboxes1.sizes().slice(0, bboxes1.dim() - 2) ==
-                      bboxes2.sizes().slice(0, bboxes2.dim() - 2),
-              op,
-              ": bboxes1 and bboxes2 must have the same batch dimensions, got ",
-              bboxes1.sizes(), " and ", bboxes2.sizes());
-  check_floating(bboxes1, op, "bboxes1");
-  check_same_dtype(bboxes1, bboxes2, op, "bboxes1", "bboxes2");
-  check_same_device(bboxes1, bboxes2, op, "bboxes1", "bboxes2");
-  TORCH_CHECK(mode == bbox_overlaps_detail::kIoU ||
-                  mode == bbox_overlaps_detail::kIoF ||
-                  mode == bbox_overlaps_detail::kGIoU,
-              op, ": mode must be 0 (iou), 1 (iof) or 2 (giou), got ", mode);
-  TORCH_CHECK(offset == 0 || offset == 1, op,
-              ": offset must be 0 or 1, got ", offset);
-  // 0 is allowed (mmdet's formula then gives NaN for 0 / 0, as mmdet does).
-  TORCH_CHECK(std::isfinite(eps) && eps >= 0, op,
-              ": eps must be a finite number >= 0, got ", eps);
-  const int64_t rows = bboxes1.size(-2);
-  const int64_t cols = bboxes2.size(-2);
-  TORCH_CHECK(!aligned || rows == cols, op,
-              ": aligned=True needs as many bboxes1 as bboxes2, got ", rows,
-              " and ", cols);
-
-  BboxOverlapsPrepared p;
-  const auto batch_sizes = bboxes1.sizes().slice(0, bboxes1.dim() - 2);
-  int64_t batch = 1;
-  for (const int64_t s : batch_sizes) batch *= s;
-  p.shape = BboxOverlapsShape{batch, rows, cols,
-                              static_cast<int>(mode), aligned};
-  std::vector<int64_t> out_sizes(batch_sizes.begin(), batch_sizes.end());
-  out_sizes.push_back(rows);
-  if (!aligned) out_sizes.push_back(cols);
-  p.output = at::empty(out_sizes, bboxes1.options());
-  p.boxes1 = bboxes1.contiguous();
-  p.boxes2 = bboxes2.contiguous();
-  return p;
-}
-
 namespace {
 
-at::Tensor bbox_overlaps_cpu_kernel(const at::Tensor& bboxes1,
-                                    const at::Tensor& bboxes2, int64_t mode,
-                                    bool aligned, int64_t offset,
-                                    double eps) {
-  TORCH_CHECK(bboxes1.device().is_cpu(),
-              "bbox_overlaps: the CPU kernel needs CPU tensors, got bboxes1 on ",
-              bboxes1.device());
-  BboxOverlapsPrepared p =
-      bbox_overlaps_prepare(bboxes1, bboxes2, mode, aligned, offset, eps);
-  if (p.output.numel() == 0) return p.output;
-  // float16 / bfloat16: computed in float32 on the CPU.
-  const bool reduced = p.output.scalar_type() != at::kFloat &&
-                       p.output.scalar_type() != at::kDouble;
-  const at::Tensor b1 = reduced ? p.boxes1.to(at::kFloat) : p.boxes1;
-  const at::Tensor b2 = reduced ? p.boxes2.to(at::kFloat) : p.boxes2;
-  at::Tensor out = reduced ? at::empty(p.output.sizes(), b1.options()) : p.output;
-  const BboxOverlapsShape shape = p.shape;
-  // Grain: about 16k pair evaluations per task.
-  const int64_t per_row = shape.aligned ? 1 : std::max<int64_t>(shape.cols, 1);
-  const int64_t grain = std::max<int64_t>(1, 16384 / per_row);
-  AT_DISPATCH_FLOATING_TYPES(b1.scalar_type(), "bbox_overlaps_cpu", [&] {
-    const scalar_t* d1 = b1.data_ptr<scalar_t>();
-    const scalar_t* d2 = b2.data_ptr<scalar_t>();
-    scalar_t* o = out.data_ptr<scalar_t>();
-    at::parallel_for(0, shape.batch * shape.rows, grain,
-                     [&](int64_t begin, int64_t end) {
-                       bbox_overlaps_cpu<scalar_t>(
-                           d1, d2, shape, static_cast<scalar_t>(offset),
-                           static_cast<scalar_t>(eps), begin, end, o);
-                     });
-  });
-  if (reduced) p.output.copy_(out);
-  return p.output;
+using host::ScalarType;
+using host::Tensor;
+
+constexpr const char* kOp = "bbox_overlaps";
+
+int parse_mode(host::StringView mode) {
+  if (mode == "iou") return bbox_overlaps_detail::kIoU;
+  if (mode == "iof") return bbox_overlaps_detail::kIoF;
+  if (mode == "giou") return bbox_overlaps_detail::kGIoU;
+  VISDET_CHECK(false, kOp, ": mode must be 'iou', 'iof' or 'giou', got '",
+               std::string(mode), "'");
+  return -1;  // unreachable
+}
+
+// The leading (batch) dimensions of a [..., M, 4] tensor are equal.
+bool same_batch_dims(const Tensor& a, const Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int64_t d = 0; d < a.dim() - 2; ++d) {
+    if (a.size(d) != b.size(d)) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
-  // mode: 0 iou, 1 iof, 2 giou. eps: mmdet's (see bbox_overlaps_kernel.h).
+BboxOverlapsPrepared bbox_overlaps_prepare(const Tensor& bboxes1,
+                                           const Tensor& bboxes2,
+                                           host::StringView mode, bool aligned,
+                                           int64_t offset, double eps,
+                                           bool widen_16bit) {
+  VISDET_CHECK(bboxes1.dim() >= 2 && bboxes1.size(-1) == 4, kOp,
+               ": bboxes1 must have shape [..., M, 4], got ",
+               host::shape_of(bboxes1));
+  VISDET_CHECK(bboxes2.dim() >= 2 && bboxes2.size(-1) == 4, kOp,
+               ": bboxes2 must have shape [..., N, 4], got ",
+               host::shape_of(bboxes2));
+  VISDET_CHECK(same_batch_dims(bboxes1, bboxes2), kOp,
+               ": bboxes1 and bboxes2 must have the same batch dimensions, "
+               "got ",
+               host::shape_of(bboxes1), " and ", host::shape_of(bboxes2));
+  check_floating(bboxes1, kOp, "bboxes1");
+  check_same_dtype(bboxes1, bboxes2, kOp, "bboxes1", "bboxes2");
+  check_same_device(bboxes1, bboxes2, kOp, "bboxes1", "bboxes2");
+  const int mode_value = parse_mode(mode);
+  VISDET_CHECK(offset == 0 || offset == 1, kOp,
+               ": offset must be 0 or 1, got ", offset);
+  // 0 is allowed (mmdet's formula then gives NaN for 0 / 0, as mmdet does).
+  VISDET_CHECK(std::isfinite(eps) && eps >= 0, kOp,
+               ": eps must be a finite number >= 0, got ", eps);
+  const int64_t rows = bboxes1.size(-2);
+  const int64_t cols = bboxes2.size(-2);
+  VISDET_CHECK(!aligned || rows == cols, kOp,
+               ": aligned=True needs as many bboxes1 as bboxes2, got ", rows,
+               " and ", cols);
+
+  BboxOverlapsPrepared p;
+  p.dtype = host::dtype_of(bboxes1);
+  std::vector<int64_t> out_sizes;
+  int64_t batch = 1;
+  for (int64_t d = 0; d < bboxes1.dim() - 2; ++d) {
+    batch *= bboxes1.size(d);
+    out_sizes.push_back(bboxes1.size(d));
+  }
+  out_sizes.push_back(rows);
+  if (!aligned) out_sizes.push_back(cols);
+  p.shape = BboxOverlapsShape{batch, rows, cols, mode_value, aligned};
+  const bool widen = widen_16bit && (p.dtype == ScalarType::Half ||
+                                     p.dtype == ScalarType::BFloat16);
+  const ScalarType compute = widen ? ScalarType::Float : p.dtype;
+  p.output = host::empty_of_sizes(out_sizes, compute, bboxes1);
+  p.boxes1 = host::contiguous(host::to_dtype(bboxes1, compute));
+  p.boxes2 = host::contiguous(host::to_dtype(bboxes2, compute));
+  return p;
+}
+
+Tensor BboxOverlapsPrepared::result() const {
+  return host::to_dtype(output, dtype);
+}
+
+namespace {
+
+Tensor bbox_overlaps_cpu_kernel(const Tensor& bboxes1, const Tensor& bboxes2,
+                                host::StringView mode, bool aligned,
+                                int64_t offset, double eps) {
+  VISDET_CHECK(host::is_cpu(bboxes1),
+               "bbox_overlaps: the CPU kernel needs CPU tensors, got bboxes1 "
+               "on ",
+               host::device_of(bboxes1));
+  // float16 / bfloat16: computed in float32 on the CPU, rounded once.
+  const BboxOverlapsPrepared p = bbox_overlaps_prepare(
+      bboxes1, bboxes2, mode, aligned, offset, eps, /*widen_16bit=*/true);
+  if (p.output.numel() == 0) return p.result();
+  const BboxOverlapsShape shape = p.shape;
+  // Grain: about 16k pair evaluations per task.
+  const int64_t per_row = shape.aligned ? 1 : std::max<int64_t>(shape.cols, 1);
+  const int64_t grain = std::max<int64_t>(1, 16384 / per_row);
+  host::dispatch_float_double(
+      host::dtype_of(p.output), "bbox_overlaps_cpu", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* d1 = host::const_data<T>(p.boxes1);
+        const T* d2 = host::const_data<T>(p.boxes2);
+        T* o = host::mutable_data<T>(p.output);
+        host::parallel_for(0, shape.batch * shape.rows, grain,
+                           [&](int64_t begin, int64_t end) {
+                             bbox_overlaps_cpu<T>(d1, d2, shape,
+                                                  static_cast<T>(offset),
+                                                  static_cast<T>(eps), begin,
+                                                  end, o);
+                           });
+      });
+  return p.result();
+}
+
+}  // namespace
+
+VISDET_LIBRARY_FRAGMENT(m) {
+  // mode: "iou", "iof" or "giou". eps: mmdet's (see bbox_overlaps_kernel.h).
   m.def(
-      "bbox_overlaps(Tensor bboxes1, Tensor bboxes2, int mode=0, "
+      "bbox_overlaps(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", "
       "bool aligned=False, int offset=0, float eps=1e-6) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {
-  m.impl("bbox_overlaps", &bbox_overlaps_cpu_kernel);
+VISDET_LIBRARY_IMPL(CPU, m) {
+  m.impl("bbox_overlaps", VISDET_KERNEL(bbox_overlaps_cpu_kernel));
 }
 
 }  // namespace visdet_ops

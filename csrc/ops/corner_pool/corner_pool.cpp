@@ -1,133 +1,168 @@
 // corner_pool: schema, argument checks shared by all devices, CPU
-// registration.
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
+// registration. One source for the classic and the stable build
+// (common/host.h). Autograd is registered in visdet_ops/ops/corner_pool.py.
+#include <algorithm>
 #include <string>
 
 #include "common/checks.h"
-#include "common/reduced_float.h"
+#include "common/host.h"
 #include "corner_pool.h"
 #include "corner_pool_kernel.h"
 
 namespace visdet_ops {
 namespace {
 
+using host::ScalarType;
+using host::Tensor;
+
 constexpr const char* kOp = "corner_pool";
 
-int parse_mode(c10::string_view mode) {
+int parse_mode(host::StringView mode) {
   using namespace corner_pool_detail;
   if (mode == "top") return kTop;
   if (mode == "bottom") return kBottom;
   if (mode == "left") return kLeft;
   if (mode == "right") return kRight;
-  TORCH_CHECK(false, kOp,
-              ": mode must be 'top', 'bottom', 'left' or 'right', got '",
-              std::string(mode), "'");
+  VISDET_CHECK(false, kOp,
+               ": mode must be 'top', 'bottom', 'left' or 'right', got '",
+               std::string(mode), "'");
+  return -1;  // unreachable
 }
 
-}  // namespace
-
-CornerPoolShape corner_pool_shape(const at::Tensor& input,
-                                  c10::string_view mode, const char* arg) {
+// Checks input ([N, C, H, W], floating) and mode and returns the lane view of
+// the scan.
+CornerPoolShape check_input(const Tensor& input, host::StringView mode,
+                            const char* arg) {
   using namespace corner_pool_detail;
   const int m = parse_mode(mode);
   check_dim(input, 4, kOp, arg);
   check_floating(input, kOp, arg);
   const int64_t n = input.size(0), c = input.size(1), h = input.size(2),
                 w = input.size(3);
-  CornerPoolShape s;
-  if (m == kTop || m == kBottom) {
-    s = CornerPoolShape{n * c, h, w, m == kTop};
-  } else {
-    s = CornerPoolShape{n * c * h, w, 1, m == kLeft};
-  }
-  return s;
+  if (m == kTop || m == kBottom) return CornerPoolShape{n * c, h, w, m == kTop};
+  return CornerPoolShape{n * c * h, w, 1, m == kLeft};
 }
 
-CornerPoolShape corner_pool_backward_shape(const at::Tensor& grad_output,
-                                           const at::Tensor& input,
-                                           c10::string_view mode) {
-  const CornerPoolShape s = corner_pool_shape(input, mode, "input");
-  TORCH_CHECK(grad_output.sizes() == input.sizes(), kOp,
-              ": grad_output must have the shape of input ", input.sizes(),
-              ", got ", grad_output.sizes());
+ScalarType compute_dtype(ScalarType dtype, bool widen_16bit) {
+  const bool reduced = dtype == ScalarType::Half || dtype == ScalarType::BFloat16;
+  return widen_16bit && reduced ? ScalarType::Float : dtype;
+}
+
+}  // namespace
+
+CornerPoolForward corner_pool_prepare_forward(const Tensor& input,
+                                              host::StringView mode,
+                                              bool widen_16bit) {
+  CornerPoolForward f;
+  f.shape = check_input(input, mode, "input");
+  f.dtype = host::dtype_of(input);
+  const ScalarType compute = compute_dtype(f.dtype, widen_16bit);
+  f.input = host::contiguous(host::to_dtype(input, compute));
+  f.output = host::empty(
+      {input.size(0), input.size(1), input.size(2), input.size(3)}, compute,
+      input);
+  return f;
+}
+
+Tensor CornerPoolForward::result() const {
+  return host::to_dtype(output, dtype);
+}
+
+CornerPoolBackward corner_pool_prepare_backward(const Tensor& grad_output,
+                                                const Tensor& input,
+                                                host::StringView mode,
+                                                bool widen_16bit) {
+  CornerPoolBackward b;
+  b.shape = check_input(input, mode, "input");
+  VISDET_CHECK(host::same_shape(grad_output, input), kOp,
+               ": grad_output must have the shape of input ",
+               host::shape_of(input), ", got ", host::shape_of(grad_output));
   check_same_dtype(grad_output, input, kOp, "grad_output", "input");
   check_same_device(grad_output, input, kOp, "grad_output", "input");
-  return s;
+  b.dtype = host::dtype_of(input);
+  const ScalarType compute = compute_dtype(b.dtype, widen_16bit);
+  b.input = host::contiguous(host::to_dtype(input, compute));
+  b.grad_output = host::contiguous(host::to_dtype(grad_output, compute));
+  b.grad_input = host::zeros(
+      {input.size(0), input.size(1), input.size(2), input.size(3)}, compute,
+      input);
+  return b;
+}
+
+Tensor CornerPoolBackward::result() const {
+  return host::to_dtype(grad_input, dtype);
 }
 
 namespace {
 
-void check_cpu_dtype(const at::Tensor& input) {
-  TORCH_CHECK(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble,
-              kOp, ": input must be float32, float64, float16 or bfloat16, got ",
-              input.scalar_type());
+void check_cpu_dtype(const Tensor& input) {
+  const ScalarType dtype = host::dtype_of(input);
+  VISDET_CHECK(dtype == ScalarType::Float || dtype == ScalarType::Double, kOp,
+               ": input must be float32, float64, float16 or bfloat16, got ",
+               dtype);
 }
 
 int64_t grain_for(const CornerPoolShape& s) {
   return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.length * s.inner));
 }
 
-at::Tensor corner_pool_forward_cpu_kernel(const at::Tensor& input,
-                                          c10::string_view mode) {
-  const CornerPoolShape s = corner_pool_shape(input, mode, "input");
-  if (is_reduced_float(input)) {  // a max: exact through float32
-    return corner_pool_forward_cpu_kernel(input.to(at::kFloat), mode)
-        .to(input.scalar_type());
-  }
-  check_cpu_dtype(input);
-  const at::Tensor in = input.contiguous();
-  at::Tensor output = at::empty_like(in);
-  if (in.numel() == 0) return output;
-  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "corner_pool_forward_cpu", [&] {
-    const scalar_t* x = in.data_ptr<scalar_t>();
-    scalar_t* y = output.data_ptr<scalar_t>();
-    at::parallel_for(0, s.outer, grain_for(s), [&](int64_t b, int64_t e) {
-      corner_pool_forward_cpu<scalar_t>(x, s, b, e, y);
-    });
-  });
-  return output;
+Tensor corner_pool_forward_cpu_kernel(const Tensor& input,
+                                      host::StringView mode) {
+  // float16 / bfloat16: through float32 (a max: exact), rounded back.
+  const CornerPoolForward f =
+      corner_pool_prepare_forward(input, mode, /*widen_16bit=*/true);
+  check_cpu_dtype(f.input);
+  if (f.input.numel() == 0) return f.result();
+  const CornerPoolShape& s = f.shape;
+  host::dispatch_float_double(
+      host::dtype_of(f.input), "corner_pool_forward_cpu", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* x = host::const_data<T>(f.input);
+        T* y = host::mutable_data<T>(f.output);
+        host::parallel_for(0, s.outer, grain_for(s),
+                           [&](int64_t b, int64_t e) {
+                             corner_pool_forward_cpu<T>(x, s, b, e, y);
+                           });
+      });
+  return f.result();
 }
 
-at::Tensor corner_pool_backward_cpu_kernel(const at::Tensor& grad_output,
-                                           const at::Tensor& input,
-                                           c10::string_view mode) {
-  const CornerPoolShape s = corner_pool_backward_shape(grad_output, input, mode);
-  if (is_reduced_float(input)) {
-    return corner_pool_backward_cpu_kernel(grad_output.to(at::kFloat),
-                                           input.to(at::kFloat), mode)
-        .to(input.scalar_type());
-  }
-  check_cpu_dtype(input);
-  const at::Tensor in = input.contiguous();
-  const at::Tensor g = grad_output.contiguous();
-  at::Tensor grad_input = at::zeros_like(in);
-  if (in.numel() == 0) return grad_input;
-  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "corner_pool_backward_cpu", [&] {
-    const scalar_t* x = in.data_ptr<scalar_t>();
-    const scalar_t* go = g.data_ptr<scalar_t>();
-    scalar_t* gi = grad_input.data_ptr<scalar_t>();
-    at::parallel_for(0, s.outer, grain_for(s), [&](int64_t b, int64_t e) {
-      corner_pool_backward_cpu<scalar_t>(go, x, s, b, e, gi);
-    });
-  });
-  return grad_input;
+Tensor corner_pool_backward_cpu_kernel(const Tensor& grad_output,
+                                       const Tensor& input,
+                                       host::StringView mode) {
+  const CornerPoolBackward b = corner_pool_prepare_backward(
+      grad_output, input, mode, /*widen_16bit=*/true);
+  check_cpu_dtype(b.input);
+  if (b.input.numel() == 0) return b.result();
+  const CornerPoolShape& s = b.shape;
+  host::dispatch_float_double(
+      host::dtype_of(b.input), "corner_pool_backward_cpu", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* x = host::const_data<T>(b.input);
+        const T* go = host::const_data<T>(b.grad_output);
+        T* gi = host::mutable_data<T>(b.grad_input);
+        host::parallel_for(0, s.outer, grain_for(s),
+                           [&](int64_t begin, int64_t end) {
+                             corner_pool_backward_cpu<T>(go, x, s, begin, end,
+                                                         gi);
+                           });
+      });
+  return b.result();
 }
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
+VISDET_LIBRARY_FRAGMENT(m) {
   m.def("corner_pool(Tensor input, str mode) -> Tensor");
   m.def(
       "_corner_pool_backward(Tensor grad_output, Tensor input, str mode) -> "
       "Tensor");
 }
 
-TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {
-  m.impl("corner_pool", &corner_pool_forward_cpu_kernel);
-  m.impl("_corner_pool_backward", &corner_pool_backward_cpu_kernel);
+VISDET_LIBRARY_IMPL(CPU, m) {
+  m.impl("corner_pool", VISDET_KERNEL(corner_pool_forward_cpu_kernel));
+  m.impl("_corner_pool_backward",
+         VISDET_KERNEL(corner_pool_backward_cpu_kernel));
 }
 
 }  // namespace visdet_ops

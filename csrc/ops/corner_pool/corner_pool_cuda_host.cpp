@@ -1,56 +1,59 @@
-// corner_pool: CUDA host layer (torch-facing). Device code: corner_pool_cuda.cu.
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
+// corner_pool: CUDA host layer (torch-facing, through the host adapter).
+// Device code: corner_pool_cuda.cu.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
+#include "common/host.h"
+#include "common/host_cuda.h"
 #include "corner_pool.h"
-#include "common/cuda_types.h"
 
 namespace visdet_ops {
 namespace {
 
-at::Tensor corner_pool_forward_cuda_kernel(const at::Tensor& input,
-                                           c10::string_view mode) {
-  const CornerPoolShape s = corner_pool_shape(input, mode, "input");
-  const c10::cuda::CUDAGuard device_guard(input.device());
-  const at::Tensor in = input.contiguous();
-  at::Tensor output = at::empty_like(in);
-  if (in.numel() == 0) return output;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, in.scalar_type(), "corner_pool_forward_cuda", [&] {
-        C10_CUDA_CHECK(corner_pool_forward_cuda_launch(
-            cuda_data<scalar_t>(in), s, cuda_mutable_data<scalar_t>(output), stream));
+using host::Tensor;
+
+Tensor corner_pool_forward_cuda_kernel(const Tensor& input,
+                                       host::StringView mode) {
+  const host::CudaDeviceGuard device_guard(input);
+  // float16 / bfloat16 are read directly (compared in float).
+  const CornerPoolForward f =
+      corner_pool_prepare_forward(input, mode, /*widen_16bit=*/false);
+  if (f.input.numel() == 0) return f.result();
+  const cudaStream_t stream = host::current_cuda_stream(input);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(f.input), "corner_pool_forward_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        VISDET_CUDA_CHECK(corner_pool_forward_cuda_launch<T>(
+            host::const_data<T>(f.input), f.shape,
+            host::mutable_data<T>(f.output), stream));
       });
-  return output;
+  return f.result();
 }
 
-at::Tensor corner_pool_backward_cuda_kernel(const at::Tensor& grad_output,
-                                            const at::Tensor& input,
-                                            c10::string_view mode) {
-  const CornerPoolShape s = corner_pool_backward_shape(grad_output, input, mode);
-  const c10::cuda::CUDAGuard device_guard(input.device());
-  const at::Tensor in = input.contiguous();
-  const at::Tensor g = grad_output.contiguous();
-  at::Tensor grad_input = at::zeros_like(in);
-  if (in.numel() == 0) return grad_input;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, in.scalar_type(), "corner_pool_backward_cuda", [&] {
-        C10_CUDA_CHECK(corner_pool_backward_cuda_launch(
-            cuda_data<scalar_t>(g), cuda_data<scalar_t>(in), s,
-            cuda_mutable_data<scalar_t>(grad_input), stream));
+Tensor corner_pool_backward_cuda_kernel(const Tensor& grad_output,
+                                        const Tensor& input,
+                                        host::StringView mode) {
+  const host::CudaDeviceGuard device_guard(input);
+  const CornerPoolBackward b = corner_pool_prepare_backward(
+      grad_output, input, mode, /*widen_16bit=*/false);
+  if (b.input.numel() == 0) return b.result();
+  const cudaStream_t stream = host::current_cuda_stream(input);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(b.input), "corner_pool_backward_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        VISDET_CUDA_CHECK(corner_pool_backward_cuda_launch<T>(
+            host::const_data<T>(b.grad_output), host::const_data<T>(b.input),
+            b.shape, host::mutable_data<T>(b.grad_input), stream));
       });
-  return grad_input;
+  return b.result();
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
-  m.impl("corner_pool", &corner_pool_forward_cuda_kernel);
-  m.impl("_corner_pool_backward", &corner_pool_backward_cuda_kernel);
+VISDET_LIBRARY_IMPL(CUDA, m) {
+  m.impl("corner_pool", VISDET_KERNEL(corner_pool_forward_cuda_kernel));
+  m.impl("_corner_pool_backward",
+         VISDET_KERNEL(corner_pool_backward_cuda_kernel));
 }
 
 }  // namespace visdet_ops

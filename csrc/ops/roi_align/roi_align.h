@@ -1,10 +1,11 @@
-// Torch-facing helpers shared by the CPU and CUDA host layers of roi_align.
+// The prepared arguments of roi_align, shared by the CPU and CUDA host layers.
+// Written against the host adapter (common/host.h): one source for the
+// classic and the stable build.
 #pragma once
 
-#include <ATen/core/Tensor.h>
+#include <tuple>
 
-#include <c10/util/string_view.h>
-
+#include "common/host.h"
 #include "roi_align_launch.h"
 
 namespace visdet_ops {
@@ -17,21 +18,21 @@ namespace visdet_ops {
 // sync (check_rois_values_nosync).
 struct RoIAlignForward {
   RoIAlignShape shape;
-  at::Tensor input, rois;
-  at::Tensor output, argmax_y, argmax_x;
+  host::Tensor input, rois;
+  host::Tensor output, argmax_y, argmax_x;
   bool is_max() const;
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> outputs() const {
+  std::tuple<host::Tensor, host::Tensor, host::Tensor> outputs() const {
     return {output, argmax_y, argmax_x};
   }
 };
 
-RoIAlignForward roi_align_prepare_forward(const at::Tensor& input,
-                                          const at::Tensor& rois,
+RoIAlignForward roi_align_prepare_forward(const host::Tensor& input,
+                                          const host::Tensor& rois,
                                           int64_t pooled_height,
                                           int64_t pooled_width,
                                           double spatial_scale,
                                           int64_t sampling_ratio,
-                                          c10::string_view pool_mode,
+                                          host::StringView pool_mode,
                                           bool aligned);
 
 // The same for the backward: contiguous inputs and a zeroed gradient buffer
@@ -40,17 +41,17 @@ RoIAlignForward roi_align_prepare_forward(const at::Tensor& input,
 // an invalid RoI anyway.
 struct RoIAlignBackward {
   RoIAlignShape shape;
-  at::Tensor grad_output, rois, argmax_y, argmax_x;
-  at::Tensor grad_accum;
+  host::Tensor grad_output, rois, argmax_y, argmax_x;
+  host::Tensor grad_accum;
   bool is_max() const;
-  at::Tensor grad_input() const;
+  host::Tensor grad_input() const;
 };
 
 RoIAlignBackward roi_align_prepare_backward(
-    const at::Tensor& grad_output, const at::Tensor& rois,
-    const at::Tensor& argmax_y, const at::Tensor& argmax_x,
+    const host::Tensor& grad_output, const host::Tensor& rois,
+    const host::Tensor& argmax_y, const host::Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
-    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
+    double spatial_scale, int64_t sampling_ratio, host::StringView pool_mode,
     bool aligned);
 
 }  // namespace visdet_ops

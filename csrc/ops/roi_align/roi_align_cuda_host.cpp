@@ -1,75 +1,74 @@
-// roi_align: CUDA host layer (torch-facing). Device code: roi_align_cuda.cu.
-#include <ATen/ATen.h>
-#include <ATen/Context.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <torch/library.h>
+// roi_align: CUDA host layer (torch-facing, through the host adapter). Device
+// code: roi_align_cuda.cu. The backward's atomicAdd makes the summation order,
+// and so the last bits, vary: the determinism alert is raised in
+// visdet_ops/ops/roi_align.py.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
-#include "common/cuda_types.h"
+#include <tuple>
+
+#include "common/host.h"
+#include "common/host_cuda.h"
 #include "roi_align.h"
 
 namespace visdet_ops {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> roi_align_forward_cuda_kernel(
-    const at::Tensor& input, const at::Tensor& rois, int64_t pooled_height,
+using host::Tensor;
+
+std::tuple<Tensor, Tensor, Tensor> roi_align_forward_cuda_kernel(
+    const Tensor& input, const Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
-    c10::string_view pool_mode, bool aligned) {
-  const c10::cuda::CUDAGuard device_guard(input.device());
+    host::StringView pool_mode, bool aligned) {
+  const host::CudaDeviceGuard device_guard(input);
   const RoIAlignForward f =
       roi_align_prepare_forward(input, rois, pooled_height, pooled_width,
                                 spatial_scale, sampling_ratio, pool_mode,
                                 aligned);
   if (f.shape.output_numel() == 0) return f.outputs();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "roi_align_forward_cuda",
-      [&] {
-        using T = cuda_t<scalar_t>;
+  const cudaStream_t stream = host::current_cuda_stream(input);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(input), "roi_align_forward_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
         using A = acc_t<T>;
-        C10_CUDA_CHECK(roi_align_forward_cuda_launch<T>(
-            cuda_data<scalar_t>(f.input), f.rois.const_data_ptr<A>(),
-            f.shape, spatial_scale, cuda_mutable_data<scalar_t>(f.output),
-            f.is_max() ? f.argmax_y.mutable_data_ptr<A>() : nullptr,
-            f.is_max() ? f.argmax_x.mutable_data_ptr<A>() : nullptr, stream));
+        VISDET_CUDA_CHECK(roi_align_forward_cuda_launch<T>(
+            host::const_data<T>(f.input), host::const_data<A>(f.rois),
+            f.shape, spatial_scale, host::mutable_data<T>(f.output),
+            f.is_max() ? host::mutable_data<A>(f.argmax_y) : nullptr,
+            f.is_max() ? host::mutable_data<A>(f.argmax_x) : nullptr, stream));
       });
   return f.outputs();
 }
 
-at::Tensor roi_align_backward_cuda_kernel(
-    const at::Tensor& grad_output, const at::Tensor& rois,
-    const at::Tensor& argmax_y, const at::Tensor& argmax_x,
-    int64_t batch_size, int64_t channels, int64_t height, int64_t width,
-    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
-    bool aligned) {
-  const c10::cuda::CUDAGuard device_guard(grad_output.device());
+Tensor roi_align_backward_cuda_kernel(
+    const Tensor& grad_output, const Tensor& rois, const Tensor& argmax_y,
+    const Tensor& argmax_x, int64_t batch_size, int64_t channels,
+    int64_t height, int64_t width, double spatial_scale,
+    int64_t sampling_ratio, host::StringView pool_mode, bool aligned) {
+  const host::CudaDeviceGuard device_guard(grad_output);
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
       width, spatial_scale, sampling_ratio, pool_mode, aligned);
-  // atomicAdd makes the summation order, and so the last bits, vary.
-  at::globalContext().alertNotDeterministic("visdet_ops::roi_align backward (CUDA)");
   if (b.shape.output_numel() == 0) return b.grad_input();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, grad_output.scalar_type(),
-      "roi_align_backward_cuda", [&] {
-        using T = cuda_t<scalar_t>;
+  const cudaStream_t stream = host::current_cuda_stream(grad_output);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(grad_output), "roi_align_backward_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
         using A = acc_t<T>;
-        C10_CUDA_CHECK(roi_align_backward_cuda_launch<T>(
-            cuda_data<scalar_t>(b.grad_output), b.rois.const_data_ptr<A>(),
-            b.is_max() ? b.argmax_y.const_data_ptr<A>() : nullptr,
-            b.is_max() ? b.argmax_x.const_data_ptr<A>() : nullptr, b.shape,
-            spatial_scale, b.grad_accum.mutable_data_ptr<A>(), stream));
+        VISDET_CUDA_CHECK(roi_align_backward_cuda_launch<T>(
+            host::const_data<T>(b.grad_output), host::const_data<A>(b.rois),
+            b.is_max() ? host::const_data<A>(b.argmax_y) : nullptr,
+            b.is_max() ? host::const_data<A>(b.argmax_x) : nullptr, b.shape,
+            spatial_scale, host::mutable_data<A>(b.grad_accum), stream));
       });
   return b.grad_input();
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
-  m.impl("roi_align", &roi_align_forward_cuda_kernel);
-  m.impl("_roi_align_backward", &roi_align_backward_cuda_kernel);
+VISDET_LIBRARY_IMPL(CUDA, m) {
+  m.impl("roi_align", VISDET_KERNEL(roi_align_forward_cuda_kernel));
+  m.impl("_roi_align_backward", VISDET_KERNEL(roi_align_backward_cuda_kernel));
 }
 
 }  // namespace visdet_ops
