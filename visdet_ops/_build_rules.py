@@ -113,6 +113,7 @@ STABLE_ABI_PORTED_OPS = (
     "nms",
     "roi_pool",
     "carafe",
+    "masked_conv",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")
