@@ -115,6 +115,8 @@ STABLE_ABI_PORTED_OPS = (
     "bbox_overlaps",
     "corner_pool",
     "roi_align",
+    "carafe",
+    "masked_conv",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <ostream>
 #include <tuple>
 #include <vector>
@@ -108,6 +109,44 @@ inline Tensor empty_of_sizes(const std::vector<int64_t>& sizes,
   return at::empty(sizes, like.options().dtype(dtype));
 }
 // --- end bbox_overlaps, corner_pool, roi_align ------------------------------
+// ---- masked_conv2d (csrc/ops/masked_conv) -------------------------------
+// Views, the active positions and their row map, the GEMMs. The stable
+// build calls the same ATen ops by name (host_stable.h).
+inline Tensor view(const Tensor& t, Sizes sizes) { return t.view(sizes); }
+inline Tensor reshape(const Tensor& t, Sizes sizes) { return t.reshape(sizes); }
+inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
+  return t.transpose(dim0, dim1);
+}
+inline Tensor expand(const Tensor& t, Sizes sizes) { return t.expand(sizes); }
+// Bool, t > 0 elementwise.
+inline Tensor greater_than_zero(const Tensor& t) { return t.gt(0); }
+// The [K, dim] indices of the nonzero elements, in row-major order.
+inline Tensor nonzero(const Tensor& t) { return at::nonzero(t); }
+// Zero padding of the last dimensions ({before, after} per dimension, last first).
+inline Tensor pad_zeros(const Tensor& t, Sizes pad) {
+  return at::pad(t, pad, "constant", 0.0);
+}
+inline Tensor cumsum(const Tensor& t, int64_t dim, ScalarType dtype) {
+  return at::cumsum(t, dim, dtype);
+}
+inline Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  return at::where(condition, a, b);
+}
+inline Tensor full(Sizes sizes, double value, ScalarType dtype,
+                   const Tensor& like) {
+  return at::full(sizes, value, like.options().dtype(dtype));
+}
+// input @ weight^T (+ bias): aten::linear, which is aten::addmm(bias, input,
+// weight^T) for a 2-D input with a bias and aten::mm without one.
+inline Tensor linear(const Tensor& input, const Tensor& weight,
+                     const std::optional<Tensor>& bias) {
+  return at::linear(input, weight, bias);
+}
+inline Tensor mm(const Tensor& a, const Tensor& b) { return at::mm(a, b); }
+inline Tensor sum(const Tensor& t, Sizes dims,
+                  std::optional<ScalarType> dtype = std::nullopt) {
+  return at::sum(t, dims, /*keepdim=*/false, dtype);
+}
 
 }  // namespace host
 }  // namespace visdet_ops

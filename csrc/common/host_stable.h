@@ -222,6 +222,87 @@ inline Tensor empty_of_sizes(const std::vector<int64_t>& sizes,
       like, torch::headeronly::IntHeaderOnlyArrayRef(sizes), dtype);
 }
 // --- end bbox_overlaps, corner_pool, roi_align ------------------------------
+// ---- masked_conv2d (csrc/ops/masked_conv) -------------------------------
+// Views, the active positions and their row map, the GEMMs (host_classic.h
+// has the at:: calls). Functional overloads without Scalar arguments only:
+// gt against a 0-d CPU tensor, aten::linear for addmm(bias, input, weight^T).
+inline Tensor view(const Tensor& t, Sizes sizes) {
+  return torch::stable::view(t, sizes);
+}
+inline Tensor reshape(const Tensor& t, Sizes sizes) {
+  return torch::stable::reshape(t, sizes);
+}
+inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
+  return torch::stable::transpose(t, dim0, dim1);
+}
+// aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False)
+inline Tensor expand(const Tensor& t, Sizes sizes) {
+  std::array<StableIValue, 3> stack{
+      detail::box(t),
+      detail::box(torch::headeronly::IntHeaderOnlyArrayRef(sizes)),
+      detail::box(false)};
+  detail::call_aten("aten::expand", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+// aten::gt.Tensor(Tensor self, Tensor other) with other a 0-d CPU zero of
+// t's dtype (a CPU scalar operand, as gt.Scalar's 0 is).
+inline Tensor greater_than_zero(const Tensor& t) {
+  const Tensor zero = torch::stable::full(
+      {}, 0.0, t.scalar_type(), std::nullopt,
+      torch::stable::Device(torch::headeronly::DeviceType::CPU));
+  std::array<StableIValue, 2> stack{detail::box(t), detail::box(zero)};
+  detail::call_aten("aten::gt", "Tensor", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+// aten::nonzero(Tensor self) -> Tensor
+inline Tensor nonzero(const Tensor& t) {
+  std::array<StableIValue, 1> stack{detail::box(t)};
+  detail::call_aten("aten::nonzero", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+inline Tensor pad_zeros(const Tensor& t, Sizes pad) {
+  return torch::stable::pad(t, pad, "constant", 0.0);
+}
+// aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+inline Tensor cumsum(const Tensor& t, int64_t dim, ScalarType dtype) {
+  std::array<StableIValue, 3> stack{
+      detail::box(t), detail::box(dim),
+      detail::box(std::optional<ScalarType>(dtype))};
+  detail::call_aten("aten::cumsum", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+// aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
+inline Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  std::array<StableIValue, 3> stack{detail::box(condition), detail::box(a),
+                                    detail::box(b)};
+  detail::call_aten("aten::where", "self", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+inline Tensor full(Sizes sizes, double value, ScalarType dtype,
+                   const Tensor& like) {
+  return torch::stable::full(sizes, value, dtype, std::nullopt, like.device());
+}
+// aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor:
+// addmm(bias, input, weight^T) for a 2-D input with a bias, mm without.
+inline Tensor linear(const Tensor& input, const Tensor& weight,
+                     const std::optional<Tensor>& bias) {
+  std::array<StableIValue, 3> stack{detail::box(input), detail::box(weight),
+                                    detail::box(bias)};
+  detail::call_aten("aten::linear", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+// aten::mm(Tensor self, Tensor mat2) -> Tensor
+inline Tensor mm(const Tensor& a, const Tensor& b) {
+  std::array<StableIValue, 2> stack{detail::box(a), detail::box(b)};
+  detail::call_aten("aten::mm", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+inline Tensor sum(const Tensor& t, Sizes dims,
+                  std::optional<ScalarType> dtype = std::nullopt) {
+  return torch::stable::sum(
+      t, std::optional<torch::headeronly::IntHeaderOnlyArrayRef>(dims),
+      /*keepdim=*/false, dtype);
+}
 
 }  // namespace host
 }  // namespace visdet_ops

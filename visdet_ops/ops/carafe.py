@@ -13,7 +13,7 @@ the CPU both run the same code. Gradients flow to features and masks; both
 backwards are gathers (no atomics), so they are deterministic, unlike mmcv's
 atomicAdd kernels.
 
-Autograd is registered in C++ (csrc/ops/carafe/carafe_autograd.cpp).
+Autograd and autocast are registered here, for the classic and the stable build alike (docs/stable-abi.md).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _args, example, note_device
+from ._registration import floating_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["CARAFE", "CARAFENaive", "CARAFEPack", "carafe", "carafe_naive"]
@@ -77,6 +78,58 @@ def _carafe_backward_fake(grad_output, features, masks, kernel_size, group_size,
 def _carafe_naive_backward_fake(grad_output, features, masks, kernel_size, group_size, scale_factor):
     _check_ranges_fake("carafe_naive", kernel_size, group_size, scale_factor)
     return features.new_empty(features.shape), masks.new_empty(masks.shape)
+
+
+# Autograd and autocast are registered here, for the classic and the stable build alike (the stable ABI has no C++
+# API for them; one source either way): docs/stable-abi.md. Gradients flow to features and masks; each backward is
+# its own op (_carafe_backward, _carafe_naive_backward) so that torch.compile and fake tensors see it.
+
+
+def _carafe_setup_context(ctx, inputs, output):
+    features, masks, kernel_size, group_size, scale_factor = inputs
+    ctx.save_for_backward(features, masks)
+    ctx.sizes = (kernel_size, group_size, scale_factor)
+
+
+def _carafe_backward_formula(backward_op):
+    def backward(ctx, grad_output):
+        features, masks = ctx.saved_tensors
+        grad_features, grad_masks = backward_op(grad_output, features, masks, *ctx.sizes)
+        return grad_features, grad_masks, None, None, None
+
+    return backward
+
+
+def _refuse_double_backward(op: str):
+    def backward(ctx, *grads):
+        raise RuntimeError(f"{op}: double backward (the gradient of the gradient) is not supported")
+
+    return backward
+
+
+def _carafe_autocast(op: str):
+    # features keep their dtype (the kernels read float16/bfloat16 directly and accumulate in float32); masks go to
+    # the features' dtype, which the kernels read them in (softmax under autocast hands float32 masks to 16-bit
+    # features: the reassembly weights lie in [0, 1] and sum to 1, so 16 bits lose about 1e-3 relative per weight).
+    # The output has the features' dtype; the masks' gradient comes back in the masks' own dtype through the cast.
+    def make_kernel(device_type: str):
+        def kernel(features, masks, kernel_size, group_size, scale_factor):
+            if features.is_floating_point():  # else the op's own check names features
+                masks = floating_to(features.dtype, masks)
+            return getattr(torch.ops.visdet_ops, op)(features, masks, kernel_size, group_size, scale_factor)
+
+        return kernel
+
+    return make_kernel
+
+
+for _op in ("carafe", "carafe_naive"):
+    _backward_op = getattr(torch.ops.visdet_ops, f"_{_op}_backward")
+    torch.library.register_autograd(
+        f"visdet_ops::{_op}", _carafe_backward_formula(_backward_op), setup_context=_carafe_setup_context
+    )
+    torch.library.register_autograd(f"visdet_ops::_{_op}_backward", _refuse_double_backward(_op))
+    register_autocast(_op, _carafe_autocast(_op))
 
 
 def carafe(

@@ -14,7 +14,8 @@ the active outputs only; the mask gets none. The backward is deterministic
 (the input gradient is a gather over an index map, no atomics).
 
 Like mmcv, finding the active positions synchronises a CUDA stream with the
-host. Autograd is registered in C++ (csrc/ops/masked_conv/masked_conv_autograd.cpp).
+host. Autograd and autocast are registered here, for the classic and the stable
+build alike (docs/stable-abi.md).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torch import nn
 from torch.nn.modules.utils import _pair
 
 from . import _args, example, note_device
+from ._registration import autocast_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["MaskedConv2d", "masked_conv2d"]
@@ -54,6 +56,66 @@ def _masked_conv2d_backward_fake(grad_output, features, mask, weight, pad_h, pad
         weight.new_empty(weight.shape),
         weight.new_empty((weight.size(0),)),
     )
+
+
+# Autograd and autocast are registered here, for the classic and the stable build alike (the stable ABI has no C++
+# API for them; one source either way): docs/stable-abi.md. mmcv's masked_conv2d is not differentiable (its backward
+# returns None); this one is: gradients flow to features, weight and bias from the active outputs only (the mask is
+# a constant). The backward is its own op, _masked_conv2d_backward, so that torch.compile and fake tensors see it.
+
+
+def _masked_conv2d_setup_context(ctx, inputs, output):
+    features, mask, weight, bias, pad_h, pad_w = inputs
+    ctx.save_for_backward(features, mask, weight)
+    ctx.padding = (pad_h, pad_w)
+    ctx.has_bias = bias is not None
+
+
+def _masked_conv2d_backward(ctx, grad_output):
+    features, mask, weight = ctx.saved_tensors
+    grad_features, grad_weight, grad_bias = torch.ops.visdet_ops._masked_conv2d_backward(
+        grad_output, features, mask, weight, *ctx.padding
+    )
+    # One entry per forward argument: features, mask, weight, bias, pad_h, pad_w.
+    return grad_features, None, grad_weight, grad_bias if ctx.has_bias else None, None, None
+
+
+def _refuse_double_backward(ctx, *grads):
+    raise RuntimeError("masked_conv2d: double backward (the gradient of the gradient) is not supported")
+
+
+torch.library.register_autograd(
+    "visdet_ops::masked_conv2d", _masked_conv2d_backward, setup_context=_masked_conv2d_setup_context
+)
+torch.library.register_autograd("visdet_ops::_masked_conv2d_backward", _refuse_double_backward)
+
+
+def _masked_conv2d_autocast(device_type: str):
+    # Like a convolution: features, weight and bias go to the autocast dtype (float16/bfloat16; float64 left
+    # alone), the GEMM accumulates in float32, the output has the autocast dtype. mask only selects positions
+    # (mask > 0) and keeps its dtype.
+    def kernel(features, mask, weight, bias, pad_h, pad_w):
+        to = torch.get_autocast_dtype(device_type)
+        return torch.ops.visdet_ops.masked_conv2d(
+            autocast_to(to, features, device_type),
+            mask,
+            autocast_to(to, weight, device_type),
+            autocast_to(to, bias, device_type),
+            pad_h,
+            pad_w,
+        )
+
+    return kernel
+
+
+def _masked_conv2d_backward_autocast(device_type: str):
+    # No casts: the backward's own GEMMs and sums run in the dtypes the forward chose, also when loss.backward() runs
+    # inside the autocast region (the kernel runs with the autocast key excluded).
+    return torch.ops.visdet_ops._masked_conv2d_backward
+
+
+register_autocast("masked_conv2d", _masked_conv2d_autocast)
+register_autocast("_masked_conv2d_backward", _masked_conv2d_backward_autocast)
 
 
 def masked_conv2d(

@@ -1,135 +1,191 @@
-// carafe / carafe_naive: schemas, argument checks shared by all devices, CPU
-// registration (one CPU implementation serves both: they compute the same
-// function; they differ only in their CUDA kernels).
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
+// carafe / carafe_naive: schemas, argument checks and prepared arguments
+// shared by all devices, CPU registration (one CPU implementation serves
+// both: they compute the same function; they differ only in their CUDA
+// kernels). One source for the classic and the stable build
+// (common/host.h). Autograd and autocast are registered in
+// visdet_ops/ops/carafe.py.
+#include <tuple>
 
 #include "carafe.h"
 #include "common/checks.h"
-#include "common/reduced_float.h"
+#include "common/host.h"
+#include "common/scalar.h"
 
 namespace visdet_ops {
+namespace {
 
-CarafeShape carafe_check(const char* op, const at::Tensor& features,
-                         const at::Tensor& masks, int64_t kernel_size,
-                         int64_t group_size, int64_t scale_factor) {
+using host::Tensor;
+
+// Checks (op names carafe or carafe_naive) features [N, C, H, W] and masks
+// [N, G*K*K, H*S, W*S] and the sizes; returns the shape.
+CarafeShape check_forward(const char* op, const Tensor& features,
+                          const Tensor& masks, int64_t kernel_size,
+                          int64_t group_size, int64_t scale_factor) {
   check_dim(features, 4, op, "features");
   check_dim(masks, 4, op, "masks");
   check_floating(features, op, "features");
   check_same_dtype(features, masks, op, "features", "masks");
   check_same_device(features, masks, op, "features", "masks");
-  TORCH_CHECK(kernel_size >= 1 && kernel_size % 2 == 1, op,
-              ": kernel_size must be a positive odd number, got ", kernel_size);
-  TORCH_CHECK(group_size >= 1, op, ": group_size must be >= 1, got ", group_size);
-  TORCH_CHECK(scale_factor >= 1, op, ": scale_factor must be >= 1, got ", scale_factor);
-  check_int_range(kernel_size, 1, int_bounds::kMaxCarafeKernel, op, "kernel_size");
-  check_int_range(group_size, 1, int_bounds::kMaxCarafeGroups, op, "group_size");
-  check_int_range(scale_factor, 1, int_bounds::kMaxCarafeScale, op, "scale_factor");
-  const int64_t n = features.size(0), c = features.size(1), h = features.size(2),
-                w = features.size(3);
-  TORCH_CHECK(c % group_size == 0, op, ": features' channels (", c,
-              ") must be divisible by group_size (", group_size, ")");
+  VISDET_CHECK(kernel_size >= 1 && kernel_size % 2 == 1, op,
+               ": kernel_size must be a positive odd number, got ",
+               kernel_size);
+  VISDET_CHECK(group_size >= 1, op, ": group_size must be >= 1, got ",
+               group_size);
+  VISDET_CHECK(scale_factor >= 1, op, ": scale_factor must be >= 1, got ",
+               scale_factor);
+  check_int_range(kernel_size, 1, int_bounds::kMaxCarafeKernel, op,
+                  "kernel_size");
+  check_int_range(group_size, 1, int_bounds::kMaxCarafeGroups, op,
+                  "group_size");
+  check_int_range(scale_factor, 1, int_bounds::kMaxCarafeScale, op,
+                  "scale_factor");
+  const int64_t n = features.size(0), c = features.size(1),
+                h = features.size(2), w = features.size(3);
+  VISDET_CHECK(c % group_size == 0, op, ": features' channels (", c,
+               ") must be divisible by group_size (", group_size, ")");
   const int64_t mc = kernel_size * kernel_size * group_size;
   checked_numel({n, c, h, scale_factor, w, scale_factor}, op,
                 "the output [N, C, H * scale_factor, W * scale_factor]");
-  TORCH_CHECK(masks.size(0) == n && masks.size(1) == mc && masks.size(2) == h * scale_factor &&
-                  masks.size(3) == w * scale_factor,
-              op, ": masks must have shape [N, kernel_size^2 * group_size, H * scale_factor, "
-              "W * scale_factor] = [", n, ", ", mc, ", ", h * scale_factor, ", ",
-              w * scale_factor, "] for features ", features.sizes(), ", got ", masks.sizes());
+  VISDET_CHECK(masks.size(0) == n && masks.size(1) == mc &&
+                   masks.size(2) == h * scale_factor &&
+                   masks.size(3) == w * scale_factor,
+               op,
+               ": masks must have shape [N, kernel_size^2 * group_size, H * "
+               "scale_factor, W * scale_factor] = [",
+               n, ", ", mc, ", ", h * scale_factor, ", ", w * scale_factor,
+               "] for features ", host::shape_of(features), ", got ",
+               host::shape_of(masks));
   return CarafeShape{n, c, h, w, kernel_size, group_size, scale_factor};
 }
 
-CarafeShape carafe_check_backward(const char* op, const at::Tensor& grad_output,
-                                  const at::Tensor& features,
-                                  const at::Tensor& masks, int64_t kernel_size,
-                                  int64_t group_size, int64_t scale_factor) {
-  const CarafeShape s =
-      carafe_check(op, features, masks, kernel_size, group_size, scale_factor);
-  TORCH_CHECK(grad_output.dim() == 4 && grad_output.size(0) == s.batch &&
-                  grad_output.size(1) == s.channels && grad_output.size(2) == s.out_h() &&
-                  grad_output.size(3) == s.out_w(),
-              op, ": grad_output must have shape [", s.batch, ", ", s.channels, ", ",
-              s.out_h(), ", ", s.out_w(), "], got ", grad_output.sizes());
+}  // namespace
+
+CarafeForward carafe_prepare_forward(const char* op, const Tensor& features,
+                                     const Tensor& masks, int64_t kernel_size,
+                                     int64_t group_size,
+                                     int64_t scale_factor) {
+  CarafeForward f;
+  f.shape = check_forward(op, features, masks, kernel_size, group_size,
+                          scale_factor);
+  const CarafeShape& s = f.shape;
+  f.features = host::contiguous(features);
+  f.masks = host::contiguous(masks);
+  f.output = host::empty({s.batch, s.channels, s.out_h(), s.out_w()},
+                         host::dtype_of(features), features);
+  return f;
+}
+
+CarafeBackward carafe_prepare_backward(const char* op,
+                                       const Tensor& grad_output,
+                                       const Tensor& features,
+                                       const Tensor& masks,
+                                       int64_t kernel_size, int64_t group_size,
+                                       int64_t scale_factor) {
+  CarafeBackward b;
+  b.shape = check_forward(op, features, masks, kernel_size, group_size,
+                          scale_factor);
+  const CarafeShape& s = b.shape;
+  VISDET_CHECK(grad_output.dim() == 4 && grad_output.size(0) == s.batch &&
+                   grad_output.size(1) == s.channels &&
+                   grad_output.size(2) == s.out_h() &&
+                   grad_output.size(3) == s.out_w(),
+               op, ": grad_output must have shape [", s.batch, ", ",
+               s.channels, ", ", s.out_h(), ", ", s.out_w(), "], got ",
+               host::shape_of(grad_output));
   check_same_dtype(grad_output, features, op, "grad_output", "features");
   check_same_device(grad_output, features, op, "grad_output", "features");
-  return s;
+  const host::ScalarType dtype = host::dtype_of(features);
+  b.grad_output = host::contiguous(grad_output);
+  b.features = host::contiguous(features);
+  b.masks = host::contiguous(masks);
+  b.grad_features = host::empty({s.batch, s.channels, s.height, s.width},
+                                dtype, features);
+  b.grad_masks = host::empty(
+      {masks.size(0), masks.size(1), masks.size(2), masks.size(3)}, dtype,
+      features);
+  return b;
 }
 
 namespace {
 
 constexpr int64_t kGrain = 2048;
 
-at::Tensor forward_cpu(const char* op, const at::Tensor& features, const at::Tensor& masks,
-                       int64_t kernel_size, int64_t group_size, int64_t scale_factor) {
-  const CarafeShape s =
-      carafe_check(op, features, masks, kernel_size, group_size, scale_factor);
-  const at::Tensor f = features.contiguous(), m = masks.contiguous();
-  at::Tensor output = at::empty({s.batch, s.channels, s.out_h(), s.out_w()}, f.options());
-  if (output.numel() == 0) return output;
+Tensor forward_cpu(const char* op, const Tensor& features, const Tensor& masks,
+                   int64_t kernel_size, int64_t group_size,
+                   int64_t scale_factor) {
+  const CarafeForward f = carafe_prepare_forward(
+      op, features, masks, kernel_size, group_size, scale_factor);
+  const int64_t n = f.output.numel();
+  if (n == 0) return f.output;
   // float16/bfloat16 are read directly (no float32 copy) and computed in float.
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "carafe_forward_cpu", [&] {
-    using T = host_t<scalar_t>;
-    const T* fp = host_data<scalar_t>(f);
-    const T* mp = host_data<scalar_t>(m);
-    T* out = host_mutable_data<scalar_t>(output);
-    at::parallel_for(0, output.numel(), kGrain, [&](int64_t b, int64_t e) {
-      carafe_forward_cpu<T>(fp, mp, s, b, e, out);
-    });
-  });
-  return output;
+  host::dispatch_floating_types<HostHalf, HostBFloat16>(
+      host::dtype_of(features), "carafe_forward_cpu", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* fp = host::const_data<T>(f.features);
+        const T* mp = host::const_data<T>(f.masks);
+        T* out = host::mutable_data<T>(f.output);
+        host::parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+          carafe_forward_cpu<T>(fp, mp, f.shape, b, e, out);
+        });
+      });
+  return f.output;
 }
 
-std::tuple<at::Tensor, at::Tensor> backward_cpu(const char* op, const at::Tensor& grad_output,
-                                                const at::Tensor& features,
-                                                const at::Tensor& masks, int64_t kernel_size,
-                                                int64_t group_size, int64_t scale_factor) {
-  const CarafeShape s = carafe_check_backward(op, grad_output, features, masks, kernel_size,
-                                              group_size, scale_factor);
-  const at::Tensor g = grad_output.contiguous(), f = features.contiguous(),
-                   m = masks.contiguous();
-  at::Tensor grad_features = at::empty(f.sizes(), f.options());
-  at::Tensor grad_masks = at::empty(m.sizes(), m.options());
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "carafe_backward_cpu", [&] {
-    using T = host_t<scalar_t>;
-    const T* gp = host_data<scalar_t>(g);
-    const T* fp = host_data<scalar_t>(f);
-    const T* mp = host_data<scalar_t>(m);
-    T* gf = host_mutable_data<scalar_t>(grad_features);
-    T* gm = host_mutable_data<scalar_t>(grad_masks);
-    at::parallel_for(0, grad_features.numel(), kGrain, [&](int64_t b, int64_t e) {
-      carafe_grad_features_cpu<T>(gp, mp, s, b, e, gf);
-    });
-    at::parallel_for(0, grad_masks.numel(), kGrain, [&](int64_t b, int64_t e) {
-      carafe_grad_masks_cpu<T>(gp, fp, s, b, e, gm);
-    });
-  });
-  return {grad_features, grad_masks};
+std::tuple<Tensor, Tensor> backward_cpu(const char* op,
+                                        const Tensor& grad_output,
+                                        const Tensor& features,
+                                        const Tensor& masks,
+                                        int64_t kernel_size,
+                                        int64_t group_size,
+                                        int64_t scale_factor) {
+  const CarafeBackward b =
+      carafe_prepare_backward(op, grad_output, features, masks, kernel_size,
+                              group_size, scale_factor);
+  host::dispatch_floating_types<HostHalf, HostBFloat16>(
+      host::dtype_of(features), "carafe_backward_cpu", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* gp = host::const_data<T>(b.grad_output);
+        const T* fp = host::const_data<T>(b.features);
+        const T* mp = host::const_data<T>(b.masks);
+        T* gf = host::mutable_data<T>(b.grad_features);
+        T* gm = host::mutable_data<T>(b.grad_masks);
+        host::parallel_for(0, b.grad_features.numel(), kGrain,
+                           [&](int64_t begin, int64_t end) {
+                             carafe_grad_features_cpu<T>(gp, mp, b.shape,
+                                                         begin, end, gf);
+                           });
+        host::parallel_for(0, b.grad_masks.numel(), kGrain,
+                           [&](int64_t begin, int64_t end) {
+                             carafe_grad_masks_cpu<T>(gp, fp, b.shape, begin,
+                                                      end, gm);
+                           });
+      });
+  return b.outputs();
 }
 
-at::Tensor carafe_forward_cpu_kernel(const at::Tensor& features, const at::Tensor& masks,
-                                     int64_t k, int64_t g, int64_t s) {
+Tensor carafe_forward_cpu_kernel(const Tensor& features, const Tensor& masks,
+                                 int64_t k, int64_t g, int64_t s) {
   return forward_cpu("carafe", features, masks, k, g, s);
 }
-at::Tensor carafe_naive_forward_cpu_kernel(const at::Tensor& features, const at::Tensor& masks,
-                                           int64_t k, int64_t g, int64_t s) {
+Tensor carafe_naive_forward_cpu_kernel(const Tensor& features,
+                                       const Tensor& masks, int64_t k,
+                                       int64_t g, int64_t s) {
   return forward_cpu("carafe_naive", features, masks, k, g, s);
 }
-std::tuple<at::Tensor, at::Tensor> carafe_backward_cpu_kernel(
-    const at::Tensor& grad_output, const at::Tensor& features, const at::Tensor& masks,
+std::tuple<Tensor, Tensor> carafe_backward_cpu_kernel(
+    const Tensor& grad_output, const Tensor& features, const Tensor& masks,
     int64_t k, int64_t g, int64_t s) {
   return backward_cpu("carafe", grad_output, features, masks, k, g, s);
 }
-std::tuple<at::Tensor, at::Tensor> carafe_naive_backward_cpu_kernel(
-    const at::Tensor& grad_output, const at::Tensor& features, const at::Tensor& masks,
+std::tuple<Tensor, Tensor> carafe_naive_backward_cpu_kernel(
+    const Tensor& grad_output, const Tensor& features, const Tensor& masks,
     int64_t k, int64_t g, int64_t s) {
   return backward_cpu("carafe_naive", grad_output, features, masks, k, g, s);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
+VISDET_LIBRARY_FRAGMENT(m) {
   m.def(
       "carafe(Tensor features, Tensor masks, int kernel_size, int group_size, "
       "int scale_factor) -> Tensor");
@@ -137,18 +193,20 @@ TORCH_LIBRARY_FRAGMENT(visdet_ops, m) {
       "_carafe_backward(Tensor grad_output, Tensor features, Tensor masks, "
       "int kernel_size, int group_size, int scale_factor) -> (Tensor, Tensor)");
   m.def(
-      "carafe_naive(Tensor features, Tensor masks, int kernel_size, int group_size, "
-      "int scale_factor) -> Tensor");
+      "carafe_naive(Tensor features, Tensor masks, int kernel_size, int "
+      "group_size, int scale_factor) -> Tensor");
   m.def(
-      "_carafe_naive_backward(Tensor grad_output, Tensor features, Tensor masks, "
-      "int kernel_size, int group_size, int scale_factor) -> (Tensor, Tensor)");
+      "_carafe_naive_backward(Tensor grad_output, Tensor features, Tensor "
+      "masks, int kernel_size, int group_size, int scale_factor) -> (Tensor, "
+      "Tensor)");
 }
 
-TORCH_LIBRARY_IMPL(visdet_ops, CPU, m) {
-  m.impl("carafe", &carafe_forward_cpu_kernel);
-  m.impl("_carafe_backward", &carafe_backward_cpu_kernel);
-  m.impl("carafe_naive", &carafe_naive_forward_cpu_kernel);
-  m.impl("_carafe_naive_backward", &carafe_naive_backward_cpu_kernel);
+VISDET_LIBRARY_IMPL(CPU, m) {
+  m.impl("carafe", VISDET_KERNEL(carafe_forward_cpu_kernel));
+  m.impl("_carafe_backward", VISDET_KERNEL(carafe_backward_cpu_kernel));
+  m.impl("carafe_naive", VISDET_KERNEL(carafe_naive_forward_cpu_kernel));
+  m.impl("_carafe_naive_backward",
+         VISDET_KERNEL(carafe_naive_backward_cpu_kernel));
 }
 
 }  // namespace visdet_ops

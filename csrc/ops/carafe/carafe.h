@@ -1,23 +1,47 @@
-// Torch-facing helpers shared by the CPU and CUDA host layers of carafe and
-// carafe_naive.
+// The prepared arguments of carafe and carafe_naive, shared by the CPU and
+// CUDA host layers. Written against the host adapter (common/host.h): one
+// source for the classic and the stable build.
 #pragma once
 
-#include <ATen/core/Tensor.h>
+#include <tuple>
 
 #include "carafe_launch.h"
+#include "common/host.h"
 
 namespace visdet_ops {
 
-// Checks (op names carafe or carafe_naive) features [N, C, H, W] and masks
-// [N, G*K*K, H*S, W*S] and the sizes; returns the shape.
-CarafeShape carafe_check(const char* op, const at::Tensor& features,
-                         const at::Tensor& masks, int64_t kernel_size,
-                         int64_t group_size, int64_t scale_factor);
+// What a device's forward needs, checked and allocated once for every device
+// (op names carafe or carafe_naive in the messages): the shape, contiguous
+// features [N, C, H, W] and masks [N, G*K*K, H*S, W*S], and the uninitialised
+// output [N, C, H*S, W*S] (every element is written by the kernels).
+struct CarafeForward {
+  CarafeShape shape;
+  host::Tensor features, masks;
+  host::Tensor output;
+};
 
-// The same plus grad_output [N, C, H*S, W*S].
-CarafeShape carafe_check_backward(const char* op, const at::Tensor& grad_output,
-                                  const at::Tensor& features,
-                                  const at::Tensor& masks, int64_t kernel_size,
-                                  int64_t group_size, int64_t scale_factor);
+CarafeForward carafe_prepare_forward(const char* op,
+                                     const host::Tensor& features,
+                                     const host::Tensor& masks,
+                                     int64_t kernel_size, int64_t group_size,
+                                     int64_t scale_factor);
+
+// The same plus grad_output [N, C, H*S, W*S], and the two uninitialised
+// gradients in the dtype of features (every element written).
+struct CarafeBackward {
+  CarafeShape shape;
+  host::Tensor grad_output, features, masks;
+  host::Tensor grad_features, grad_masks;
+  std::tuple<host::Tensor, host::Tensor> outputs() const {
+    return {grad_features, grad_masks};
+  }
+};
+
+CarafeBackward carafe_prepare_backward(const char* op,
+                                       const host::Tensor& grad_output,
+                                       const host::Tensor& features,
+                                       const host::Tensor& masks,
+                                       int64_t kernel_size, int64_t group_size,
+                                       int64_t scale_factor);
 
 }  // namespace visdet_ops

@@ -1,110 +1,112 @@
-// masked_conv2d: CUDA host layer (torch-facing). Device code:
-// masked_conv_cuda.cu. Like mmcv, finding the active positions (nonzero)
-// synchronises with the host.
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
+// masked_conv2d: CUDA host layer (torch-facing, through the host adapter).
+// Device code: masked_conv_cuda.cu. Like mmcv, finding the active positions
+// (nonzero) synchronises with the host.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
+#include <optional>
+#include <tuple>
+
+#include "common/host.h"
+#include "common/host_cuda.h"
 #include "masked_conv.h"
 
 namespace visdet_ops {
 namespace {
 
+using host::Tensor;
+
 constexpr const char* kOp = "masked_conv2d";
 
-// torch's 16-bit types have the layout of CUDA's; their columns are float.
-template <typename S>
-struct CudaType {
-  using type = S;
-  using col = S;
+// The column type of a storage type: float for the 16-bit types (the GEMMs
+// run in float32), else the type itself.
+template <typename T>
+struct Column {
+  using type = T;
 };
 template <>
-struct CudaType<c10::Half> {
-  using type = __half;
-  using col = float;
+struct Column<__half> {
+  using type = float;
 };
 template <>
-struct CudaType<c10::BFloat16> {
-  using type = __nv_bfloat16;
-  using col = float;
+struct Column<__nv_bfloat16> {
+  using type = float;
 };
 
-#define VISDET_DISPATCH(TYPE, NAME, ...) \
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, TYPE, NAME, __VA_ARGS__)
-
-void im2col_cuda(const at::Tensor& input, const at::Tensor& idx,
-                 const MaskedConvGeometry& g, at::Tensor& cols) {
-  VISDET_DISPATCH(input.scalar_type(), "masked_im2col_cuda", [&] {
-    using T = typename CudaType<scalar_t>::type;
-    using C = typename CudaType<scalar_t>::col;
-    const cudaError_t err = masked_im2col_cuda_launch<T, C>(
-        reinterpret_cast<const T*>(input.const_data_ptr<scalar_t>()),
-        idx.const_data_ptr<int64_t>(), idx.size(0), g,
-        reinterpret_cast<C*>(cols.mutable_data_ptr()),
-        c10::cuda::getCurrentCUDAStream());
-    C10_CUDA_CHECK(err);
-  });
+void im2col_cuda(const Tensor& input, const Tensor& idx,
+                 const MaskedConvGeometry& g, const Tensor& cols) {
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(input), "masked_im2col_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using C = typename Column<T>::type;
+        VISDET_CUDA_CHECK((masked_im2col_cuda_launch<T, C>(
+            host::const_data<T>(input), host::const_data<int64_t>(idx),
+            idx.size(0), g, host::mutable_data<C>(cols),
+            host::current_cuda_stream(input))));
+      });
 }
 
-void col2im_cuda(const at::Tensor& rows, const at::Tensor& idx, at::Tensor& output) {
-  VISDET_DISPATCH(output.scalar_type(), "masked_col2im_cuda", [&] {
-    using T = typename CudaType<scalar_t>::type;
-    using C = typename CudaType<scalar_t>::col;
-    const cudaError_t err = masked_col2im_cuda_launch<T, C>(
-        reinterpret_cast<const C*>(rows.const_data_ptr()),
-        idx.const_data_ptr<int64_t>(), idx.size(0), output.size(1),
-        output.size(2), output.size(3),
-        reinterpret_cast<T*>(output.mutable_data_ptr<scalar_t>()),
-        c10::cuda::getCurrentCUDAStream());
-    C10_CUDA_CHECK(err);
-  });
+void col2im_cuda(const Tensor& rows, const Tensor& idx, const Tensor& output) {
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(output), "masked_col2im_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using C = typename Column<T>::type;
+        VISDET_CUDA_CHECK((masked_col2im_cuda_launch<T, C>(
+            host::const_data<C>(rows), host::const_data<int64_t>(idx),
+            idx.size(0), output.size(1), output.size(2), output.size(3),
+            host::mutable_data<T>(output), host::current_cuda_stream(output))));
+      });
 }
 
-void grad_input_cuda(const at::Tensor& grad_cols, const at::Tensor& pos_map,
-                     const MaskedConvGeometry& g, at::Tensor& grad_input) {
-  VISDET_DISPATCH(grad_input.scalar_type(), "masked_conv_grad_input_cuda", [&] {
-    using T = typename CudaType<scalar_t>::type;
-    using C = typename CudaType<scalar_t>::col;
-    const cudaError_t err = masked_conv_grad_input_cuda_launch<T, C>(
-        reinterpret_cast<const C*>(grad_cols.const_data_ptr()),
-        pos_map.const_data_ptr<int64_t>(), grad_input.size(0), g,
-        reinterpret_cast<T*>(grad_input.mutable_data_ptr<scalar_t>()),
-        c10::cuda::getCurrentCUDAStream());
-    C10_CUDA_CHECK(err);
-  });
+void grad_input_cuda(const Tensor& grad_cols, const Tensor& pos_map,
+                     const MaskedConvGeometry& g, const Tensor& grad_input) {
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(grad_input), "masked_conv_grad_input_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using C = typename Column<T>::type;
+        VISDET_CUDA_CHECK((masked_conv_grad_input_cuda_launch<T, C>(
+            host::const_data<C>(grad_cols), host::const_data<int64_t>(pos_map),
+            grad_input.size(0), g, host::mutable_data<T>(grad_input),
+            host::current_cuda_stream(grad_input))));
+      });
 }
 
-#undef VISDET_DISPATCH
+constexpr MaskedConvDevice kCuda{/*reduced_float_kernels=*/true, &im2col_cuda,
+                                 &col2im_cuda, &grad_input_cuda};
 
-constexpr MaskedConvDevice kCuda{&im2col_cuda, &col2im_cuda, &grad_input_cuda};
-
-at::Tensor masked_conv2d_cuda_kernel(const at::Tensor& features, const at::Tensor& mask,
-                                     const at::Tensor& weight,
-                                     const std::optional<at::Tensor>& bias,
-                                     int64_t pad_h, int64_t pad_w) {
-  TORCH_CHECK(features.is_cuda(), kOp, ": features must be a CUDA tensor, got ",
-              features.device());
-  const c10::cuda::CUDAGuard device_guard(features.device());
-  return masked_conv2d_forward_impl(features, mask, weight, bias, pad_h, pad_w, kCuda);
+void check_cuda(const Tensor& features) {
+  VISDET_CHECK(host::is_cuda(features), kOp,
+               ": features must be a CUDA tensor, got ",
+               host::device_of(features));
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_conv2d_backward_cuda_kernel(
-    const at::Tensor& grad_output, const at::Tensor& features, const at::Tensor& mask,
-    const at::Tensor& weight, int64_t pad_h, int64_t pad_w) {
-  TORCH_CHECK(features.is_cuda(), kOp, ": features must be a CUDA tensor, got ",
-              features.device());
-  const c10::cuda::CUDAGuard device_guard(features.device());
-  return masked_conv2d_backward_impl(grad_output, features, mask, weight, pad_h, pad_w,
-                                     kCuda);
+Tensor masked_conv2d_cuda_kernel(const Tensor& features, const Tensor& mask,
+                                 const Tensor& weight,
+                                 const std::optional<Tensor>& bias,
+                                 int64_t pad_h, int64_t pad_w) {
+  check_cuda(features);
+  const host::CudaDeviceGuard device_guard(features);
+  const MaskedConvForward f = masked_conv_prepare_forward(
+      features, mask, weight, bias, pad_h, pad_w, kCuda);
+  return masked_conv2d_forward(f, kCuda);
+}
+
+std::tuple<Tensor, Tensor, Tensor> masked_conv2d_backward_cuda_kernel(
+    const Tensor& grad_output, const Tensor& features, const Tensor& mask,
+    const Tensor& weight, int64_t pad_h, int64_t pad_w) {
+  check_cuda(features);
+  const host::CudaDeviceGuard device_guard(features);
+  const MaskedConvBackward b = masked_conv_prepare_backward(
+      grad_output, features, mask, weight, pad_h, pad_w, kCuda);
+  return masked_conv2d_backward(b, kCuda);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
-  m.impl("masked_conv2d", &masked_conv2d_cuda_kernel);
-  m.impl("_masked_conv2d_backward", &masked_conv2d_backward_cuda_kernel);
+VISDET_LIBRARY_IMPL(CUDA, m) {
+  m.impl("masked_conv2d", VISDET_KERNEL(masked_conv2d_cuda_kernel));
+  m.impl("_masked_conv2d_backward",
+         VISDET_KERNEL(masked_conv2d_backward_cuda_kernel));
 }
 
 }  // namespace visdet_ops
