@@ -115,6 +115,7 @@ STABLE_ABI_PORTED_OPS = (
     "bbox_overlaps",
     "corner_pool",
     "roi_align",
+    "deform_roi_pool",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")
