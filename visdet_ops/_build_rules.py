@@ -117,6 +117,7 @@ STABLE_ABI_PORTED_OPS = (
     "roi_align",
     "carafe",
     "masked_conv",
+    "deform_roi_pool",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")

@@ -425,6 +425,12 @@ def test_cuda_backward_respects_deterministic_mode():
     try:
         with pytest.raises(RuntimeError, match="deform_roi_pool_backward_cuda does not have a deterministic"):
             out.sum().backward()
+        # The alert lives in visdet_ops/ops/deform_roi_pool.py (both builds): warn_only warns as torch's own ops
+        # do; the CPU backward (no atomics) is deterministic.
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
+            visdet_ops.deform_roi_pool(x, rois, None, 2).sum().backward()
+        visdet_ops.deform_roi_pool(x.detach().cpu().requires_grad_(), rois.cpu(), None, 2).sum().backward()
     finally:
         torch.use_deterministic_algorithms(False)
 

@@ -10,9 +10,9 @@ samples within one pixel of the map border, where mmcv's closed form uses the
 unclamped sample position (mmcv's gradient there is not the derivative of
 its own forward).
 
-Autograd is registered in C++ (csrc/ops/deform_roi_pool/
-deform_roi_pool_autograd.cpp); this module adds the fake impls, the Python
-API and the modules.
+This module registers the fake impls, autograd, autocast and the CUDA
+backward's determinism alert (for the classic and the stable build alike:
+docs/stable-abi.md), and holds the Python API and the modules.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device
+from ._registration import alert_not_deterministic, floating_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"]
@@ -55,6 +56,66 @@ def _deform_roi_pool_backward_fake(grad_output, input, rois, offset, spatial_sca
     _args.check_fake("deform_roi_pool", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     grad_offset = offset.new_empty(offset.shape) if offset is not None else input.new_empty((0,))
     return input.new_empty(input.shape), grad_offset
+
+
+# Autograd, autocast and the determinism alert, for the classic and the stable build alike (the stable ABI has no C++
+# API for them; one source either way). Gradients flow to input and offset, never to rois (as in mmcv). The backward
+# is its own op, _deform_roi_pool_backward, so that torch.compile and the fake-tensor machinery see it.
+
+
+def _deform_roi_pool_setup_context(ctx, inputs, output):
+    input, rois, offset, _pooled_height, _pooled_width, spatial_scale, sampling_ratio, gamma = inputs
+    ctx.save_for_backward(input, rois, offset)
+    ctx.spatial_scale, ctx.sampling_ratio, ctx.gamma = spatial_scale, sampling_ratio, gamma
+    ctx.on_cuda = input.is_cuda
+
+
+def _deform_roi_pool_backward(ctx, grad_output):
+    if ctx.on_cuda:
+        # The input gradient is accumulated with atomicAdd: the summation order, and so the last bits, vary from run
+        # to run. (The offset gradient alone would be deterministic.)
+        alert_not_deterministic("deform_roi_pool_backward_cuda")
+    input, rois, offset = ctx.saved_tensors
+    grad_input, grad_offset = torch.ops.visdet_ops._deform_roi_pool_backward(
+        grad_output, input, rois, offset, ctx.spatial_scale, ctx.sampling_ratio, ctx.gamma
+    )
+    # One entry per forward argument: input, rois, offset, then the five non-tensor arguments.
+    return grad_input, None, grad_offset if offset is not None else None, None, None, None, None, None
+
+
+def _refuse_double_backward(ctx, *grads):
+    # Makes a double backward fail loudly instead of silently giving zeros (the message of the C++ autograd).
+    raise RuntimeError("deform_roi_pool: double backward (the gradient of the gradient) is not supported")
+
+
+torch.library.register_autograd(
+    "visdet_ops::deform_roi_pool", _deform_roi_pool_backward, setup_context=_deform_roi_pool_setup_context
+)
+torch.library.register_autograd("visdet_ops::_deform_roi_pool_backward", _refuse_double_backward)
+
+
+def _deform_roi_pool_autocast(device_type: str):
+    # input stays in its dtype (read directly by the kernels, sampled and accumulated in float32); rois go to the
+    # compute dtype (float32 beside a 16-bit input), never to 16 bits; offset (a [K, 2, PH, PW] fraction of the RoI
+    # size, small) goes to the input's dtype, which the kernels read it in. The output has the input's dtype; the
+    # offset gradient comes back in the offset's own dtype through the cast.
+    def kernel(input, rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio, gamma):
+        compute = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
+        return torch.ops.visdet_ops.deform_roi_pool(
+            input,
+            floating_to(compute, rois),
+            floating_to(input.dtype, offset),
+            pooled_height,
+            pooled_width,
+            spatial_scale,
+            sampling_ratio,
+            gamma,
+        )
+
+    return kernel
+
+
+register_autocast("deform_roi_pool", _deform_roi_pool_autocast)
 
 
 def deform_roi_pool(
