@@ -820,6 +820,12 @@ def case_deform_roi_pool(gen, kind="fn"):
     if kind in ("fn", "module"):
         offset_param = torch.nn.Linear(1, 10 * 2 * 7 * 7)
         amp.randomize(offset_param, gen, 0.1)
+        with torch.no_grad():
+            # Offsets exactly representable in bfloat16 and float16: the autocast kernel casts the float32 offset to
+            # the features' dtype (docs/ops.md), and a sampling point that the rounding moves across a pixel edge
+            # changes the offset gradient by a step (bilinear weights are not differentiable there), which is not
+            # the precision this test measures. The float32 run then samples at exactly the same points.
+            offset_param.weight.copy_(offset_param.weight.bfloat16().float())
 
         def body(p, img, rois):
             x = p["stem"](img)
