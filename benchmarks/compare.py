@@ -1,0 +1,80 @@
+"""Compares two benchmark runs (bench.json of benchmarks/bench.py) row by row: a stable-ABI build against the
+per-minor (classic) build of the same tree, on the same GPU, one run after the other.
+
+  python benchmarks/compare.py CLASSIC/bench.json STABLE/bench.json [--limit 0.03] [--out FILE.md]
+
+For every (op, case) row of both runs: our median time in each, their ratio (stable / classic), and, where the row
+has a peer, whether the stable build is still at least as fast as the peer of its own run. Prints a markdown table
+and a summary line; exit 1 when a row is slower than `limit` (3%: issue 13) or falls behind its peer where the
+classic build was ahead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def _rows(path: Path) -> dict[tuple[str, str], dict]:
+    data = json.loads(path.read_text())
+    return {(r["op"], r["case"]): r for r in data["results"] if "ours" in r}
+
+
+def _ms(row: dict, key: str) -> float | None:
+    value = row.get(key)
+    return None if not isinstance(value, dict) else value.get("median_ms")
+
+
+def compare(classic: dict, stable: dict, limit: float) -> tuple[list[str], list[str], list[float]]:
+    lines = [
+        "| op | case | classic ms | stable ms | stable / classic | peer ms (stable run) | stable vs peer |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    problems, ratios = [], []
+    for key in sorted(set(classic) & set(stable)):
+        c, s = _ms(classic[key], "ours"), _ms(stable[key], "ours")
+        if not c or not s:
+            continue
+        ratio = s / c
+        ratios.append(ratio)
+        peer = _ms(stable[key], "peer")
+        speedup = f"{peer / s:.2f}x" if peer else "-"
+        lines.append(
+            f"| {key[0]} | {key[1]} | {c:.4f} | {s:.4f} | {ratio:.3f} | {f'{peer:.4f}' if peer else '-'} | {speedup} |"
+        )
+        if ratio > 1 + limit:
+            problems.append(f"{key[0]} / {key[1]}: stable {ratio:.3f}x the classic time")
+        classic_peer = _ms(classic[key], "peer")
+        if peer and classic_peer and c <= classic_peer and s > peer:
+            problems.append(f"{key[0]} / {key[1]}: stable {s:.4f} ms behind its peer {peer:.4f} ms")
+    missing = sorted(set(classic) ^ set(stable))
+    problems += [f"{op} / {case}: in one run only" for op, case in missing]
+    return lines, problems, ratios
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("classic", type=Path)
+    parser.add_argument("stable", type=Path)
+    parser.add_argument("--limit", type=float, default=0.03, help="allowed slowdown of a row (default 0.03)")
+    parser.add_argument("--out", type=Path, help="also write the table here")
+    args = parser.parse_args(argv)
+    lines, problems, ratios = compare(_rows(args.classic), _rows(args.stable), args.limit)
+    summary = (
+        f"{len(ratios)} rows; stable / classic: median {statistics.median(ratios):.3f}, "
+        f"max {max(ratios):.3f}, min {min(ratios):.3f}; {len(problems)} problem(s)"
+        if ratios
+        else "no common rows"
+    )
+    text = "\n".join([*lines, "", summary, *(f"- {p}" for p in problems)]) + "\n"
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text)
+    return 1 if problems or not ratios else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

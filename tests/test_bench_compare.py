@@ -1,0 +1,42 @@
+"""benchmarks/compare.py: the stable-vs-classic benchmark comparison (issue 13's 3% rule)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _compare_module():
+    spec = importlib.util.spec_from_file_location("bench_compare", ROOT / "benchmarks" / "compare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(tmp_path, name, rows):
+    path = tmp_path / f"{name}.json"
+    results = [
+        {"op": op, "case": case, "ours": {"median_ms": ours}, "peer": {"median_ms": peer}}
+        for op, case, ours, peer in rows
+    ]
+    path.write_text(json.dumps({"results": results}))
+    return path
+
+
+def test_within_the_limit_passes_and_a_slow_row_fails(tmp_path):
+    compare = _compare_module()
+    classic = _run(tmp_path, "classic", [("nms", "a", 1.0, 2.0), ("roi_align", "b", 1.0, 1.5)])
+    ok = _run(tmp_path, "ok", [("nms", "a", 1.02, 2.0), ("roi_align", "b", 0.99, 1.5)])
+    assert compare.main([str(classic), str(ok)]) == 0
+    slow = _run(tmp_path, "slow", [("nms", "a", 1.05, 2.0), ("roi_align", "b", 0.99, 1.5)])
+    assert compare.main([str(classic), str(slow)]) == 1
+
+
+def test_falling_behind_the_peer_fails(tmp_path):
+    compare = _compare_module()
+    classic = _run(tmp_path, "classic", [("nms", "a", 1.0, 1.01)])
+    behind = _run(tmp_path, "behind", [("nms", "a", 1.02, 1.01)])
+    assert compare.main([str(classic), str(behind), "--limit", "0.05"]) == 1
