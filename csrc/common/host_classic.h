@@ -94,5 +94,24 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   at::parallel_for(begin, end, grain, f);
 }
 
+// --- focal_loss (port-c) ------------------------------------------------------
+// A string schema argument ("str reduction") as a kernel parameter: what the
+// classic dispatcher unboxes (std::string_view from torch 2.6 on, c10's own
+// class before). The same alias as port-a's: keep one when merging.
+using StringView = c10::string_view;
+
+// Fills t with value in place and returns it.
+inline Tensor fill(const Tensor& t, double value) {
+  Tensor self = t;
+  return self.fill_(value);
+}
+// The sum of every element of t: a 0-d tensor of t's dtype.
+inline Tensor sum_all(const Tensor& t) { return t.sum(); }
+// The smallest and largest element of t (0-d tensors of t's dtype).
+inline std::tuple<Tensor, Tensor> aminmax(const Tensor& t) {
+  return at::aminmax(t);
+}
+// --- end focal_loss -----------------------------------------------------------
+
 }  // namespace host
 }  // namespace visdet_ops

@@ -23,6 +23,7 @@
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #if !defined(TORCH_TARGET_VERSION)
@@ -204,6 +205,29 @@ template <typename F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   torch::stable::parallel_for(begin, end, grain, f);
 }
+
+// --- focal_loss (port-c) ------------------------------------------------------
+// A string schema argument ("str reduction") as a kernel parameter: the stable
+// library unboxes std::string_view (into an owned std::string). The same alias
+// as port-a's: keep one when merging.
+using StringView = std::string_view;
+
+// Fills t with value in place and returns it.
+inline Tensor fill(const Tensor& t, double value) {
+  return torch::stable::fill_(t, value);
+}
+// The sum of every element of t: a 0-d tensor of t's dtype.
+inline Tensor sum_all(const Tensor& t) { return torch::stable::sum(t); }
+// aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False)
+//   -> (Tensor min, Tensor max)
+inline std::tuple<Tensor, Tensor> aminmax(const Tensor& t) {
+  std::array<StableIValue, 3> stack{detail::box(t),
+                                    detail::box(std::optional<int64_t>()),
+                                    detail::box(false)};
+  detail::call_aten("aten::aminmax", "", stack);
+  return {detail::unbox_tensor(stack[0]), detail::unbox_tensor(stack[1])};
+}
+// --- end focal_loss -----------------------------------------------------------
 
 }  // namespace host
 }  // namespace visdet_ops
