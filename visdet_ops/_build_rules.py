@@ -111,6 +111,7 @@ STABLE_ABI_FLOOR = (2, 11)
 # ported (docs/stable-abi.md, "Porting an op").
 STABLE_ABI_PORTED_OPS = (
     "focal_loss",
+    "multi_scale_deform_attn",
     "nms",
     "roi_pool",
 )
