@@ -118,6 +118,10 @@ STABLE_ABI_PORTED_OPS = (
     "carafe",
     "masked_conv",
     "deform_roi_pool",
+    "focal_loss",
+    "multi_scale_deform_attn",
+    "nms",
+    "roi_pool",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")

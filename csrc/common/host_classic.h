@@ -147,6 +147,55 @@ inline Tensor sum(const Tensor& t, Sizes dims,
                   std::optional<ScalarType> dtype = std::nullopt) {
   return at::sum(t, dims, /*keepdim=*/false, dtype);
 }
+// --- focal_loss (port-c) ------------------------------------------------------
+// (StringView: port-a's alias above.)
+
+// Fills t with value in place and returns it.
+inline Tensor fill(const Tensor& t, double value) {
+  Tensor self = t;
+  return self.fill_(value);
+}
+// The sum of every element of t: a 0-d tensor of t's dtype.
+inline Tensor sum_all(const Tensor& t) { return t.sum(); }
+// The smallest and largest element of t (0-d tensors of t's dtype).
+inline std::tuple<Tensor, Tensor> aminmax(const Tensor& t) {
+  return at::aminmax(t);
+}
+// --- end focal_loss -----------------------------------------------------------
+
+// --- multi_scale_deform_attn (port-c) -----------------------------------------
+// t as one dimension (a view where possible, as reshape({-1})).
+inline Tensor flatten(const Tensor& t) { return t.flatten(); }
+// The tensors joined along dimension 0 (same dtype and device).
+inline Tensor cat(const std::vector<Tensor>& tensors) {
+  return at::cat(tensors, 0);
+}
+// t on the device of like (t itself when it is there already); non_blocking:
+// a CPU -> GPU copy does not wait for the stream.
+inline Tensor to_device(const Tensor& t, const Tensor& like,
+                        bool non_blocking) {
+  return t.to(like.device(), t.scalar_type(), non_blocking);
+}
+// --- end multi_scale_deform_attn -----------------------------------------------
+
+// --- soft_nms (port-c) ---------------------------------------------------------
+// An uninitialised CPU tensor (host-side tables such as soft_nms' segment
+// offsets, whatever the device of the op's inputs).
+inline Tensor empty_cpu(Sizes sizes, ScalarType dtype) {
+  return at::empty(sizes, at::TensorOptions().dtype(dtype));
+}
+// A stable sort of a 1-D tensor: (values, int64 indices); equal values keep
+// index order.
+inline std::tuple<Tensor, Tensor> sort_stable(const Tensor& t,
+                                              bool descending) {
+  return t.sort(/*stable=*/true, /*dim=*/0, descending);
+}
+// The length of each run of equal consecutive values of a 1-D tensor.
+inline Tensor unique_consecutive_counts(const Tensor& t) {
+  return std::get<2>(at::unique_consecutive(t, /*return_inverse=*/false,
+                                            /*return_counts=*/true));
+}
+// --- end soft_nms --------------------------------------------------------------
 
 }  // namespace host
 }  // namespace visdet_ops

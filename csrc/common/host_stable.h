@@ -303,6 +303,76 @@ inline Tensor sum(const Tensor& t, Sizes dims,
       t, std::optional<torch::headeronly::IntHeaderOnlyArrayRef>(dims),
       /*keepdim=*/false, dtype);
 }
+// --- focal_loss (port-c) ------------------------------------------------------
+// (StringView: port-a's alias above.)
+
+// Fills t with value in place and returns it.
+inline Tensor fill(const Tensor& t, double value) {
+  return torch::stable::fill_(t, value);
+}
+// The sum of every element of t: a 0-d tensor of t's dtype.
+inline Tensor sum_all(const Tensor& t) { return torch::stable::sum(t); }
+// aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False)
+//   -> (Tensor min, Tensor max)
+inline std::tuple<Tensor, Tensor> aminmax(const Tensor& t) {
+  std::array<StableIValue, 3> stack{detail::box(t),
+                                    detail::box(std::optional<int64_t>()),
+                                    detail::box(false)};
+  detail::call_aten("aten::aminmax", "", stack);
+  return {detail::unbox_tensor(stack[0]), detail::unbox_tensor(stack[1])};
+}
+// --- end focal_loss -----------------------------------------------------------
+
+// --- multi_scale_deform_attn (port-c) -----------------------------------------
+// t as one dimension (a view where possible, as reshape({-1})).
+inline Tensor flatten(const Tensor& t) { return torch::stable::flatten(t); }
+// aten::cat(Tensor[] tensors, int dim=0) -> Tensor
+inline Tensor cat(const std::vector<Tensor>& tensors) {
+  std::array<StableIValue, 2> stack{detail::box(tensors),
+                                    detail::box(int64_t{0})};
+  detail::call_aten("aten::cat", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+// t on the device of like (t itself when it is there already); non_blocking:
+// a CPU -> GPU copy does not wait for the stream.
+inline Tensor to_device(const Tensor& t, const Tensor& like,
+                        bool non_blocking) {
+  return torch::stable::to(t, like.device(), non_blocking);
+}
+// --- end multi_scale_deform_attn -----------------------------------------------
+
+// --- soft_nms (port-c) ---------------------------------------------------------
+// An uninitialised CPU tensor (host-side tables such as soft_nms' segment
+// offsets, whatever the device of the op's inputs).
+inline Tensor empty_cpu(Sizes sizes, ScalarType dtype) {
+  return torch::stable::empty(
+      sizes, dtype, std::nullopt,
+      torch::stable::Device(torch::headeronly::DeviceType::CPU));
+}
+// aten::sort.stable(Tensor self, *, bool? stable, int dim=-1,
+//                   bool descending=False) -> (Tensor values, Tensor indices)
+// along dim 0; equal values keep index order.
+inline std::tuple<Tensor, Tensor> sort_stable(const Tensor& t,
+                                              bool descending) {
+  std::array<StableIValue, 4> stack{
+      detail::box(t), detail::box(std::optional<bool>(true)),
+      detail::box(int64_t{0}), detail::box(descending)};
+  detail::call_aten("aten::sort", "stable", stack);
+  return {detail::unbox_tensor(stack[0]), detail::unbox_tensor(stack[1])};
+}
+// aten::unique_consecutive(Tensor self, bool return_inverse=False,
+//     bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor):
+// the length of each run of equal consecutive values of a 1-D tensor.
+inline Tensor unique_consecutive_counts(const Tensor& t) {
+  std::array<StableIValue, 4> stack{detail::box(t), detail::box(false),
+                                    detail::box(true),
+                                    detail::box(std::optional<int64_t>())};
+  detail::call_aten("aten::unique_consecutive", "", stack);
+  (void)detail::unbox_tensor(stack[0]);  // the values and the (empty)
+  (void)detail::unbox_tensor(stack[1]);  // inverse: owned here, so freed
+  return detail::unbox_tensor(stack[2]);
+}
+// --- end soft_nms --------------------------------------------------------------
 
 }  // namespace host
 }  // namespace visdet_ops

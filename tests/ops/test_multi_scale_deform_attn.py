@@ -365,6 +365,12 @@ def test_deterministic_alert_cuda(rng):
         torch.use_deterministic_algorithms(True)
         with pytest.raises(RuntimeError, match="multi_scale_deformable_attn_backward_cuda"):
             out.sum().backward()
+        # The alert lives in visdet_ops/ops/multi_scale_deform_attn.py (both builds): warn_only warns as torch's own
+        # ops do.
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        out = multi_scale_deformable_attn(v, spatial.cuda(), start.cuda(), loc.cuda(), attn.cuda())
+        with pytest.warns(UserWarning, match="multi_scale_deformable_attn_backward_cuda does not have a deterministic"):
+            out.sum().backward()
     finally:
         torch.use_deterministic_algorithms(previous)
 

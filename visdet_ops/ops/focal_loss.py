@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from . import example, note_device
+from ._registration import autocast_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"]
@@ -78,7 +79,75 @@ def _softmax_focal_loss_backward_fake(grad_output, input, target, gamma, alpha, 
     return input.new_empty(input.shape)
 
 
-# Autograd: C++ (csrc/ops/focal_loss/focal_loss_autograd.cpp).
+# Autograd and autocast are registered here, for the classic and the stable build alike (the stable ABI has no C++
+# API for them; one source either way): docs/stable-abi.md.
+
+
+def _focal_loss_setup_context(name: str):
+    def setup_context(ctx, inputs, output):
+        input, target, gamma, alpha, weight, reduction = inputs
+        # As in mmcv the per-class weight is a constant; a weight that asks for a gradient would silently get none.
+        if weight is not None and weight.requires_grad:
+            raise RuntimeError(
+                f"{name}: weight does not support gradients (it is a per-class constant, as in mmcv); "
+                "pass weight.detach()"
+            )
+        ctx.save_for_backward(input, target, weight)
+        ctx.gamma, ctx.alpha, ctx.reduction = gamma, alpha, reduction
+
+    return setup_context
+
+
+def _focal_loss_backward(backward_op):
+    def backward(ctx, grad_output):
+        input, target, weight = ctx.saved_tensors
+        grad_input = backward_op(grad_output, input, target, ctx.gamma, ctx.alpha, weight, ctx.reduction)
+        # input, target, gamma, alpha, weight, reduction
+        return grad_input, None, None, None, None, None
+
+    return backward
+
+
+def _refuse_double_backward(name: str):
+    # The backward ops are differentiable once (their output is a gradient) and say so when asked for a second
+    # derivative.
+    def backward(ctx, grad):
+        raise RuntimeError(f"{name}: double backward (a gradient of the gradient) is not supported")
+
+    return backward
+
+
+def _focal_loss_autocast(op_name: str):
+    # input and weight go to float32 (float64 stays float64), as torch's own losses (binary_cross_entropy_with_logits,
+    # nll_loss) run in float32 under autocast: log-probabilities of confident logits and the sum over many anchors
+    # need float32. The loss is float32; the input's gradient comes back in its own dtype through the cast.
+    op = getattr(torch.ops.visdet_ops, op_name)
+
+    def make_kernel(device_type: str):
+        def kernel(input, target, gamma, alpha, weight, reduction):
+            return op(
+                autocast_to(torch.float32, input, device_type),
+                target,
+                gamma,
+                alpha,
+                autocast_to(torch.float32, weight, device_type),
+                reduction,
+            )
+
+        return kernel
+
+    return make_kernel
+
+
+for _name in ("sigmoid_focal_loss", "softmax_focal_loss"):
+    torch.library.register_autograd(
+        f"visdet_ops::{_name}",
+        _focal_loss_backward(getattr(torch.ops.visdet_ops, f"_{_name}_backward")),
+        setup_context=_focal_loss_setup_context(_name),
+    )
+    torch.library.register_autograd(f"visdet_ops::_{_name}_backward", _refuse_double_backward(_name))
+    register_autocast(_name, _focal_loss_autocast(_name))
+del _name
 
 
 def sigmoid_focal_loss(

@@ -1,6 +1,6 @@
 """multi_scale_deformable_attn / MultiScaleDeformableAttention with mmcv.ops
-semantics (Deformable DETR). Autograd is in C++
-(csrc/ops/ms_deform_attn/ms_deform_attn_autograd.cpp)."""
+semantics (Deformable DETR). Host code: csrc/ops/multi_scale_deform_attn; autograd, autocast and the CUDA
+backward's determinism alert are registered here (for the classic and the stable build alike)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from torch import nn
 
 from ..reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 from . import _args, example, note_device
+from ._registration import alert_not_deterministic, floating_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = [
@@ -58,6 +59,59 @@ def _msda_backward_fake(
         sampling_locations.new_empty(sampling_locations.shape),
         attention_weights.new_empty(attention_weights.shape),
     )
+
+
+# Autograd, autocast and the determinism alert are registered here, for the classic and the stable build alike
+# (the stable ABI has no C++ API for them; one source either way): docs/stable-abi.md. Gradients flow to value,
+# sampling_locations and attention_weights (never to the integer level tables).
+
+
+def _msda_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:5])
+    ctx.im2col_step = inputs[5]
+
+
+def _msda_backward(ctx, grad_output):
+    value, spatial_shapes, level_start_index, sampling_locations, attention_weights = ctx.saved_tensors
+    if value.is_cuda:
+        # grad_value accumulates with atomicAdd: the summation order, and so the last bits, vary from run to run.
+        alert_not_deterministic("multi_scale_deformable_attn_backward_cuda")
+    grad_value, grad_loc, grad_attn = torch.ops.visdet_ops._multi_scale_deformable_attn_backward(
+        grad_output, value, spatial_shapes, level_start_index, sampling_locations, attention_weights, ctx.im2col_step
+    )
+    # One entry per forward argument.
+    return grad_value, None, None, grad_loc, grad_attn, None
+
+
+def _msda_double_backward(ctx, *grads):
+    # Fails loudly instead of silently giving zeros.
+    raise RuntimeError(f"{_OP}: double backward (the gradient of the gradient) is not supported")
+
+
+torch.library.register_autograd(
+    "visdet_ops::multi_scale_deformable_attn", _msda_backward, setup_context=_msda_setup_context
+)
+torch.library.register_autograd("visdet_ops::_multi_scale_deformable_attn_backward", _msda_double_backward)
+
+
+def _msda_autocast(device_type: str):
+    # value keeps its dtype (the kernels read float16/bfloat16 directly: no float32 copy of the value tensor);
+    # sampling_locations and attention_weights go to value's compute dtype (float32 beside 16-bit value), which the
+    # kernels read them in, so a location is never rounded to 16 bits. Sampling and accumulation are float32; the
+    # output has value's dtype, each gradient its argument's dtype.
+    def kernel(value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, step):
+        compute = torch.float32 if value.dtype in (torch.float16, torch.bfloat16) else value.dtype
+        if compute.is_floating_point:
+            sampling_locations = floating_to(compute, sampling_locations)
+            attention_weights = floating_to(compute, attention_weights)
+        return torch.ops.visdet_ops.multi_scale_deformable_attn(
+            value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, step
+        )
+
+    return kernel
+
+
+register_autocast("multi_scale_deformable_attn", _msda_autocast)
 
 
 def multi_scale_deformable_attn(

@@ -1,12 +1,11 @@
-// Torch-facing helpers shared by the CPU, CUDA and autograd layers of
-// sigmoid_focal_loss and softmax_focal_loss.
+// The prepared arguments of sigmoid_focal_loss and softmax_focal_loss, shared
+// by the CPU and CUDA host layers. Written against the host adapter
+// (common/host.h): one source for the classic and the stable build.
 #pragma once
-
-#include <ATen/core/Tensor.h>
-#include <c10/util/string_view.h>
 
 #include <optional>
 
+#include "common/host.h"
 #include "focal_loss_launch.h"
 
 namespace visdet_ops {
@@ -16,34 +15,35 @@ enum class FocalKind { kSigmoid, kSoftmax };
 const char* focal_loss_op_name(FocalKind kind);
 
 // A forward, checked and allocated once for every device: contiguous inputs
-// (weight undefined when absent) and the uninitialised output ([N, C] sigmoid
+// (weight only when has_weight) and the uninitialised output ([N, C] sigmoid
 // / [N] softmax for reduction 'none', [] otherwise).
 struct FocalLossForward {
   FocalKind kind;
   int reduction;  // focal_loss_detail::Reduction
   int64_t rows, classes;
   double gamma, alpha;
-  at::Tensor input, target, weight;
-  at::Tensor output;
+  host::Tensor input, target, weight;
+  bool has_weight = false;
+  host::Tensor output;
   // No logit to compute: N == 0 or C == 0.
   bool empty() const { return rows == 0 || classes == 0; }
 };
 
 FocalLossForward focal_loss_prepare_forward(
-    FocalKind kind, const at::Tensor& input, const at::Tensor& target,
-    double gamma, double alpha, const std::optional<at::Tensor>& weight,
-    c10::string_view reduction);
+    FocalKind kind, const host::Tensor& input, const host::Tensor& target,
+    double gamma, double alpha, const std::optional<host::Tensor>& weight,
+    host::StringView reduction);
 
 // The result of an empty forward (checks the targets first): zeros for
 // 'none' and 'sum'; for 'mean' the sum divided by N, so NaN for N == 0 as in
 // mmcv (0 / 0) and torch.mean of an empty tensor.
-at::Tensor focal_loss_empty_forward(const FocalLossForward& f);
+host::Tensor focal_loss_empty_forward(const FocalLossForward& f);
 
 // Raises the op's target error when a target is out of range (sigmoid:
 // [0, C], C = background; softmax: < C, negative = ignored). One aminmax, so a
 // device-to-host copy on CUDA: called there only once the kernel has flagged
 // a bad target.
-void focal_loss_check_targets(FocalKind kind, const at::Tensor& target,
+void focal_loss_check_targets(FocalKind kind, const host::Tensor& target,
                               int64_t classes);
 
 // Whether VISDET_OPS_SYNC_TARGET_CHECKS=1 (read on every call): the CUDA
@@ -61,14 +61,15 @@ struct FocalLossBackward {
   int64_t rows, classes;
   double gamma, alpha, scale;
   int64_t go_stride_n, go_stride_c;
-  at::Tensor grad_output, input, target, weight;
-  at::Tensor grad_input;
+  host::Tensor grad_output, input, target, weight;
+  bool has_weight = false;
+  host::Tensor grad_input;
   bool empty() const { return rows == 0 || classes == 0; }
 };
 
 FocalLossBackward focal_loss_prepare_backward(
-    FocalKind kind, const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& target, double gamma, double alpha,
-    const std::optional<at::Tensor>& weight, c10::string_view reduction);
+    FocalKind kind, const host::Tensor& grad_output, const host::Tensor& input,
+    const host::Tensor& target, double gamma, double alpha,
+    const std::optional<host::Tensor>& weight, host::StringView reduction);
 
 }  // namespace visdet_ops

@@ -21,8 +21,8 @@
 
 #include "common/cuda_helpers.cuh"
 #include "common/cuda_types.cuh"
-#include "ms_deform_attn_kernel.h"
-#include "ms_deform_attn_launch.h"
+#include "multi_scale_deform_attn_kernel.h"
+#include "multi_scale_deform_attn_launch.h"
 
 namespace visdet_ops {
 namespace {

@@ -1,7 +1,7 @@
 #include <vector>
 
-#include "ms_deform_attn_kernel.h"
-#include "ms_deform_attn_launch.h"
+#include "multi_scale_deform_attn_kernel.h"
+#include "multi_scale_deform_attn_launch.h"
 
 namespace visdet_ops {
 
