@@ -120,8 +120,6 @@ STABLE_ABI_PORTED_OPS = (
     "deform_roi_pool",
     "focal_loss",
     "multi_scale_deform_attn",
-    "nms",
-    "roi_pool",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")
