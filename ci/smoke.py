@@ -166,7 +166,7 @@ def check_mismatch(variant: str, torch_spec: str, url: str, work: Path, env: dic
     res = run([py, "-c", "import visdet_ops"], env, cwd=work, check=False)
     err = res.stderr
     print(err)
-    fix = rules.variant_for(found, found_cuda)
+    fix = rules.recommended_variant(found, found_cuda)
     checks = {
         "import fails": res.returncode != 0,
         "one exception, an ImportError": re.findall(r"^\w+Error: ", err, flags=re.M) == ["ImportError: "],
