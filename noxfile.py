@@ -4,6 +4,8 @@
   nox -s lint                       ruff + actionlint + cibuildwheel config check
   nox -s build-cpu -- --torch 2.13  one repaired abi3 wheel into wheelhouse/<variant>/
   nox -s build-cu130                (newest torch of the row by default)
+  nox -s build-stable-cpu           the stable-ABI wheel (also build-stable-cu12, build-stable-cu13): built against
+                                    the floor torch, for every torch >= the floor; wheelhouse/stable211cpu/
   nox -s index                      wheelhouse/ -> index/ (find-links pages, PEP 503/658)
   nox -s smoke                      serve index/ on 127.0.0.1, install each variant as a user does, doctor, tests
   nox -s release-rehearsal          the release steps of [tool.cibuildwheel] + publish, natively in CPython 3.10,
@@ -56,11 +58,14 @@ def _torch_spec(flavour: variants.CudaFlavour, version) -> list[str]:
     return [*flavour.torch_pip_args(version), *PIP_FLAGS]
 
 
-def _check_torch(session: nox.Session, flavour: variants.CudaFlavour, version) -> None:
+def _check_torch(session: nox.Session, flavour: variants.CudaFlavour, version, stable: bool = False) -> None:
     out = session.run(
         "python", "-c", "import torch; print(torch.__version__); print(torch.version.cuda)", silent=True
     ).split()
     found, cuda = out[-2], out[-1]
+    if stable:
+        _check_stable_torch(session, flavour, version, found, cuda)
+        return
     want = "None" if flavour.version is None else f"{flavour.version.major}.{flavour.version.minor}"
     if cuda != want:
         session.error(
@@ -71,14 +76,49 @@ def _check_torch(session: nox.Session, flavour: variants.CudaFlavour, version) -
         )
 
 
-def _parse_build_args(session: nox.Session, flavour: variants.CudaFlavour):
-    parser = argparse.ArgumentParser(prog=f"nox -s build-{flavour.name} --")
-    parser.add_argument("--torch", help="torch release of the row (2.13 or 2.13.0); default: newest")
+def _check_stable_torch(session: nox.Session, flavour: variants.CudaFlavour, version, found: str, cuda: str) -> None:
+    """A stable wheel is built against the floor torch (newer torch headers accept code the floor's reject). Its CPU
+    build links no CUDA, so any build of that torch will do (PyPI's is a CUDA one); a CUDA build needs the row's
+    CUDA major."""
+    release = variants.rules.parse_release(found)
+    if release.major_minor != variants.rules.STABLE_ABI_FLOOR:
+        session.error(
+            f"installed torch {found}, but a stable wheel is built against the floor torch {variants.floor_text()} "
+            f"(the row's build torch is {version})"
+        )
+    if flavour.version is None:
+        if cuda != "None":
+            session.log(f"torch {found} is a CUDA {cuda} build: fine for the stable CPU wheel, which links no CUDA")
+        return
+    if cuda == "None" or variants.rules.parse_release(cuda).major != flavour.version.major:
+        session.error(
+            f"installed torch {found} is built for CUDA {cuda}, but the stable {flavour.name} build needs a CUDA "
+            f"{flavour.version.major}.x build of torch {version}. That build is on {flavour.torch_index}, which pip "
+            "could not reach from here"
+        )
+
+
+def _parse_build_args(session: nox.Session, flavour: variants.CudaFlavour, stable=None):
+    """--torch and the rest; `stable` (a matrix.StableVariant): --torch must be a release of the floor's minor."""
+    name = stable.session if stable else f"build-{flavour.name}"
+    parser = argparse.ArgumentParser(prog=f"nox -s {name} --")
+    default = f"{stable.torch} (the floor's newest patch)" if stable else "newest"
+    parser.add_argument("--torch", help=f"torch release of the row (2.13 or 2.13.0); default: {default}")
     parser.add_argument("--arch-list", help="override the row's arch list, e.g. '9.0+PTX' (not for releases)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--native", action="store_true", help="build natively even when a container engine runs")
     args = parser.parse_args(session.posargs)
-    torch_version = flavour.torch_for(args.torch) if args.torch else flavour.newest_torch()
+    if stable is None:
+        torch_version = flavour.torch_for(args.torch) if args.torch else flavour.newest_torch()
+    elif not args.torch:
+        torch_version = stable.torch
+    else:
+        torch_version = flavour.torch_for(args.torch)
+        if torch_version not in stable.floor_patches():
+            session.error(
+                f"{name} builds against the stable floor torch {variants.floor_text()} "
+                f"({', '.join(map(str, stable.floor_patches()))} in the {flavour.name} row), not {torch_version}"
+            )
     return args, torch_version
 
 
@@ -91,7 +131,9 @@ def _container_engine() -> str | None:
     return None
 
 
-def _build_in_container(session: nox.Session, flavour, torch_version, variant: str, engine: str) -> Path:
+def _build_in_container(
+    session: nox.Session, flavour, torch_version, variant: str, engine: str, stable: bool = False
+) -> Path:
     """cibuildwheel in the row's manylinux image; [tool.cibuildwheel] repairs and audits."""
     session.install("cibuildwheel", *PIP_FLAGS)
     house = ROOT / "wheelhouse" / variant
@@ -99,25 +141,34 @@ def _build_in_container(session: nox.Session, flavour, torch_version, variant: s
     env = {
         "CIBW_CONTAINER_ENGINE": engine,
         "CIBW_MANYLINUX_X86_64_IMAGE": flavour.manylinux_image,
-        **release.build_environment(flavour, torch_version),
+        **release.build_environment(flavour, torch_version, stable=stable),
     }
     session.run("cibuildwheel", "--platform", "linux", "--output-dir", str(house), str(ROOT), env=env)
     (wheel,) = house.glob("*.whl")
     return wheel
 
 
-def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
-    args, torch_version = _parse_build_args(session, flavour)
-    variant = variants.variant_name(torch_version, flavour.name)
+def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> None:
+    """One repaired wheel of a [[cuda]] row: per torch minor, or with `stable` (a matrix.StableVariant built from
+    this row) the stable-ABI wheel against the floor torch, then audited (ci.abi_audit)."""
+    args, torch_version = _parse_build_args(session, flavour, stable)
+    variant = stable.name if stable else variants.variant_name(torch_version, flavour.name)
     started = time.monotonic()
     engine = None if args.native else _container_engine()
     if engine is not None:
         session.log(f"{engine} engine found: building in {flavour.manylinux_image} with cibuildwheel")
-        wheel = _build_in_container(session, flavour, torch_version, variant, engine)
-        _report(session, wheel, flavour, torch_version, None, started, None)
+        wheel = _build_in_container(session, flavour, torch_version, variant, engine, stable is not None)
+        if stable:
+            # The audit reads the symbol tables of the build torch's libraries: the torch wheel alone suffices.
+            session.install("--no-deps", *_torch_spec(flavour, torch_version))
+        _report(session, wheel, flavour, torch_version, None, started, None, stable is not None)
         return
     session.log("no Docker/Podman engine: building natively, then auditwheel repair")
-    env = {"MAX_JOBS": str(args.jobs), "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0"}
+    env = {
+        "MAX_JOBS": str(args.jobs),
+        "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0",
+        "VISDET_OPS_STABLE_ABI": "1" if stable else "0",
+    }
     # The toolchain first: a missing nvcc should stop the build before gigabytes of torch download.
     if flavour.is_cuda:
         try:
@@ -132,7 +183,7 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
     else:
         arch_list = []
     session.install(*_torch_spec(flavour, torch_version))
-    _check_torch(session, flavour, torch_version)
+    _check_torch(session, flavour, torch_version, stable is not None)
     session.install(*BUILD_DEPS, *PIP_FLAGS)
 
     dist = ROOT / "dist" / variant
@@ -152,15 +203,22 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour) -> None:
     for step in release.cibw_config()["repair-wheel-command"]:
         session.run("sh", "-c", step.replace("{wheel}", str(raw)).replace("{dest_dir}", str(house)), external=True)
     (wheel,) = house.glob("*.whl")
-    _report(session, wheel, flavour, torch_version, arch_list or None, started, built_at - compile_started)
+    compile_seconds = built_at - compile_started
+    _report(session, wheel, flavour, torch_version, arch_list or None, started, compile_seconds, stable is not None)
 
 
-def _report(session, wheel: Path, flavour, torch_version, arch_list, started: float, compile_seconds) -> None:
-    """Checks the wheel against its matrix row; writes and prints its summary."""
+def _report(
+    session, wheel: Path, flavour, torch_version, arch_list, started: float, compile_seconds, stable: bool = False
+) -> None:
+    """Checks the wheel against its matrix row (and a stable wheel with ci.abi_audit against the torch of the
+    session, the build torch); writes and prints its summary."""
     try:
-        summary = wheel_check.check(wheel, flavour, torch_version, arch_list)
+        summary = wheel_check.check(wheel, flavour, torch_version, arch_list, stable=stable)
     except wheel_check.WheelCheckError as exc:
         session.error(str(exc))
+    if stable:
+        # Every libtorch symbol the extension imports must be a stable C shim function; exit status 1 fails here.
+        session.run("python", "-m", "ci.abi_audit", str(wheel))
     summary["build_seconds"] = None if compile_seconds is None else round(compile_seconds, 1)
     summary["total_seconds"] = round(time.monotonic() - started, 1)
     (wheel.parent / "build-summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -182,6 +240,21 @@ def _make_build_session(flavour: variants.CudaFlavour) -> None:
 
 for _flavour in MATRIX.flavours:
     _make_build_session(_flavour)
+
+
+def _make_stable_build_session(stable: variants.StableVariant) -> None:
+    @nox.session(name=stable.session, default=False, reuse_venv=True)
+    def build(session: nox.Session) -> None:
+        _build(session, stable.row, stable)
+
+    build.__doc__ = (
+        f"Build the repaired abi3 stable-ABI wheel {stable.name} from the {stable.row.name} row against torch "
+        f"{stable.torch}, then ci.abi_audit it."
+    )
+
+
+for _stable in MATRIX.stable:
+    _make_stable_build_session(_stable)
 
 
 @nox.session(reuse_venv=True)

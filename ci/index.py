@@ -19,6 +19,10 @@ Layout of <out>:
   <variant>/index.html                  find-links page (pip -f <out>/<variant>/), #sha256= on every link
   <variant>/simple/visdet-ops/          PEP 503 page (pip --index-url <out>/<variant>/simple)
   torch-<X.Y.Z>+<flavour>/index.html    aliases by exact torch release (like PyG), same wheels
+
+A stable-ABI wheel (variant stable<floor><cpu|cuX>, e.g. stable211cu13/) gets its variant folder (find-links and
+simple pages) like any other, but no torch-<X.Y.Z>+<flavour> alias: it serves every torch >= the floor, and an alias
+page holding it beside a per-minor wheel would leave pip to choose between two local labels of one version.
 """
 
 from __future__ import annotations
@@ -57,8 +61,11 @@ def _metadata(wheel: Path) -> bytes:
 
 
 def _aliases(wheel: Path, matrix) -> list[str]:
-    """torch-<X.Y.Z>+<flavour> for every patch release of the torch minor the wheel was built against."""
+    """torch-<X.Y.Z>+<flavour> for every patch release of the torch minor the wheel was built against; none for a
+    stable-ABI wheel (it is not tied to one torch minor)."""
     info = wheel_check.build_info(wheel)
+    if info.get("STABLE_ABI"):
+        return []
     flavour = variant_matrix.rules.flavour_for(info["TORCH_CUDA_VERSION"] if info["WITH_CUDA"] else None)
     built = str(variant_matrix.rules.parse_release(info["TORCH_VERSION"])).split("+")[0]
     patches = {built}
@@ -74,6 +81,13 @@ def describe_wheel(wheel: Path, variant: str, url: str, matrix) -> dict:
     _, version, _, _ = parse_wheel_filename(wheel.name)
     if version.local != variant:
         raise ValueError(f"{wheel}: local version +{version.local} does not match its folder {variant}")
+    rules = variant_matrix.rules
+    if not (rules.is_variant(variant) or rules.is_stable_variant(variant)):
+        raise ValueError(f"{wheel}: {variant} is not a variant name (pt213cpu, stable211cu13)")
+    stable = bool(wheel_check.build_info(wheel).get("STABLE_ABI"))
+    if stable != rules.is_stable_variant(variant):
+        kind = "a stable-ABI" if stable else "a per-minor"
+        raise ValueError(f"{wheel}: {kind} build (STABLE_ABI in its build info) in the folder {variant}")
     meta = _metadata(wheel)
     requires_python = email.parser.BytesParser().parsebytes(meta, headersonly=True).get("Requires-Python")
     return {
@@ -174,8 +188,13 @@ def write_pages(entries: list[dict], out: Path, base_url: str | None = None) -> 
         title = f"visdet-ops wheels for {alias} (= {', '.join(sorted(owners))})"
         (out / alias / "index.html").write_text(_page(title, links))
     prefix = (base_url.rstrip("/") + "/") if base_url else ""
+    # The stable variants first, with what they serve (the import check and the doctor recommend them).
+    rules = variant_matrix.rules
+    ordered = sorted(variants, key=lambda v: not rules.is_stable_variant(v))  # stable first, else in order
     top = [
-        f'<a href="{v}/">{v}</a>: <code>pip install visdet-ops -f {html.escape(prefix)}{v}/</code>' for v in variants
+        f'<a href="{v}/">{v}</a>: <code>pip install visdet-ops -f {html.escape(prefix)}{v}/</code>'
+        + (f" ({html.escape(rules.variant_note(v).split(': ', 1)[1])})" if rules.is_stable_variant(v) else "")
+        for v in ordered
     ]
     (out / "index.html").write_text(_page("visdet-ops wheel index", top))
     (out / MANIFEST).write_text(json.dumps({"schema": MANIFEST_SCHEMA, "wheels": entries}, indent=1) + "\n")

@@ -106,11 +106,57 @@ class CudaFlavour:
 
 
 @dataclass(frozen=True)
+class StableVariant:
+    """One stable-ABI wheel ([stable] table): built from a [[cuda]] row against the floor torch, it serves every
+    torch >= the floor (_build_rules.STABLE_ABI_FLOOR) with the row's CUDA major."""
+
+    flavour: str  # "cpu", "cu12", "cu13"
+    row: CudaFlavour  # the [[cuda]] row it is built from (toolkit, archs, image)
+    torch: Version  # the build torch: the newest patch of the floor's minor in the row
+
+    @property
+    def name(self) -> str:
+        """stable211cpu, stable211cu13: the local version label and index folder."""
+        return rules.stable_variant_name(self.flavour)
+
+    @property
+    def session(self) -> str:
+        """The nox session that builds it."""
+        return f"build-stable-{self.flavour}"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.row.is_cuda
+
+    @property
+    def arch_list(self) -> tuple[str, ...]:
+        return self.row.arch_list
+
+    @property
+    def image(self) -> str:
+        return self.row.manylinux_image
+
+    @property
+    def toolchain(self) -> dict:
+        return self.row.toolchain
+
+    def floor_patches(self) -> list[Version]:
+        """The row's releases of the floor's minor (what --torch may pick; the default is the newest)."""
+        return [t for t in self.row.torch if (t.major, t.minor) == rules.STABLE_ABI_FLOOR]
+
+
+def floor_text() -> str:
+    """The stable floor as a release prefix: '2.11'."""
+    return ".".join(map(str, rules.STABLE_ABI_FLOOR))
+
+
+@dataclass(frozen=True)
 class Matrix:
     version: Version
     flavours: tuple[CudaFlavour, ...]
     tests_torch: Version  # what `nox -s tests` builds against
     tests_flavour: str
+    stable: tuple[StableVariant, ...] = ()  # the stable-ABI wheels, in [stable] order
 
     def flavour(self, name: str) -> CudaFlavour:
         for f in self.flavours:
@@ -128,6 +174,18 @@ class Matrix:
             if f.version is not None and f.version.release[:2] == want.release[:2]:
                 return f
         return None
+
+    def stable_variant(self, flavour: str) -> StableVariant:
+        """The stable wheel of a stable flavour ("cpu", "cu13") or variant name ("stable211cu13")."""
+        for sv in self.stable:
+            if flavour in (sv.flavour, sv.name):
+                return sv
+        names = ", ".join(sv.name for sv in self.stable) or "none"
+        raise KeyError(f"no stable variant {flavour!r} in ci/matrix.toml's [stable] table (known: {names})")
+
+    def stable_for_row(self, row: str) -> StableVariant | None:
+        """The stable wheel built from [[cuda]] row `row`, if any."""
+        return next((sv for sv in self.stable if sv.row.name == row), None)
 
 
 def variant_name(torch_version: Version | str, flavour: str) -> str:
@@ -184,10 +242,43 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
         tuple(flavours),
         Version(tests["torch"]),
         tests["flavour"],
+        _stable_variants(path, data.get("stable", {}), flavours),
     )
     if m.tests_torch not in m.flavour(m.tests_flavour).torch:
         raise ValueError(f"{path}: [tests] torch {m.tests_torch} is not a {m.tests_flavour} release of the matrix")
     return m
+
+
+def _stable_variants(path: Path, table: dict, flavours: list[CudaFlavour]) -> tuple[StableVariant, ...]:
+    """The [stable] table: stable flavour -> [[cuda]] row. Each row must ship the floor torch and give that flavour
+    (cu126 -> cu12), and the flavours must be exactly those of _build_rules (what the import check recommends)."""
+    if not table:
+        return ()
+    by_name = {f.name: f for f in flavours}
+    out = []
+    for flavour, row_name in table.items():
+        where = f"{path}: [stable] {flavour} = {row_name!r}"
+        row = by_name.get(row_name)
+        if row is None:
+            raise ValueError(f"{where}: no [[cuda]] row of that name")
+        derived = rules.stable_flavour_for(str(row.version) if row.is_cuda else None)
+        if flavour != derived:
+            raise ValueError(f"{where}: the {row_name} row builds the stable flavour {derived!r}, not {flavour!r}")
+        sv = StableVariant(flavour, row, Version("0"))
+        patches = sv.floor_patches()
+        if not patches:
+            raise ValueError(
+                f"{where}: the {row_name} row lists no torch {floor_text()} (the stable floor, "
+                "_build_rules.STABLE_ABI_FLOOR), and a stable wheel is built against the floor"
+            )
+        out.append(StableVariant(flavour, row, patches[-1]))
+    want, got = set(rules.stable_flavours()), {sv.flavour for sv in out}
+    if want != got:
+        raise ValueError(
+            f"{path}: [stable] has the flavours {sorted(got)}, _build_rules.STABLE_ABI_CUDA_MAJORS gives "
+            f"{sorted(want)} (the import check and the doctor recommend those): make them agree"
+        )
+    return tuple(out)
 
 
 def _check_arch_list(where: str, cuda: Version, arch_list: tuple[str, ...]) -> None:
@@ -216,8 +307,10 @@ def _check_pypi_defaults(flavours: list[CudaFlavour]) -> None:
 
 
 def github_matrix(m: Matrix, newest_only: bool = False) -> list[dict[str, str]]:
-    """Rows for a GitHub Actions matrix: one build job per variant (flavour x torch minor); a release builds
-    them all. newest_only: the newest torch of each row (a quick check)."""
+    """Rows for a GitHub Actions matrix: one build job per variant (flavour x torch minor, then the stable
+    wheels); a release builds them all. Each row names the nox session that builds it (`nox -s <session> --
+    --torch <torch>`) and its [[cuda]] row (flavour). newest_only: the newest torch of each row (a quick check),
+    and the stable wheels."""
     rows = []
     for f in m.flavours:
         torches = [f.newest_torch()] if newest_only else f.build_targets()
@@ -228,8 +321,12 @@ def github_matrix(m: Matrix, newest_only: bool = False) -> list[dict[str, str]]:
                     "torch": str(t),
                     "variant": variant_name(t, f.name),
                     "image": f.manylinux_image,
+                    "session": f"build-{f.name}",
                 }
             )
+    for sv in m.stable:
+        row = {"flavour": sv.row.name, "torch": str(sv.torch), "variant": sv.name, "image": sv.image}
+        rows.append({**row, "session": sv.session})
     return rows
 
 
@@ -253,6 +350,28 @@ def markdown(m: Matrix) -> str:
             f"| {f.name} | {f.version or '-'} | {', '.join(map(str, f.torch))} | {' '.join(sass) or '-'} | "
             f"{' '.join(ptx) or '-'} | {names} | {source} |"
         )
+    floor = floor_text()
+    lines += [
+        "",
+        "## Stable-ABI variants",
+        "",
+        f"One wheel per CUDA major for every torch >= {floor} (the stable floor, `_build_rules.STABLE_ABI_FLOOR`),",
+        f"built against torch {floor} through the LibTorch stable ABI ([stable-abi.md](stable-abi.md)); the import",
+        f"check and `visdet-ops doctor` recommend it for torch >= {floor}. Built from these `[[cuda]]` rows",
+        "(`[stable]` in `ci/matrix.toml`):",
+        "",
+        "| variant | serves | built from | build torch | SASS archs | PTX | nox session |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for sv in m.stable:
+        sass, ptx = sass_and_ptx(sv.arch_list)
+        serves = f"torch >= {floor}, " + (
+            "CPU tensors (beside a CPU or CUDA torch)" if not sv.is_cuda else f"CUDA {sv.flavour.removeprefix('cu')}.x"
+        )
+        lines.append(
+            f"| `{sv.name}` | {serves} | {sv.row.name} | {sv.torch} | {' '.join(sass) or '-'} | "
+            f"{' '.join(ptx) or '-'} | `nox -s {sv.session}` |"
+        )
     lines += [
         "",
         "Install: `pip install visdet-ops -f <index>/<variant>/`.",
@@ -266,6 +385,10 @@ def markdown(m: Matrix) -> str:
         "   rejects impossible rows (sm_70 on CUDA 13, sm_100 before 12.8, missing PTX, ...).",
         "3. `python -m ci.matrix --markdown > docs/matrix.md`, then `nox -s build-<flavour> -- --torch X.Y`",
         "   (or let `wheels.yml` build every row).",
+        "",
+        "The stable wheels need nothing for a new torch release: they already serve it. A new CUDA major gets",
+        "a `[stable]` entry (its oldest row that ships the floor torch) and an entry in",
+        "`_build_rules.STABLE_ABI_CUDA_MAJORS`; the matrix check fails until both agree.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -285,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"include": rows}))
     else:
         for r in rows:
-            print(f"{r['variant']:<14} torch {r['torch']:<8} {r['flavour']}")
+            print(f"{r['variant']:<14} torch {r['torch']:<8} {r['flavour']:<6} nox -s {r['session']}")
     return 0
 
 

@@ -1,17 +1,21 @@
 """The release path, run natively: the steps of [tool.cibuildwheel] (pyproject.toml) and the publish step of
 .github/workflows/publish.yml, from the same definitions the workflows use.
 
-  python -m ci.release rehearsal [--python PYTHON3.10] [--work DIR] [--flavour cpu] [--torch 2.13]
+  python -m ci.release rehearsal [--python PYTHON3.10] [--work DIR] [--flavour cpu] [--torch 2.13] [--no-stable]
 
 The rehearsal, in a scratch copy of the source tree, for one variant:
   release 1 (the version of ci/matrix.toml): in a fresh venv of a bare CPython 3.10, cibuildwheel's
     before-build, build (pip wheel, the configured frontend arguments), repair-wheel-command; then in another
     fresh venv before-test, the test extras, the wheel, test-command; then the publish step (ci.index with
     --previous = the published site, --wheel-url = the release's download URL) into a site served on 127.0.0.1;
+    Release 1 also holds the stable-ABI wheel of the row where [stable] has one (stable211cpu for the cpu row;
+    --no-stable leaves it out): the same before-build, build and repair with VISDET_OPS_STABLE_ABI=1 against the
+    floor torch (the row's newest patch of it), the wheel check of a stable row, and ci.abi_audit against that
+    torch; its suite runs in the smoke step, beside the [tests] torch;
   release 2 (the version bumped in the copy's ci/matrix.toml, as the next release commit would): the same build
-    and publish (its tests are the same code as release 1's and are not run again);
+    and publish of the per-minor wheel (its tests are the same code as release 1's and are not run again);
   then every variant of the site goes through ci.smoke (fresh venvs with only torch, -f and --index-url,
-  with and without --no-deps, doctor, the CPU tests, a mismatched torch), and both versions must install
+  with and without --no-deps, doctor, the CPU tests, a mismatched torch), and every version must install
   by exact version from the merged index.
 """
 
@@ -46,13 +50,17 @@ def cibw_config(root: Path = ROOT) -> dict:
     return config
 
 
-def build_environment(flavour: variant_matrix.CudaFlavour, torch_version, arch_list: list[str] | None = None) -> dict:
+def build_environment(
+    flavour: variant_matrix.CudaFlavour, torch_version, arch_list: list[str] | None = None, stable: bool = False
+) -> dict:
     """What the build steps of one variant need from the matrix; passed into cibuildwheel's container
-    (environment-pass) or set natively."""
+    (environment-pass) or set natively. stable: the stable-ABI wheel built from this row (torch_version is then
+    the floor's build torch of the row)."""
     env = {
         "VISDET_OPS_FLAVOUR": flavour.name,
         "VISDET_OPS_TORCH": str(torch_version),
         "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0",
+        "VISDET_OPS_STABLE_ABI": "1" if stable else "0",
         "VISDET_OPS_TORCH_PIP_ARGS": json.dumps(flavour.torch_pip_args(torch_version)),
     }
     if flavour.is_cuda:
@@ -179,6 +187,34 @@ def _set_version(project: Path, version: str) -> None:
     path.write_text(text)
 
 
+def rehearsal_environment(flavour: variant_matrix.CudaFlavour, torch_version, stable: bool = False) -> dict:
+    """build_environment for the rehearsal: where the row's torch index is unreachable (machines that reach PyPI
+    only) and PyPI's wheel of the release is another build, the torch comes from PyPI (a CUDA build: its CPU ABI
+    is the same, and a cpu variant, per-minor or stable, compiles no CUDA)."""
+    env = build_environment(flavour, torch_version, stable=stable)
+    if not flavour.torch_from_pypi(torch_version) and not _reachable(flavour.torch_index):
+        print(f"NOTE: {flavour.torch_index} is unreachable: torch {torch_version} comes from PyPI", flush=True)
+        env["VISDET_OPS_TORCH_PIP_ARGS"] = json.dumps([f"torch=={torch_version}"])
+    return env
+
+
+def audit_stable(wheel: Path, project: Path, work: Path) -> None:
+    """ci.abi_audit of a stable wheel against the torch of the build venv (the floor torch it was built against)."""
+    python = work / "build-venv" / "bin" / "python"
+    print(f"+ {python} -m ci.abi_audit {wheel}", flush=True)
+    if subprocess.run([str(python), "-m", "ci.abi_audit", str(wheel)], cwd=project).returncode != 0:
+        raise SystemExit(f"{wheel.name}: ci.abi_audit failed (see above)")
+
+
+def expected_listing(variant: str, versions: list[str], stable_variant: str | None) -> dict[str, list[str]]:
+    """What the merged index must list after the rehearsal's releases: every version of the per-minor variant,
+    and the stable variant's first (release 1) only."""
+    want = {variant: sorted(f"{v}+{variant}" for v in versions)}
+    if stable_variant:
+        want[stable_variant] = [f"{versions[0]}+{stable_variant}"]
+    return want
+
+
 def rehearsal(args: argparse.Namespace) -> int:
     started = time.monotonic()
     python = args.python or find_python(".".join(map(str, variant_matrix.rules.MIN_PYTHON)))
@@ -186,6 +222,7 @@ def rehearsal(args: argparse.Namespace) -> int:
     flavour = matrix.flavour(args.flavour)
     torch_version = flavour.torch_for(args.torch) if args.torch else matrix.tests_torch
     variant = variant_matrix.variant_name(torch_version, flavour.name)
+    stable = matrix.stable_for_row(flavour.name) if args.stable else None
     work = args.work.resolve()
     shutil.rmtree(work, ignore_errors=True)
     (work / "www" / "site").mkdir(parents=True)
@@ -195,13 +232,10 @@ def rehearsal(args: argparse.Namespace) -> int:
     project = _copy_tree(work / "project")
     first = str(matrix.version)
     versions = [first, _bump(first)]
-    variant_env = build_environment(flavour, torch_version)
-    if not flavour.torch_from_pypi(torch_version) and not _reachable(flavour.torch_index):
-        # Seen on machines that reach PyPI only: the variant's own torch build is not to be had, PyPI's build
-        # of the same release is (a CUDA build; its CPU ABI is the same, and a cpu variant compiles no CUDA).
-        print(f"NOTE: {flavour.torch_index} is unreachable: torch {torch_version} comes from PyPI", flush=True)
-        variant_env["VISDET_OPS_TORCH_PIP_ARGS"] = json.dumps([f"torch=={torch_version}"])
-    print(f"release rehearsal: {variant} (torch {torch_version}) with {python}, versions {versions}", flush=True)
+    variant_env = rehearsal_environment(flavour, torch_version)
+    stable_env = rehearsal_environment(flavour, stable.torch, stable=True) if stable else None
+    also = f" + {stable.name} (torch {stable.torch}) in release 1" if stable else ""
+    print(f"release rehearsal: {variant} (torch {torch_version}){also} with {python}, versions {versions}", flush=True)
     try:
         for n, version in enumerate(versions):
             _set_version(project, version)
@@ -211,19 +245,26 @@ def rehearsal(args: argparse.Namespace) -> int:
             print(wheel_check.describe(summary), flush=True)
             if n == 0:
                 test_wheel(python, project, wheel, variant_env, work)
+            if n == 0 and stable:
+                stable_wheel = build_and_repair(python, project, house / stable.name, stable_env, work)
+                summary = wheel_check.check(stable_wheel, flavour, stable.torch, stable=True)
+                print(wheel_check.describe(summary), flush=True)
+                audit_stable(stable_wheel, project, work)
             publish(house, site, site_url, f"v{version}", assets, assets_url)
         manifest = json.loads((site / "manifest.json").read_text())["wheels"]
-        listed = sorted(e["version"] for e in manifest if e["variant"] == variant)
-        want = sorted(f"{v}+{variant}" for v in versions)
+        want = expected_listing(variant, versions, stable.name if stable else None)
+        listed = {v: sorted(e["version"] for e in manifest if e["variant"] == v) for v in want}
         if listed != want:
             raise SystemExit(f"after two releases the index lists {listed}, expected {want}")
-        smoke.run_smoke(site, site_url, work / "smoke", versions=[f"{v}+{variant}" for v in versions], source=project)
+        smoke.run_smoke(
+            site, site_url, work / "smoke", versions=[v for vs in want.values() for v in vs], source=project
+        )
     finally:
         server.shutdown()
     # Each venv holds a CUDA build of torch (~5 GB): keep the wheels, the site and the project copy, not them.
     for venv_dir in [work / "build-venv", work / "test-venv", *(work / "smoke").glob("venv-*")]:
         shutil.rmtree(venv_dir, ignore_errors=True)
-    print(f"release rehearsal OK: {variant}, releases {versions}, {time.monotonic() - started:.0f} s")
+    print(f"release rehearsal OK: {variant}{also}, releases {versions}, {time.monotonic() - started:.0f} s")
     return 0
 
 
@@ -235,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     reh.add_argument("--work", type=Path, default=ROOT / ".nox" / "_rehearsal")
     reh.add_argument("--flavour", default="cpu")
     reh.add_argument("--torch", help="torch release of the row (default: the matrix's [tests] torch)")
+    reh.add_argument(
+        "--no-stable",
+        dest="stable",
+        action="store_false",
+        help="leave out the row's stable-ABI wheel (release 1 holds it by default where [stable] has one)",
+    )
     args = parser.parse_args(argv)
     return rehearsal(args)
 

@@ -2,15 +2,17 @@
 
   python -m ci.smoke --index index [--variant pt213cpu ...] [--work DIR]
 
-For every variant folder of the index: serve the index on 127.0.0.1 (or use --url), make a fresh venv that
-holds only the variant's torch, then for each way a user installs:
+For every variant folder of the index (per-minor pt213cpu/ and stable-ABI stable211cpu/ alike): serve the index on
+127.0.0.1 (or use --url), make a fresh venv that holds only the variant's torch (a per-minor variant: its minor; a
+stable variant: the matrix's [tests] torch minor, or --stable-torch), then for each way a user installs:
   pip install visdet-ops -f <url>/<variant>/                     (and again with --no-deps)
   pip install visdet-ops --index-url <url>/<variant>/simple      (and again with --no-deps)
 with pip's configuration cleared (no find-links, no extra index of this machine), nvcc off PATH, CUDA_HOME unset:
 numpy and packaging must be absent, `import visdet_ops`, `visdet-ops doctor`, `visdet-ops doctor --json` and
 `python -m visdet_ops doctor` must succeed; then visdet-ops is uninstalled again (the venv holds only torch).
-Then the CPU test suite runs once against the installed wheel. Last, a wheel beside a torch of another minor
-must fail with one clear ImportError naming both torch versions and the pip line, and the doctor must exit 1.
+Then the CPU test suite runs once against the installed wheel. Last, a per-minor wheel beside a torch of another
+minor must fail with one clear ImportError naming both torch versions and the pip line of the variant recommended
+for that torch (_build_rules.recommended_variant: the stable one for torch >= the floor), and the doctor must exit 1.
 """
 
 from __future__ import annotations
@@ -88,6 +90,22 @@ def torch_minor(variant: str) -> str:
     return f"{major}.{minor}"
 
 
+def is_variant_folder(name: str) -> bool:
+    """A variant folder of the index: per-minor (pt213cpu) or stable-ABI (stable211cpu)."""
+    return rules.is_variant(name) or rules.is_stable_variant(name)
+
+
+def smoke_torch_minor(variant: str, stable_torch: str | None = None) -> str:
+    """The torch minor a variant is smoke-tested beside: a per-minor variant's own; for a stable variant (it serves
+    every torch >= the floor) `stable_torch`, by default the matrix's [tests] torch (what the suite runs against)."""
+    if not rules.is_stable_variant(variant):
+        return torch_minor(variant)
+    if stable_torch:
+        return stable_torch
+    tests = variant_matrix.load().tests_torch
+    return f"{tests.major}.{tests.minor}"
+
+
 def install_torch(py: Path, minor: str, env: dict) -> str:
     """torch of `minor` with this machine's pip configuration (its local torch wheels); returns its version."""
     run([py, "-m", "pip", "install", "--quiet", f"torch=={minor}.*"], env)
@@ -127,10 +145,16 @@ def check_installed(py: Path, variant: str, env: dict, work: Path, version: str 
 
 
 def check_variant(
-    variant: str, url: str, work: Path, env: dict, versions: list[str] | None = None, source: Path = ROOT
+    variant: str,
+    url: str,
+    work: Path,
+    env: dict,
+    versions: list[str] | None = None,
+    source: Path = ROOT,
+    stable_torch: str | None = None,
 ) -> dict:
     py = venv(work / f"venv-{variant}", env)
-    torch_version = install_torch(py, torch_minor(variant), env)
+    torch_version = install_torch(py, smoke_torch_minor(variant, stable_torch), env)
     user = user_pip_env(env)
     modes = {}
     for mode, args in install_modes(url, variant).items():
@@ -166,7 +190,7 @@ def check_mismatch(variant: str, torch_spec: str, url: str, work: Path, env: dic
     res = run([py, "-c", "import visdet_ops"], env, cwd=work, check=False)
     err = res.stderr
     print(err)
-    fix = rules.variant_for(found, found_cuda)
+    fix = rules.recommended_variant(found, found_cuda)
     checks = {
         "import fails": res.returncode != 0,
         "one exception, an ImportError": re.findall(r"^\w+Error: ", err, flags=re.M) == ["ImportError: "],
@@ -193,10 +217,11 @@ def run_smoke(
     versions: list[str] | None = None,
     mismatch_torch: str | None = None,
     source: Path = ROOT,
+    stable_torch: str | None = None,
 ) -> list[dict]:
     """Every variant of the index served at `url`; returns a summary per variant. The tests come from the
     source tree at `source` (the tree the wheels were built from)."""
-    found = sorted(p.name for p in index.iterdir() if p.is_dir() and rules.is_variant(p.name))
+    found = sorted(p.name for p in index.iterdir() if p.is_dir() and is_variant_folder(p.name))
     chosen = [v for v in found if not variants or v in variants]
     if not chosen:
         raise SystemExit(f"no variants in {index}/: run nox -s build-cpu and nox -s index first")
@@ -205,8 +230,8 @@ def run_smoke(
     results = []
     for v in chosen:
         mine = [x for x in versions or [] if x.endswith(f"+{v}")]
-        results.append(check_variant(v, url, work, env, mine, source))
-    cpu = [v for v in chosen if v.endswith("cpu")]
+        results.append(check_variant(v, url, work, env, mine, source, stable_torch))
+    cpu = [v for v in chosen if rules.is_variant(v) and v.endswith("cpu")]
     if cpu:
         # Another torch minor beside the CPU wheel: this machine's other torch, or the one asked for.
         spec = mismatch_torch or _other_torch(torch_minor(cpu[0]))
@@ -229,10 +254,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", help="only these variants (default: all in the index)")
     parser.add_argument("--work", type=Path, default=ROOT / ".nox" / "_smoke")
     parser.add_argument("--mismatch-torch", help="pip spec of the other torch for the mismatch check")
+    parser.add_argument(
+        "--stable-torch", help="torch minor the stable variants are tested beside (default: the [tests] torch's)"
+    )
     args = parser.parse_args(argv)
     server, url = serve(args.index)
     try:
-        run_smoke(args.index, url, args.work, args.variant, mismatch_torch=args.mismatch_torch)
+        run_smoke(
+            args.index,
+            url,
+            args.work,
+            args.variant,
+            mismatch_torch=args.mismatch_torch,
+            stable_torch=args.stable_torch,
+        )
     finally:
         server.shutdown()
     return 0

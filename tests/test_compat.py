@@ -79,6 +79,48 @@ def test_stable_target_version_macro():
     assert _build_rules.is_stable_variant("stable211cu12") and not _build_rules.is_variant("stable211cu12")
 
 
+@pytest.mark.parametrize(
+    "torch_version, cuda, variant",
+    [
+        # From the floor on: one stable wheel per CUDA major serves every torch and every CUDA minor.
+        ("2.11.0+cpu", None, "stable211cpu"),
+        ("2.13.0+cpu", None, "stable211cpu"),
+        ("2.14.1", "13.0", "stable211cu13"),
+        ("2.15.0", "13.2", "stable211cu13"),
+        ("2.11.0+cu126", "12.6", "stable211cu12"),
+        ("2.14.1+cu128", "12.8", "stable211cu12"),
+        ("3.0.0", "13.0", "stable211cu13"),
+        ("2.12.0.dev20260101+cu130", "13.0", "stable211cu13"),
+        # Below the floor, or a CUDA major without a stable build: the per-minor variant.
+        ("2.10.0+cpu", None, "pt210cpu"),
+        ("2.9.1", "12.8", "pt29cu128"),
+        ("2.12.0", "11.8", "pt212cu118"),
+        ("2.12.0", "14.0", "pt212cu140"),
+    ],
+)
+def test_recommended_variant(torch_version, cuda, variant):
+    assert _build_rules.recommended_variant(torch_version, cuda) == variant
+    stable = variant.startswith("stable")
+    assert _build_rules.has_stable_build(torch_version, cuda) is stable
+    # variant_for stays the exact per-minor name.
+    assert _build_rules.is_variant(_build_rules.variant_for(torch_version, cuda))
+    if not stable:
+        assert variant == _build_rules.variant_for(torch_version, cuda)
+
+
+def test_stable_flavours_come_from_one_place():
+    assert _build_rules.stable_flavours() == ("cpu", *(f"cu{m}" for m in _build_rules.STABLE_ABI_CUDA_MAJORS))
+    for flavour in _build_rules.stable_flavours():
+        assert _build_rules.is_stable_variant(_build_rules.stable_variant_name(flavour))
+
+
+def test_variant_note_says_why_in_one_clause():
+    assert _build_rules.variant_note("stable211cu13") == "stable211cu13: one build for every torch >= 2.11 with CUDA 13"
+    assert _build_rules.variant_note("stable211cu12") == "stable211cu12: one build for every torch >= 2.11 with CUDA 12"
+    assert _build_rules.variant_note("stable211cpu") == "stable211cpu: one CPU build for every torch >= 2.11"
+    assert _build_rules.variant_note("pt213cpu") == "pt213cpu"
+
+
 def test_version_comparison_is_numeric_not_string():
     info = dict(INFO_CU130, TORCH_VERSION="2.1.0")
     assert statuses(info, "2.10.0", "13.0")["torch version"] == "FAIL"

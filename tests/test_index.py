@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import zipfile
 from pathlib import Path
@@ -12,18 +13,20 @@ import pytest
 from ci import index
 
 
-def fake_wheel(folder: Path, variant: str, torch_version: str, cuda: str | None, version: str = "0.1.0") -> Path:
+def fake_wheel(
+    folder: Path, variant: str, torch_version: str, cuda: str | None, version: str = "0.1.0", stable: bool = False
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     wheel = folder / f"visdet_ops-{version}+{variant}-cp310-abi3-manylinux_2_28_x86_64.whl"
+    info = f"TORCH_VERSION = {torch_version!r}\nTORCH_CUDA_VERSION = {cuda!r}\nWITH_CUDA = {cuda is not None}\n"
+    if stable:
+        info += "STABLE_ABI = True\nSTABLE_ABI_FLOOR = '2.11'\n"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr(
             f"visdet_ops-{version}+{variant}.dist-info/METADATA",
             f"Metadata-Version: 2.1\nName: visdet-ops\nVersion: {version}+{variant}\nRequires-Python: >=3.10\n",
         )
-        zf.writestr(
-            "visdet_ops/_build_info.py",
-            f"TORCH_VERSION = {torch_version!r}\nTORCH_CUDA_VERSION = {cuda!r}\nWITH_CUDA = {cuda is not None}\n",
-        )
+        zf.writestr("visdet_ops/_build_info.py", info)
     return wheel
 
 
@@ -100,3 +103,109 @@ def test_previous_index_read_over_http(tmp_path):
         assert index.read_manifest(url + "/nothing-here") == []  # the first release: no index yet
     finally:
         server.shutdown()
+
+
+def test_stable_variant_folders(tmp_path):
+    """A stable wheel gets its variant folder (find-links and simple pages, sha256 on every link) and its pip line on
+    the top page, but no torch-<X.Y.Z>+<flavour> alias: the per-minor wheel stays alone on the alias pages."""
+    house = tmp_path / "wheelhouse"
+    per_minor = fake_wheel(house / "pt211cpu", "pt211cpu", "2.11.0+cpu", None)
+    stable_cpu = fake_wheel(house / "stable211cpu", "stable211cpu", "2.11.0", None, stable=True)
+    stable_cu13 = fake_wheel(house / "stable211cu13", "stable211cu13", "2.11.0", "13.0", stable=True)
+    out = tmp_path / "index"
+    assert index.build(house, out, "https://example.org/whl") == ["pt211cpu", "stable211cpu", "stable211cu13"]
+    for variant, wheel in (("stable211cpu", stable_cpu), ("stable211cu13", stable_cu13)):
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        assert f'href="{wheel.name}#sha256={digest}"' in (out / variant / "index.html").read_text()
+        simple = (out / variant / "simple" / "visdet-ops" / "index.html").read_text()
+        assert f'href="../../{wheel.name}#sha256={digest}"' in simple
+    manifest = json.loads((out / "manifest.json").read_text())["wheels"]
+    assert {e["variant"]: e["aliases"] for e in manifest} == {
+        "pt211cpu": ["torch-2.11.0+cpu"],
+        "stable211cpu": [],
+        "stable211cu13": [],
+    }
+    alias = (out / "torch-2.11.0+cpu" / "index.html").read_text()
+    assert per_minor.name in alias and "stable211" not in alias
+    assert not [p.name for p in out.iterdir() if p.name.startswith("torch-") and p.name != "torch-2.11.0+cpu"]
+    top = (out / "index.html").read_text()
+    lines = [line for line in top.splitlines() if "pip install" in line]
+    # The stable variants first, with what they serve.
+    assert ["stable211cpu/" in lines[0], "stable211cu13/" in lines[1], "pt211cpu/" in lines[2]] == [True] * 3
+    assert "pip install visdet-ops -f https://example.org/whl/stable211cu13/</code> (one build for every torch " in top
+    assert "&gt;= 2.11 with CUDA 13)" in lines[1] and "(one CPU build for every torch &gt;= 2.11)" in lines[0]
+
+
+def test_index_rejects_a_build_in_the_wrong_kind_of_folder(tmp_path):
+    """A per-minor build labelled as a stable variant (or the reverse) is refused: the folder promises a range of
+    torch releases that the build does not serve."""
+    fake_wheel(tmp_path / "a" / "stable211cpu", "stable211cpu", "2.11.0+cpu", None)
+    with pytest.raises(ValueError, match="a per-minor build .* in the folder stable211cpu"):
+        index.build(tmp_path / "a", tmp_path / "index-a")
+    fake_wheel(tmp_path / "b" / "pt211cpu", "pt211cpu", "2.11.0+cpu", None, stable=True)
+    with pytest.raises(ValueError, match="a stable-ABI build .* in the folder pt211cpu"):
+        index.build(tmp_path / "b", tmp_path / "index-b")
+
+
+def test_smoke_treats_stable_folders_as_variants(tmp_path, monkeypatch):
+    """ci.smoke checks every variant folder, stable ones included (beside the [tests] torch by default); the
+    mismatch check (another torch minor) is for a per-minor CPU wheel, and its fix line is the recommended variant."""
+    from ci import matrix, smoke
+
+    for name in ("pt213cpu", "stable211cpu", "stable211cu13", "torch-2.13.0+cpu", "simple-junk"):
+        (tmp_path / name).mkdir()
+    seen, mismatch = [], []
+
+    def check_variant(variant, url, work, env, versions=None, source=None, stable_torch=None):
+        seen.append((variant, smoke.smoke_torch_minor(variant, stable_torch), versions))
+        return {"variant": variant, "torch": "x", "modes": {}, "tests": "ok"}
+
+    monkeypatch.setattr(smoke, "check_variant", check_variant)
+    monkeypatch.setattr(smoke, "check_mismatch", lambda variant, *a: mismatch.append(variant))
+    versions = ["0.1.0+pt213cpu", "0.1.1+pt213cpu", "0.1.0+stable211cpu"]
+    smoke.run_smoke(tmp_path, "http://127.0.0.1:1", tmp_path / "work", versions=versions, mismatch_torch="torch==x")
+    tests = matrix.load().tests_torch
+    assert seen == [
+        ("pt213cpu", "2.13", ["0.1.0+pt213cpu", "0.1.1+pt213cpu"]),
+        ("stable211cpu", f"{tests.major}.{tests.minor}", ["0.1.0+stable211cpu"]),
+        ("stable211cu13", f"{tests.major}.{tests.minor}", []),
+    ]
+    assert mismatch == ["pt213cpu"]
+    assert smoke.smoke_torch_minor("stable211cpu", "2.14") == "2.14"
+    assert smoke.is_variant_folder("stable211cu12") and not smoke.is_variant_folder("torch-2.13.0+cpu")
+
+
+def test_rehearsal_adds_the_stable_cpu_wheel_to_release_1(monkeypatch):
+    """ci.release rehearsal: release 1 of the cpu row also holds stable211cpu, built against the floor torch with
+    VISDET_OPS_STABLE_ABI=1 (and the same fallback to PyPI's torch where the row's index is unreachable); the
+    merged index must list both versions of the per-minor wheel and release 1 of the stable one."""
+    from ci import matrix, release
+
+    m = matrix.load()
+    stable = m.stable_for_row("cpu")
+    assert (stable.name, str(stable.torch)) == ("stable211cpu", "2.11.0")
+    monkeypatch.setattr(release, "_reachable", lambda url: False)
+    env = release.rehearsal_environment(m.flavour("cpu"), stable.torch, stable=True)
+    assert env["VISDET_OPS_STABLE_ABI"] == "1" and env["VISDET_OPS_CUDA"] == "0"
+    assert json.loads(env["VISDET_OPS_TORCH_PIP_ARGS"]) == ["torch==2.11.0"]
+    assert release.rehearsal_environment(m.flavour("cpu"), m.tests_torch)["VISDET_OPS_STABLE_ABI"] == "0"
+    monkeypatch.setattr(release, "_reachable", lambda url: True)
+    reachable = release.rehearsal_environment(m.flavour("cpu"), stable.torch, stable=True)
+    assert json.loads(reachable["VISDET_OPS_TORCH_PIP_ARGS"]) == m.flavour("cpu").torch_pip_args(stable.torch)
+    assert release.expected_listing("pt213cpu", ["0.1.0", "0.1.1"], "stable211cpu") == {
+        "pt213cpu": ["0.1.0+pt213cpu", "0.1.1+pt213cpu"],
+        "stable211cpu": ["0.1.0+stable211cpu"],
+    }
+    assert release.expected_listing("pt213cpu", ["0.1.0", "0.1.1"], None) == {
+        "pt213cpu": ["0.1.0+pt213cpu", "0.1.1+pt213cpu"]
+    }
+
+
+def test_cibuildwheel_passes_the_stable_switch_into_its_container():
+    """build_environment's variables reach the build inside cibuildwheel's container: each one must be passed."""
+    from ci import matrix, release
+
+    m = matrix.load()
+    env = release.build_environment(m.flavour("cu130"), m.stable_variant("cu13").torch, stable=True)
+    assert env["VISDET_OPS_STABLE_ABI"] == "1" and env["TORCH_CUDA_ARCH_LIST"]
+    assert set(env) <= set(release.cibw_config()["environment-pass"])

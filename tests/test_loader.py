@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import visdet_ops
+from visdet_ops import _build_rules
 
 
 @pytest.fixture
@@ -52,13 +53,45 @@ def test_torch_mismatch_is_one_clear_import_error(package_copy):
     assert "ImportError: visdet-ops 0.1.0+pt299cpu was built for torch 2.99.0" in err
     assert f"but this environment has torch {found}" in err
     assert "built for torch 2.99, found torch " + found in err
-    major, minor = found.split(".")[:2]
-    flavour = "cpu" if torch.version.cuda is None else "cu" + torch.version.cuda.replace(".", "")
-    assert (
-        f"pip install --force-reinstall --no-deps visdet-ops -f https://example.invalid/whl/pt{major}{minor}{flavour}/"
-        in err
-    )
+    # The fix line names the recommended variant (the stable one for torch >= the floor) and says why.
+    fix = _build_rules.recommended_variant(found, torch.version.cuda)
+    assert f"Install the visdet-ops build for this environment ({_build_rules.variant_note(fix)}):" in err
+    assert f"pip install --force-reinstall --no-deps visdet-ops -f https://example.invalid/whl/{fix}/" in err
     assert err.count("Traceback") == 1  # one error, not a cascade
+
+
+def test_fix_line_recommends_the_stable_variant_from_the_floor():
+    """The loader's fix line: the stable variant for torch >= the floor (and why, in one clause), the per-minor
+    variant below the floor or for a CUDA major without a stable build; the rest of the text unchanged."""
+    from visdet_ops import _loader
+
+    assert _loader._fix_lines("2.14.1", "13.0") == (
+        "Install the visdet-ops build for this environment (stable211cu13: one build for every torch >= 2.11 with "
+        "CUDA 13):\n  pip install --force-reinstall --no-deps visdet-ops -f https://example.invalid/whl/stable211cu13/"
+    )
+    assert "(stable211cpu: one CPU build for every torch >= 2.11):" in _loader._fix_lines("2.13.0+cpu", None)
+    assert _loader._fix_lines("2.10.0+cpu", None) == (
+        "Install the visdet-ops build for this environment (pt210cpu):\n"
+        "  pip install --force-reinstall --no-deps visdet-ops -f https://example.invalid/whl/pt210cpu/"
+    )
+    assert "(pt212cu118):" in _loader._fix_lines("2.12.0", "11.8")
+
+
+@pytest.fixture(autouse=True)
+def _index_url(monkeypatch):
+    monkeypatch.setenv("VISDET_OPS_INDEX_URL", "https://example.invalid/whl")
+
+
+def test_stable_build_below_the_floor_fails_with_the_per_minor_fix(package_copy):
+    """A stable wheel beside a torch older than its floor: one ImportError; the fix is the per-minor variant of
+    the running torch when that is below the floor too."""
+    floor = f"{torch.__version__.split('.')[0]}.99"  # a floor above the running torch
+    _set_build_info(package_copy, STABLE_ABI=True, STABLE_ABI_FLOOR=floor, VERSION="0.1.0+stable299cpu")
+    res = _python(package_copy, "-c", "import visdet_ops")
+    assert res.returncode != 0 and res.stderr.count("Traceback") == 1
+    assert f"stable-ABI build for torch >= {floor}, found torch {torch.__version__}" in res.stderr
+    fix = _build_rules.recommended_variant(torch.__version__, torch.version.cuda)
+    assert f"-f https://example.invalid/whl/{fix}/" in res.stderr
 
 
 def test_doctor_reports_the_mismatch_and_exits_1(package_copy):
@@ -71,6 +104,21 @@ def test_doctor_reports_the_mismatch_and_exits_1(package_copy):
     report = json.loads(res.stdout)
     assert res.returncode == 1 and report["ok"] is False
     assert any(c["name"] == "torch version" and c["status"] == "FAIL" for c in report["checks"])
+
+
+def test_doctor_recommends_a_variant_and_keeps_the_per_minor_name(package_copy):
+    """install: the recommended variant (stable for torch >= the floor); variant_exact: this torch minor's own."""
+    res = _python(package_copy, "-m", "visdet_ops", "doctor", "--json")
+    report = json.loads(res.stdout)
+    recommended = _build_rules.recommended_variant(torch.__version__, torch.version.cuda)
+    exact = _build_rules.variant_for(torch.__version__, torch.version.cuda)
+    assert (report["variant"], report["variant_exact"]) == (recommended, exact)
+    assert report["variant_note"] == _build_rules.variant_note(recommended)
+    assert report["install"].endswith(f"-f https://example.invalid/whl/{recommended}/")
+    text = _python(package_copy, "-m", "visdet_ops", "doctor").stdout
+    assert f"Install line for this environment: {report['install']}" in text
+    if recommended != exact:
+        assert f"  ({report['variant_note']}; the build for this torch minor alone: {exact})" in text
 
 
 def test_broken_extension_chains_the_original_error(package_copy):

@@ -104,15 +104,121 @@ def test_build_targets_are_the_newest_patch_of_each_minor():
 
 
 def test_github_matrix_rows_are_every_variant():
-    """A release builds every variant of the matrix, not only the newest torch of each row."""
+    """A release builds every variant of the matrix, not only the newest torch of each row, and the stable wheels."""
     m = variants.load()
     rows = variants.github_matrix(m)
     want = {variants.variant_name(t, f.name) for f in m.flavours for t in f.build_targets()}
-    assert [r["variant"] for r in rows] == sorted(want, key=[r["variant"] for r in rows].index)
-    assert {r["variant"] for r in rows} == want and len(rows) == len(want) > 40
-    assert all(set(r) == {"flavour", "torch", "variant", "image"} for r in rows)
+    stable = {sv.name for sv in m.stable}
+    per_minor = [r for r in rows if r["variant"] not in stable]
+    assert {r["variant"] for r in per_minor} == want and len(per_minor) == len(want) > 40
+    assert all(set(r) == {"flavour", "torch", "variant", "image", "session"} for r in rows)
+    assert all(r["session"] == f"build-{r['flavour']}" for r in per_minor)
+    # The stable rows come last, one per stable wheel, each built by its own session against the floor torch.
+    assert [r["variant"] for r in rows[len(per_minor) :]] == ["stable211cpu", "stable211cu12", "stable211cu13"]
+    for r in rows[len(per_minor) :]:
+        sv = m.stable_variant(r["variant"])
+        assert r == {
+            "flavour": sv.row.name,
+            "torch": str(sv.torch),
+            "variant": sv.name,
+            "image": sv.row.manylinux_image,
+            "session": f"build-stable-{sv.flavour}",
+        }
     newest = variants.github_matrix(m, newest_only=True)
-    assert len(newest) == len(m.flavours) and {r["variant"] for r in newest} <= want
+    assert len(newest) == len(m.flavours) + len(m.stable) and {r["variant"] for r in newest} <= want | stable
+
+
+def test_stable_variants_of_the_matrix():
+    """[stable]: cpu, CUDA 12 from the oldest CUDA 12 row that ships torch 2.11, CUDA 13 from cu130; each built
+    against the floor's newest patch in its row, with the row's archs, image and toolchain."""
+    m = variants.load()
+    by_name = {sv.name: sv for sv in m.stable}
+    assert list(by_name) == ["stable211cpu", "stable211cu12", "stable211cu13"]
+    assert {n: sv.row.name for n, sv in by_name.items()} == {
+        "stable211cpu": "cpu",
+        "stable211cu12": "cu126",
+        "stable211cu13": "cu130",
+    }
+    for sv in m.stable:
+        assert (sv.torch.major, sv.torch.minor) == variants.rules.STABLE_ABI_FLOOR
+        assert sv.torch == sv.floor_patches()[-1] and sv.torch in sv.row.torch
+        assert sv.arch_list == sv.row.arch_list and sv.image == sv.row.manylinux_image
+        assert sv.toolchain == sv.row.toolchain and sv.is_cuda == sv.row.is_cuda
+        assert m.stable_variant(sv.flavour) is sv and m.stable_for_row(sv.row.name) is sv
+    # The CUDA 12 wheel is built with the oldest CUDA 12 that ships the floor torch: every CUDA-12 torch loads it.
+    cu12_rows = [f for f in m.flavours if f.is_cuda and f.version.major == 12 and f.patches_of("2.11.0")]
+    assert by_name["stable211cu12"].row.version == min(f.version for f in cu12_rows)
+    assert m.stable_for_row("cu128") is None
+    with pytest.raises(KeyError, match="no stable variant 'cu11'"):
+        m.stable_variant("cu11")
+
+
+def test_stable_flavours_agree_with_build_rules():
+    """The import check and the doctor recommend the stable variants of _build_rules.STABLE_ABI_CUDA_MAJORS (the
+    package ships no matrix): they must be exactly the wheels [stable] builds."""
+    m = variants.load()
+    assert tuple(sv.flavour for sv in m.stable) == variants.rules.stable_flavours() == ("cpu", "cu12", "cu13")
+    for sv in m.stable:
+        cuda = f"{sv.row.version.major}.{sv.row.version.minor}" if sv.is_cuda else None
+        assert variants.rules.recommended_variant(str(sv.torch), cuda) == sv.name
+
+
+STABLE_ROWS = """
+[[cuda]]
+name = "cu126"
+version = "12.6"
+arch_list = ["8.0", "9.0+PTX"]
+torch = ["2.10.0", "2.11.0", "2.11.1", "2.13.0"]
+torch_index = "x"
+manylinux_image = "img126"
+[[cuda]]
+name = "cu130"
+version = "13.0"
+arch_list = ["9.0", "12.0+PTX"]
+torch = ["2.11.0", "2.13.0"]
+torch_index = "x"
+manylinux_image = "img130"
+"""
+
+
+def test_a_stable_table_loads(tmp_path):
+    text = BASE.replace('torch = ["2.13.0"]', 'torch = ["2.11.0", "2.13.0"]') + STABLE_ROWS
+    m = variants.load(_write(tmp_path, text + '[stable]\ncpu = "cpu"\ncu12 = "cu126"\ncu13 = "cu130"\n'))
+    cu12 = m.stable_variant("cu12")
+    assert (cu12.name, str(cu12.torch), cu12.image) == ("stable211cu12", "2.11.1", "img126")
+    assert cu12.floor_patches() == [Version("2.11.0"), Version("2.11.1")]
+    # No [stable] table: no stable wheels (and nothing recommends them from this matrix).
+    assert variants.load(_write(tmp_path, BASE)).stable == ()
+
+
+@pytest.mark.parametrize(
+    "stable, match",
+    [
+        # The cpu row of BASE ships torch 2.13.0 only: a stable wheel is built against the floor.
+        ('cpu = "cpu"\ncu12 = "cu126"\ncu13 = "cu130"\n', r"lists no torch 2\.11 \(the stable floor"),
+        ('cpu = "cpu"\ncu12 = "cu126"\ncu13 = "cu132"\n', "no \\[\\[cuda\\]\\] row of that name"),
+        ('cpu = "cpu"\ncu12 = "cu130"\ncu13 = "cu130"\n', "builds the stable flavour 'cu13', not 'cu12'"),
+        ('cpu = "cpu"\ncu13 = "cu130"\n', "make them agree"),
+    ],
+)
+def test_bad_stable_tables_are_rejected(tmp_path, stable, match):
+    text = BASE + STABLE_ROWS + "[stable]\n" + stable
+    if "lists no torch" not in match:
+        text = text.replace('torch = ["2.13.0"]', 'torch = ["2.11.0", "2.13.0"]', 1)
+    with pytest.raises(ValueError, match=match):
+        variants.load(_write(tmp_path, text))
+
+
+def test_the_floor_is_written_in_build_rules_only():
+    """ci/matrix.toml names the [[cuda]] rows of the stable wheels, never the floor (nothing to drift)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    table = tomllib.loads(variants.MATRIX_PATH.read_text())["stable"]
+    assert all(isinstance(v, str) and not v.startswith("stable") for v in table.values())
+    assert set(table) == set(variants.rules.stable_flavours())
 
 
 def test_no_version_outside_the_matrix():
@@ -144,3 +250,19 @@ def test_abi3_floor_has_one_value():
     assert pyproject["project"]["requires-python"] == f">={floor[0]}.{floor[1]}"
     assert pyproject["tool"]["cibuildwheel"]["build"] == f"{variants.rules.ABI3_TAG}-manylinux_x86_64"
     assert variants.rules.PY_LIMITED_API == f"0x{floor[0]:02X}{floor[1]:02X}0000"
+
+
+def test_the_wheels_workflow_runs_the_session_each_row_names():
+    """wheels.yml builds every row, stable ones included, through the nox session the row names (the one a person
+    runs): `nox -s build-<flavour>` or `nox -s build-stable-<flavour>`, both made by noxfile.py from the matrix."""
+    workflow = (ROOT / ".github" / "workflows" / "wheels.yml").read_text()
+    assert 'run: nox -s "${{ matrix.session }}" -- --torch "${{ matrix.torch }}"' in workflow
+    noxfile = (ROOT / "noxfile.py").read_text()
+    assert 'name=f"build-{flavour.name}"' in noxfile and "name=stable.session" in noxfile
+    assert "for _stable in MATRIX.stable:" in noxfile
+    rows = variants.github_matrix(variants.load())
+    assert {r["session"] for r in rows if r["variant"].startswith("stable")} == {
+        "build-stable-cpu",
+        "build-stable-cu12",
+        "build-stable-cu13",
+    }

@@ -1,8 +1,9 @@
 """Variant names, release numbers, the abi3 floor, the CUDA arch rules and the CUDA toolkit lookup: the one
 home of these rules.
 
-A variant is one wheel's target, pt<torch major><torch minor><cpu|cuXY> (pt213cpu, pt214cu130): the wheel's
-local version label (0.1.0+pt213cpu) and its folder in the wheel index.
+A variant is one wheel's target, pt<torch major><torch minor><cpu|cuXY> (pt213cpu, pt214cu130), or for a stable-ABI
+wheel stable<floor major><floor minor><cpu|cuX> (stable211cu13): the wheel's local version label (0.1.0+pt213cpu)
+and its folder in the wheel index. recommended_variant picks the one to install beside a torch.
 
 Standard library only and torch-free: the import check, `visdet-ops doctor`, setup.py and the ci/ tools all use
 this module. setup.py and ci/ load it from its file (importlib), so that nothing else of the package, and
@@ -157,6 +158,45 @@ def stable_variant_name(flavour: str, floor: tuple[int, int] = STABLE_ABI_FLOOR)
 
 def is_stable_variant(name: str) -> bool:
     return _STABLE_VARIANT.match(name) is not None
+
+
+# The CUDA majors that have a stable wheel (besides cpu): ci/matrix.toml's [stable] table names the [[cuda]] row each
+# is built from, and its check (ci/matrix.py, tests/test_matrix.py) requires the two to agree. Written here, not read
+# from the matrix, because the import check and the doctor recommend these variants and the package ships no
+# ci/matrix.toml.
+STABLE_ABI_CUDA_MAJORS = (12, 13)
+
+
+def stable_flavours() -> tuple[str, ...]:
+    """The flavours that have a stable wheel: ('cpu', 'cu12', 'cu13')."""
+    return ("cpu", *(f"cu{major}" for major in STABLE_ABI_CUDA_MAJORS))
+
+
+def has_stable_build(torch_version: str, torch_cuda: str | None) -> bool:
+    """Whether a stable wheel serves this torch: torch >= the floor, CPU or a CUDA major with a stable build."""
+    if parse_release(torch_version).major_minor < STABLE_ABI_FLOOR:
+        return False
+    return torch_cuda is None or parse_release(torch_cuda).major in STABLE_ABI_CUDA_MAJORS
+
+
+def recommended_variant(torch_version: str, torch_cuda: str | None) -> str:
+    """The variant to install beside a torch (torch.__version__, torch.version.cuda): the stable variant where one
+    serves it (one build for every torch >= the floor), else the per-minor variant (variant_for)."""
+    if has_stable_build(torch_version, torch_cuda):
+        return stable_variant_name(stable_flavour_for(torch_cuda))
+    return variant_for(torch_version, torch_cuda)
+
+
+def variant_note(variant: str) -> str:
+    """The variant's name, with why it serves a torch when it is a stable one:
+    'stable211cu13: one build for every torch >= 2.11 with CUDA 13'; a per-minor name as it is."""
+    match = _STABLE_VARIANT.match(variant)
+    if not match:
+        return variant
+    flavour, floor = match.group("flavour"), f"{match.group('major')}.{match.group('minor')}"
+    if flavour == "cpu":
+        return f"{variant}: one CPU build for every torch >= {floor}"
+    return f"{variant}: one build for every torch >= {floor} with CUDA {flavour.removeprefix('cu')}"
 
 
 # --- CUDA arch rules -------------------------------------------------------------------------------------------

@@ -26,8 +26,12 @@ def build_info() -> dict | None:
 
 
 def _fix_lines(torch_version: str, torch_cuda: str | None) -> str:
-    variant = _build_rules.variant_for(torch_version, torch_cuda)
-    return f"Install the visdet-ops build for this environment ({variant}):\n  {_install.install_command(variant)}"
+    # The stable variant where one serves this torch (one wheel for every torch >= the floor), else the per-minor one.
+    variant = _build_rules.recommended_variant(torch_version, torch_cuda)
+    return (
+        f"Install the visdet-ops build for this environment ({_build_rules.variant_note(variant)}):\n"
+        f"  {_install.install_command(variant)}"
+    )
 
 
 def _error(summary: str, details: list[str], torch_version: str, torch_cuda: str | None) -> ImportError:

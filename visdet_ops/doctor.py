@@ -3,7 +3,8 @@
 Works even when `import visdet_ops` fails (the package import records the
 error instead of raising when it is started as the doctor). Exit status: 0 when
 no check FAILs, 1 otherwise. Always ends with the install line for this
-environment's variant.
+environment's recommended variant (the stable one where it serves this torch,
+else the per-minor one; the per-minor name is reported too).
 """
 
 from __future__ import annotations
@@ -130,7 +131,11 @@ def collect() -> dict:
                 checks.append(Check(f"smoke {name} ({dev})", "FAIL", result))
 
     report["checks"] = checks
-    report["variant"] = _build_rules.variant_for(torch.__version__, torch.version.cuda)
+    # What to install: the stable variant where one serves this torch, else the per-minor one (variant_exact, the
+    # build for exactly this torch minor, is reported either way).
+    report["variant"] = _build_rules.recommended_variant(torch.__version__, torch.version.cuda)
+    report["variant_exact"] = _build_rules.variant_for(torch.__version__, torch.version.cuda)
+    report["variant_note"] = _build_rules.variant_note(report["variant"])
     report["install"] = _install.install_command(report["variant"])
     return report
 
@@ -213,6 +218,8 @@ def _print_text(report: dict) -> None:
     status = "FAIL" if _exit_code(report) else "OK"
     print(f"  result: {status}")
     print(f"Install line for this environment: {report['install']}")
+    if report.get("variant") and report["variant"] != report.get("variant_exact"):
+        print(f"  ({report['variant_note']}; the build for this torch minor alone: {report['variant_exact']})")
 
 
 def main(argv: list[str] | None = None) -> int:
