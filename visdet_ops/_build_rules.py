@@ -114,6 +114,7 @@ STABLE_ABI_PORTED_OPS = (
     "roi_pool",
     "carafe",
     "masked_conv",
+    "deform_conv",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")
