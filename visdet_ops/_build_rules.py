@@ -121,6 +121,7 @@ STABLE_ABI_PORTED_OPS = (
     "deform_roi_pool",
     "focal_loss",
     "multi_scale_deform_attn",
+    "deform_conv",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")

@@ -197,5 +197,20 @@ inline Tensor unique_consecutive_counts(const Tensor& t) {
 }
 // --- end soft_nms --------------------------------------------------------------
 
+// ---- deform_conv2d (csrc/ops/deform_conv) -------------------------------
+// The grouped GEMMs, the bias and the chunk copies.
+inline Tensor bmm(const Tensor& a, const Tensor& b) { return at::bmm(a, b); }
+// a + b (broadcasting), a new tensor.
+inline Tensor add(const Tensor& a, const Tensor& b) { return at::add(a, b); }
+// dst = src (broadcasting src), in place.
+inline void copy_into(const Tensor& dst, const Tensor& src) {
+  Tensor d = dst;
+  d.copy_(src);
+}
+inline void zero_fill(const Tensor& t) {
+  Tensor d = t;
+  d.zero_();
+}
+
 }  // namespace host
 }  // namespace visdet_ops

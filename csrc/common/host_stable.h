@@ -374,5 +374,30 @@ inline Tensor unique_consecutive_counts(const Tensor& t) {
 }
 // --- end soft_nms --------------------------------------------------------------
 
+// ---- deform_conv2d (csrc/ops/deform_conv) -------------------------------
+// The grouped GEMMs, the bias and the chunk copies.
+// aten::bmm(Tensor self, Tensor mat2) -> Tensor
+inline Tensor bmm(const Tensor& a, const Tensor& b) {
+  std::array<StableIValue, 2> stack{detail::box(a), detail::box(b)};
+  detail::call_aten("aten::bmm", "", stack);
+  return detail::unbox_tensor(stack[0]);
+}
+// a + b (broadcasting; floating tensors), a new tensor: aten::sub(a, b,
+// alpha=-1) through the shim, which ATen computes as add(a, b, alpha=1): the
+// same kernel and bits as at::add (add.Tensor's Scalar alpha cannot be passed
+// by name at 2.11).
+inline Tensor add(const Tensor& a, const Tensor& b) {
+  return torch::stable::subtract(a, b, -1.0);
+}
+// dst = src (broadcasting src), in place.
+inline void copy_into(const Tensor& dst, const Tensor& src) {
+  Tensor d = dst;  // torch::stable::copy_ takes a non-const reference
+  torch::stable::copy_(d, src);
+}
+inline void zero_fill(const Tensor& t) {
+  Tensor d = t;
+  torch::stable::zero_(d);
+}
+
 }  // namespace host
 }  // namespace visdet_ops

@@ -616,6 +616,13 @@ def test_cuda_backward_alerts_when_deterministic(rng):
         modulated_deform_conv2d(
             x.detach(), case["offset"].cuda(), case["mask"].cuda(), case["weight"].cuda(), None, 1, 1
         )
+        # The alert lives in visdet_ops/ops/deform_conv.py (both builds): warn_only warns as torch's own ops do.
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        out = modulated_deform_conv2d(
+            x, case["offset"].cuda(), case["mask"].cuda(), case["weight"].cuda(), case["bias"].cuda(), 1, 1
+        )
+        with pytest.warns(UserWarning, match="deform_conv2d backward .CUDA. does not have a deterministic"):
+            out.sum().backward()
     finally:
         torch.use_deterministic_algorithms(False)
 

@@ -13,8 +13,9 @@ images as a 512 MiB column buffer holds. Unlike mmcv, the step need not divide
 the batch: the last chunk is smaller. The chunk size changes only speed and
 memory, never the result beyond float rounding.
 
-Autograd is registered in C++ (csrc/ops/deform_conv/deform_conv_autograd.cpp);
-this module adds the fake impls, the Python API and the modules.
+This module registers the fake impls, autograd, autocast and the CUDA
+backward's determinism alert (for the classic and the stable build alike:
+docs/stable-abi.md), and holds the Python API and the modules.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from torch import nn
 from torch.nn.modules.utils import _pair, _single
 
 from . import _args, example, note_device
+from ._registration import alert_not_deterministic, autocast_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = [
@@ -90,6 +92,66 @@ def _deform_conv2d_backward_fake(grad_output, input, offset, mask, weight, bias,
         torch.empty_like(weight, memory_format=torch.contiguous_format),
         input.new_empty((0,)) if bias is None else torch.empty_like(bias, memory_format=torch.contiguous_format),
     )
+
+
+# Autograd, autocast and the determinism alert are registered here, for the classic and the stable build alike (the
+# stable ABI has no C++ API for them; one source either way): docs/stable-abi.md. The backward is its own op,
+# _deform_conv2d_backward, so that torch.compile and the fake-tensor machinery see it.
+
+
+def _deform_conv2d_setup_context(ctx, inputs, output):
+    input, offset, mask, weight, bias, *ints = inputs
+    ctx.save_for_backward(input, offset, mask, weight, bias)
+    ctx.ints = ints
+    ctx.on_cuda = input.is_cuda
+
+
+def _deform_conv2d_backward(ctx, grad_output):
+    if ctx.on_cuda:
+        # grad_input is accumulated with atomicAdd: the summation order, and so the last bits, vary. (grad_offset,
+        # grad_mask, grad_weight and grad_bias are deterministic.)
+        alert_not_deterministic("visdet_ops::deform_conv2d backward (CUDA)")
+    input, offset, mask, weight, bias = ctx.saved_tensors
+    gi, go, gm, gw, gb = torch.ops.visdet_ops._deform_conv2d_backward(
+        grad_output, input, offset, mask, weight, bias, *ctx.ints
+    )
+    # One entry per forward argument: 5 tensors, then the 9 ints.
+    return (gi, go, None if mask is None else gm, gw, None if bias is None else gb) + (None,) * len(ctx.ints)
+
+
+def _refuse_double_backward(ctx, *grads):
+    raise RuntimeError("deform_conv2d: double backward (the gradient of the gradient) is not supported")
+
+
+torch.library.register_autograd(
+    "visdet_ops::deform_conv2d", _deform_conv2d_backward, setup_context=_deform_conv2d_setup_context
+)
+torch.library.register_autograd("visdet_ops::_deform_conv2d_backward", _refuse_double_backward)
+
+
+def _deform_conv2d_autocast(device_type: str):
+    # Like a convolution (torch casts conv2d's arguments to the autocast dtype): input, offset, mask, weight and
+    # bias all go to the autocast dtype (float16/bfloat16; mmcv casts input and weight to the offset's dtype for the
+    # same reason). The kernels sample in float32 and the GEMMs accumulate in float32; the output has the autocast
+    # dtype, and each gradient comes back in its argument's dtype through the casts (float32 for a float32 weight).
+    # float64 arguments are left alone.
+    def kernel(input, offset, mask, weight, bias, *ints):
+        to = torch.get_autocast_dtype(device_type)
+        return torch.ops.visdet_ops.deform_conv2d(
+            *(autocast_to(to, t, device_type) for t in (input, offset, mask, weight, bias)), *ints
+        )
+
+    return kernel
+
+
+def _deform_conv2d_backward_autocast(device_type: str):
+    # No casts: the backward's own GEMMs and sums run in the dtypes the forward chose, also when loss.backward() runs
+    # inside the autocast region (the kernel runs with the autocast key excluded).
+    return torch.ops.visdet_ops._deform_conv2d_backward
+
+
+register_autocast("deform_conv2d", _deform_conv2d_autocast)
+register_autocast("_deform_conv2d_backward", _deform_conv2d_backward_autocast)
 
 
 def _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, im2col_step, op):

@@ -1,13 +1,14 @@
-// Torch-facing layer of deform_conv shared by the CPU and CUDA host code:
-// argument checks, chunking over the batch and the GEMMs (at::mm/addmm, so
-// cuBLAS on CUDA). The device layers supply only the im2col / col2im kernels.
+// deform_conv: the prepared arguments and the chunked GEMM driver shared by
+// the CPU and CUDA host code (the GEMMs through ATen: cuBLAS on CUDA). The
+// device layers supply only the im2col / col2im kernels. Written against the
+// host adapter (common/host.h): one source for the classic and the stable
+// build.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
-#include <functional>
 #include <optional>
+#include <tuple>
 
+#include "common/host.h"
 #include "deform_conv_launch.h"
 
 namespace visdet_ops {
@@ -17,52 +18,81 @@ struct DeformConvParams {
   int64_t groups, deform_groups, im2col_step;
 };
 
-// Checked, contiguous arguments and the whole-batch shape.
-struct DeformConvArgs {
-  DeformConvShape shape;  // batch = N
-  DeformConvParams params;
-  int64_t out_channels;
-  at::Tensor input, offset, mask, weight, bias;  // mask, bias may be undefined
-};
-
-DeformConvArgs deform_conv_prepare(const at::Tensor& input,
-                                   const at::Tensor& offset,
-                                   const std::optional<at::Tensor>& mask,
-                                   const at::Tensor& weight,
-                                   const std::optional<at::Tensor>& bias,
-                                   const DeformConvParams& params);
-
 // Device kernels on one chunk (tensors are the chunk's slices, contiguous).
 struct DeformConvKernels {
+  // The kernels read and write float16/bfloat16 (CUDA; they sample and
+  // accumulate in float32). Otherwise (CPU: float32 and float64 kernels) a
+  // 16-bit call computes through float32 copies and rounds each result once.
+  bool reduced_float_kernels;
   // columns: [C * KK, B * OH * OW], fully written.
-  std::function<void(const at::Tensor& input, const at::Tensor& offset,
-                     const at::Tensor& mask, const DeformConvShape& s,
-                     at::Tensor& columns)>
-      im2col;
+  void (*im2col)(const host::Tensor& input, const host::Tensor& offset,
+                 const std::optional<host::Tensor>& mask,
+                 const DeformConvShape& s, const host::Tensor& columns);
   // Number of channel slices col2im splits a deform group into.
-  std::function<int64_t(const DeformConvShape& s)> channel_slices;
+  int64_t (*channel_slices)(const DeformConvShape& s);
   // columns: grad_columns [C * KK, B * OH * OW] on entry, overwritten with
   // the columns (what im2col writes) on exit.
   // grad_input: [B, C, H, W] in the accumulation type (+=);
   // grad_offset: [slices, B, 2 * DG * KK, OH * OW], grad_mask: [slices, B,
-  // DG * KK, OH * OW] (or undefined without mask) in the accumulation type,
-  // fully written.
-  std::function<void(const at::Tensor& input, const at::Tensor& offset,
-                     const at::Tensor& mask, at::Tensor& columns,
-                     const DeformConvShape& s, int64_t slices,
-                     at::Tensor& grad_input, at::Tensor& grad_offset,
-                     at::Tensor& grad_mask)>
-      col2im;
+  // DG * KK, OH * OW] (with a mask only) in the accumulation type, fully
+  // written.
+  void (*col2im)(const host::Tensor& input, const host::Tensor& offset,
+                 const std::optional<host::Tensor>& mask,
+                 const host::Tensor& columns, const DeformConvShape& s,
+                 int64_t slices, const host::Tensor& grad_input,
+                 const host::Tensor& grad_offset,
+                 const std::optional<host::Tensor>& grad_mask);
 };
 
-at::Tensor deform_conv_forward_impl(const DeformConvArgs& a,
-                                    const DeformConvKernels& kernels);
+// What the forward needs, checked once for every device: the whole-batch
+// shape, contiguous inputs in the kernels' dtype and the output.
+struct DeformConvForward {
+  DeformConvShape shape;  // batch = N
+  DeformConvParams params;
+  int64_t out_channels = 0;
+  host::ScalarType dtype;  // of input, and of the result
+  host::Tensor input, offset, weight;
+  std::optional<host::Tensor> mask, bias;
+  // [N, C_out, OH, OW] in the kernels' dtype, uninitialised; not allocated
+  // (undefined) for one image with work to do, whose GEMM result is the
+  // output.
+  host::Tensor output;
+};
 
-// (grad_input, grad_offset, grad_mask, grad_weight, grad_bias); grad_mask
-// and grad_bias are empty [0] tensors when there is no mask / bias.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-deform_conv_backward_impl(const at::Tensor& grad_output,
-                          const DeformConvArgs& a,
-                          const DeformConvKernels& kernels);
+DeformConvForward deform_conv_prepare_forward(
+    const host::Tensor& input, const host::Tensor& offset,
+    const std::optional<host::Tensor>& mask, const host::Tensor& weight,
+    const std::optional<host::Tensor>& bias, const DeformConvParams& params,
+    const DeformConvKernels& kernels);
+
+// The same plus grad_output (contiguous, in the kernels' dtype) and the
+// gradients that the chunks fill in: grad_input (zeroed, accumulation type:
+// col2im adds into it), grad_offset and grad_mask (in the kernels' dtype;
+// uninitialised when there is work to do, as col2im writes every element,
+// else zeroed; grad_mask is an empty [0] tensor without a mask) and
+// grad_bias (done: the sum of grad_output; empty [0] without a bias).
+struct DeformConvBackward {
+  DeformConvForward args;
+  host::Tensor grad_output;
+  host::Tensor grad_input, grad_offset, grad_mask, grad_bias;
+  bool any = false;  // N, C_out and C * KH * KW all nonzero
+};
+
+DeformConvBackward deform_conv_prepare_backward(
+    const host::Tensor& grad_output, const host::Tensor& input,
+    const host::Tensor& offset, const std::optional<host::Tensor>& mask,
+    const host::Tensor& weight, const std::optional<host::Tensor>& bias,
+    const DeformConvParams& params, const DeformConvKernels& kernels);
+
+host::Tensor deform_conv2d_forward(const DeformConvForward& f,
+                                   const DeformConvKernels& kernels);
+
+// (grad_input, grad_offset, grad_mask, grad_weight, grad_bias) in input's
+// dtype; grad_mask and grad_bias are empty [0] tensors when there is no
+// mask / bias.
+std::tuple<host::Tensor, host::Tensor, host::Tensor, host::Tensor,
+           host::Tensor>
+deform_conv2d_backward(const DeformConvBackward& b,
+                       const DeformConvKernels& kernels);
 
 }  // namespace visdet_ops

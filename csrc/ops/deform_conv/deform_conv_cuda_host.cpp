@@ -1,104 +1,106 @@
-// deform_conv: CUDA host layer (torch-facing). The GEMM driver is shared with
-// the CPU (deform_conv.cpp); this file supplies the CUDA im2col / col2im.
-// Device code: deform_conv_cuda.cu.
-#include <ATen/ATen.h>
-#include <ATen/Context.h>
-#include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
+// deform_conv: CUDA host layer (torch-facing, through the host adapter). The
+// GEMM driver is shared with the CPU (deform_conv.cpp); this file supplies
+// the CUDA im2col / col2im. Device code: deform_conv_cuda.cu. The backward
+// accumulates grad_input with atomicAdd: the determinism alert is raised in
+// visdet_ops/ops/deform_conv.py.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
-#include "common/cuda_types.h"
+#include <optional>
+#include <tuple>
+
+#include "common/host.h"
+#include "common/host_cuda.h"
+#include "common/scalar.h"
 #include "deform_conv.h"
 
 namespace visdet_ops {
 namespace {
 
-DeformConvKernels cuda_kernels() {
-  DeformConvKernels k;
-  k.im2col = [](const at::Tensor& input, const at::Tensor& offset,
-                const at::Tensor& mask, const DeformConvShape& s,
-                at::Tensor& columns) {
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::kHalf, at::kBFloat16, input.scalar_type(), "deform_conv_im2col_cuda", [&] {
-          C10_CUDA_CHECK(deform_conv_im2col_cuda_launch(
-              cuda_data_or_null<scalar_t>(input), cuda_data_or_null<scalar_t>(offset),
-              cuda_data_or_null<scalar_t>(mask), s,
-              cuda_mutable_data<scalar_t>(columns), stream));
-        });
-  };
-  k.channel_slices = [](const DeformConvShape& s) {
-    return deform_conv_cuda_channel_slices(s);
-  };
-  k.col2im = [](const at::Tensor& input, const at::Tensor& offset,
-                const at::Tensor& mask, at::Tensor& columns,
-                const DeformConvShape& s, int64_t slices,
-                at::Tensor& grad_input, at::Tensor& grad_offset,
-                at::Tensor& grad_mask) {
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::kHalf, at::kBFloat16, input.scalar_type(), "deform_conv_col2im_cuda", [&] {
-          using acc_t = at::opmath_type<scalar_t>;
-          C10_CUDA_CHECK(deform_conv_col2im_cuda_launch(
-              cuda_data_or_null<scalar_t>(input), cuda_data_or_null<scalar_t>(offset),
-              cuda_data_or_null<scalar_t>(mask), cuda_mutable_data<scalar_t>(columns),
-              s, slices, static_cast<acc_t*>(grad_input.mutable_data_ptr()),
-              static_cast<acc_t*>(grad_offset.mutable_data_ptr()),
-              mask.defined() ? static_cast<acc_t*>(grad_mask.mutable_data_ptr())
-                             : nullptr,
-              stream));
-        });
-  };
-  return k;
+using host::Tensor;
+
+template <typename T>
+const T* data_or_null(const std::optional<Tensor>& t) {
+  return t.has_value() ? host::const_data<T>(*t) : nullptr;
 }
 
-const DeformConvKernels& cuda() {
-  static const DeformConvKernels k = cuda_kernels();
-  return k;
+void im2col_cuda(const Tensor& input, const Tensor& offset,
+                 const std::optional<Tensor>& mask, const DeformConvShape& s,
+                 const Tensor& columns) {
+  const cudaStream_t stream = host::current_cuda_stream(input);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(input), "deform_conv_im2col_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        VISDET_CUDA_CHECK(deform_conv_im2col_cuda_launch<T>(
+            host::const_data<T>(input), host::const_data<T>(offset),
+            data_or_null<T>(mask), s, host::mutable_data<T>(columns), stream));
+      });
 }
 
-at::Tensor deform_conv2d_forward_cuda(
-    const at::Tensor& input, const at::Tensor& offset,
-    const std::optional<at::Tensor>& mask, const at::Tensor& weight,
-    const std::optional<at::Tensor>& bias, int64_t stride_h, int64_t stride_w,
+int64_t channel_slices_cuda(const DeformConvShape& s) {
+  return deform_conv_cuda_channel_slices(s);
+}
+
+void col2im_cuda(const Tensor& input, const Tensor& offset,
+                 const std::optional<Tensor>& mask, const Tensor& columns,
+                 const DeformConvShape& s, int64_t slices,
+                 const Tensor& grad_input, const Tensor& grad_offset,
+                 const std::optional<Tensor>& grad_mask) {
+  const cudaStream_t stream = host::current_cuda_stream(input);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(input), "deform_conv_col2im_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using A = acc_t<T>;
+        VISDET_CUDA_CHECK((deform_conv_col2im_cuda_launch<T, A>(
+            host::const_data<T>(input), host::const_data<T>(offset),
+            data_or_null<T>(mask), host::mutable_data<T>(columns), s, slices,
+            host::mutable_data<A>(grad_input),
+            host::mutable_data<A>(grad_offset),
+            mask.has_value() ? host::mutable_data<A>(*grad_mask) : nullptr,
+            stream)));
+      });
+}
+
+constexpr DeformConvKernels kCuda{/*reduced_float_kernels=*/true,
+                                  &im2col_cuda, &channel_slices_cuda,
+                                  &col2im_cuda};
+
+Tensor deform_conv2d_forward_cuda(
+    const Tensor& input, const Tensor& offset,
+    const std::optional<Tensor>& mask, const Tensor& weight,
+    const std::optional<Tensor>& bias, int64_t stride_h, int64_t stride_w,
     int64_t pad_h, int64_t pad_w, int64_t dilation_h, int64_t dilation_w,
     int64_t groups, int64_t deform_groups, int64_t im2col_step) {
-  const c10::cuda::CUDAGuard device_guard(input.device());
-  const DeformConvArgs a = deform_conv_prepare(
+  const DeformConvForward f = deform_conv_prepare_forward(
       input, offset, mask, weight, bias,
       DeformConvParams{stride_h, stride_w, pad_h, pad_w, dilation_h,
-                       dilation_w, groups, deform_groups, im2col_step});
-  return deform_conv_forward_impl(a, cuda());
+                       dilation_w, groups, deform_groups, im2col_step},
+      kCuda);
+  const host::CudaDeviceGuard device_guard(input);
+  return deform_conv2d_forward(f, kCuda);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-deform_conv2d_backward_cuda(
-    const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& offset, const std::optional<at::Tensor>& mask,
-    const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
-    int64_t dilation_h, int64_t dilation_w, int64_t groups,
-    int64_t deform_groups, int64_t im2col_step) {
-  const c10::cuda::CUDAGuard device_guard(input.device());
-  const DeformConvArgs a = deform_conv_prepare(
-      input, offset, mask, weight, bias,
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> deform_conv2d_backward_cuda(
+    const Tensor& grad_output, const Tensor& input, const Tensor& offset,
+    const std::optional<Tensor>& mask, const Tensor& weight,
+    const std::optional<Tensor>& bias, int64_t stride_h, int64_t stride_w,
+    int64_t pad_h, int64_t pad_w, int64_t dilation_h, int64_t dilation_w,
+    int64_t groups, int64_t deform_groups, int64_t im2col_step) {
+  const DeformConvBackward b = deform_conv_prepare_backward(
+      grad_output, input, offset, mask, weight, bias,
       DeformConvParams{stride_h, stride_w, pad_h, pad_w, dilation_h,
-                       dilation_w, groups, deform_groups, im2col_step});
-  // grad_input is accumulated with atomicAdd: the summation order, and so
-  // the last bits, vary. (grad_offset, grad_mask, grad_weight, grad_bias
-  // are deterministic.)
-  at::globalContext().alertNotDeterministic(
-      "visdet_ops::deform_conv2d backward (CUDA)");
-  return deform_conv_backward_impl(grad_output, a, cuda());
+                       dilation_w, groups, deform_groups, im2col_step},
+      kCuda);
+  const host::CudaDeviceGuard device_guard(input);
+  return deform_conv2d_backward(b, kCuda);
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
-  m.impl("deform_conv2d", &deform_conv2d_forward_cuda);
-  m.impl("_deform_conv2d_backward", &deform_conv2d_backward_cuda);
+VISDET_LIBRARY_IMPL(CUDA, m) {
+  m.impl("deform_conv2d", VISDET_KERNEL(deform_conv2d_forward_cuda));
+  m.impl("_deform_conv2d_backward",
+         VISDET_KERNEL(deform_conv2d_backward_cuda));
 }
 
 }  // namespace visdet_ops
