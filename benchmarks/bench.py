@@ -131,12 +131,12 @@ def cpu_time_ms(fn, warmup: int = 1, repeat: int = 5) -> dict:
     return {"median_ms": statistics.median(times), "p10_ms": times[0], "p90_ms": times[-1]}
 
 
-@bench("nms")
+@bench("soft_nms")
 def bench_soft_nms(gen, tv, results: list, copy_gbs: float) -> None:
     # Peer: our own CPU kernel (mmcv has soft_nms on the CPU only).
     for n, method in ((1000, "linear"), (5000, "linear"), (5000, "gaussian")):
         boxes, scores = detection_boxes(n, gen)
-        args = (0.3, 0.5, 1e-3, {"naive": 0, "linear": 1, "gaussian": 2}[method], 0)
+        args = (0.3, 0.5, 1e-3, method, 0)
         ours = torch.ops.visdet_ops.soft_nms(boxes, scores, *args)
         cpu_boxes, cpu_scores = boxes.cpu(), scores.cpu()
         theirs = torch.ops.visdet_ops.soft_nms(cpu_boxes, cpu_scores, *args)

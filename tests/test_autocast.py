@@ -579,7 +579,7 @@ def _opcheck_cases(device, dtype, gen):
         "bbox_overlaps": (ops.bbox_overlaps.default, (boxes.to(dtype), boxes, 0, False, 0)),
         "nms": (ops.nms.default, (boxes, scores, 0.5, 0)),
         "batched_nms": (ops.batched_nms.default, (boxes, scores, classes, 0.5, 0)),
-        "soft_nms": (ops.soft_nms.default, (boxes, scores, 0.3, 0.5, 1e-3, 1, 0, classes)),
+        "soft_nms": (ops.soft_nms.default, (boxes, scores, 0.3, 0.5, 1e-3, "linear", 0, classes)),
         "nms_match": (ops.nms_match.default, (torch.cat([boxes, scores[:, None].float()], 1).to(dtype), 0.5)),
         "sigmoid_focal_loss": (ops.sigmoid_focal_loss.default, (logits, target, 2.0, 0.25, None, "mean")),
         "softmax_focal_loss": (ops.softmax_focal_loss.default, (logits, target, 2.0, 0.25, None, "none")),

@@ -114,6 +114,7 @@ STABLE_ABI_PORTED_OPS = (
     "multi_scale_deform_attn",
     "nms",
     "roi_pool",
+    "soft_nms",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")
