@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 import visdet_ops
-from visdet_ops.ops import BENCHMARKS, EXAMPLES, Benchmark, benchmark
+from visdet_ops.ops import BENCHMARKS, EXAMPLES, Benchmark
 
 
 def op_families() -> list[str]:
@@ -115,30 +115,6 @@ class BenchRun:
         row["ours_forward_ms"] = forward_ms
         row["forward_gbs"] = moved_bytes / (forward_ms * 1e-3) / 1e9
         row["forward_fraction_of_copy"] = row["forward_gbs"] / self.copy_gbs
-
-
-# TEMPORARY: soft_nms' benchmark stays here, declared for the nms family, until soft_nms has its own op module;
-# it then moves there as that module's @benchmark("soft_nms").
-@benchmark("soft_nms", family="nms")
-def bench_soft_nms(bench: BenchRun) -> None:
-    # Peer: our own CPU kernel (mmcv has soft_nms on the CPU only).
-    from visdet_ops.ops._benchmarks import detection_boxes
-
-    gen = bench.gen
-    for n, method in ((1000, "linear"), (5000, "linear"), (5000, "gaussian")):
-        boxes, scores = detection_boxes(n, gen)
-        args = (0.3, 0.5, 1e-3, {"naive": 0, "linear": 1, "gaussian": 2}[method], 0)
-        ours = torch.ops.visdet_ops.soft_nms(boxes, scores, *args)
-        cpu_boxes, cpu_scores = boxes.cpu(), scores.cpu()
-        theirs = torch.ops.visdet_ops.soft_nms(cpu_boxes, cpu_scores, *args)
-        assert torch.equal(ours[0].cpu(), theirs[0]), "soft_nms CUDA and CPU pick differently"
-        row = {"op": "soft_nms", "case": f"{n} boxes, {method}", "kept": int(ours[0].numel())}
-        row["ours"] = bench.cuda_time_ms(
-            lambda: torch.ops.visdet_ops.soft_nms(boxes, scores, *args), warmup=3, repeat=20
-        )
-        row["peer"] = bench.cpu_time_ms(lambda: torch.ops.visdet_ops.soft_nms(cpu_boxes, cpu_scores, *args))
-        row["peer_name"] = f"visdet-ops CPU ({torch.get_num_threads()} threads, serial kernel)"
-        bench.results.append(row)
 
 
 def markdown(results: list, env: dict) -> str:

@@ -122,6 +122,7 @@ STABLE_ABI_PORTED_OPS = (
     "focal_loss",
     "multi_scale_deform_attn",
     "deform_conv",
+    "soft_nms",
 )
 
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")

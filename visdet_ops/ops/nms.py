@@ -1,4 +1,5 @@
-"""The NMS family with mmcv.ops semantics: nms, batched_nms, soft_nms, nms_match.
+"""The NMS family with mmcv.ops semantics: nms, batched_nms, nms_match (soft_nms: visdet_ops/ops/soft_nms.py, its
+own op folder; batched_nms runs it for nms_cfg type 'soft_nms').
 
 Tensors or np.ndarrays in (NumPy in, NumPy out where mmcv does so); float16 and
 bfloat16 boxes are accepted on every device (IoUs are computed in float32)."""
@@ -11,13 +12,24 @@ from collections.abc import Mapping
 
 import torch
 
-from . import _args, example, note_device, op_folder_built, renamed_kwargs
+from . import _args, example, note_device, renamed_kwargs
 from ._registration import autocast_to, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
-__all__ = ["batched_nms", "nms", "nms_match", "soft_nms"]
+__all__ = ["batched_nms", "nms", "nms_match"]
 
-_SOFT_NMS_METHODS = {"naive": 0, "linear": 1, "gaussian": 2}
+# soft_nms' methods (its schema's `str method`): soft_nms.py and batched_nms check them.
+_SOFT_NMS_METHODS = ("naive", "linear", "gaussian")
+
+
+def __getattr__(name: str):
+    # soft_nms lived here before it got its own module: `from visdet_ops.ops.nms import soft_nms` keeps working
+    # (imported on first use: soft_nms.py imports this module's helpers).
+    if name == "soft_nms":
+        from .soft_nms import soft_nms
+
+        return soft_nms
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _is_ndarray(x) -> bool:
@@ -52,20 +64,6 @@ def _batched_nms_fake(boxes, scores, idxs, iou_threshold, offset=0):
     return boxes.new_empty((num_kept,), dtype=torch.long)
 
 
-def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offset=0, idxs=None):
-    _check_boxes_fake("soft_nms", boxes, scores)
-    _args.check_fake("soft_nms", "method", method, (0, 2))
-    _args.check_fake("soft_nms", "offset", offset, _args.OFFSET)
-    num_kept = torch.library.get_ctx().new_dynamic_size()
-    return boxes.new_empty((num_kept,), dtype=torch.long), boxes.new_empty((num_kept,))
-
-
-# TEMPORARY: soft_nms has its own op folder, not yet ported to the stable ABI, so a stable build lacks the op
-# (docs/stable-abi.md); the condition goes with the port.
-if op_folder_built("soft_nms"):
-    torch.library.register_fake("visdet_ops::soft_nms")(_soft_nms_fake)
-
-
 @torch.library.register_fake("visdet_ops::nms_match")
 def _nms_match_fake(dets, iou_threshold):
     torch._check(
@@ -77,8 +75,7 @@ def _nms_match_fake(dets, iou_threshold):
 # Autocast of nms, batched_nms, nms_match (registered here for the classic and the stable build alike:
 # docs/stable-abi.md): boxes and scores go to float32 (float64 stays float64), as torchvision's nms autocast kernel
 # does: box coordinates are never rounded to 16 bits, and IoUs are computed in float32 (the kernels' compute dtype
-# for 16-bit boxes anyway). The outputs are int64 indices. soft_nms keeps its C++ autocast kernel until its folder
-# is ported.
+# for 16-bit boxes anyway). The outputs are int64 indices.
 
 
 def _nms_autocast(device_type: str):
@@ -175,43 +172,6 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
     return dets, inds
 
 
-@renamed_kwargs("soft_nms", {"iou_thr": "iou_threshold"})
-def soft_nms(
-    boxes,
-    scores,
-    iou_threshold: float = 0.3,
-    sigma: float = 0.5,
-    min_score: float = 1e-3,
-    method: str = "linear",
-    offset: int = 0,
-):
-    """Soft-NMS (mmcv semantics), on CPU and CUDA.
-
-    Repeatedly takes the highest-scored remaining box, then multiplies every
-    other remaining score by a weight of its IoU with that box: 'naive'
-    0 if IoU >= iou_threshold, 'linear' (1 - IoU) if IoU >= iou_threshold,
-    'gaussian' exp(-IoU^2 / sigma); boxes whose score falls below min_score
-    are dropped.
-
-    Returns:
-        (dets, inds): dets [K, 5] the kept boxes with their decayed scores, in
-        descending score order; inds [K] their indices. NumPy in, NumPy out.
-        Equal scores are taken in index order; NaN scores are dropped.
-    """
-    boxes, scores, is_numpy = _as_tensors("soft_nms", boxes, scores)
-    _check_offset("soft_nms", offset)
-    if method not in _SOFT_NMS_METHODS:
-        raise ValueError(f"soft_nms: method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}")
-    note_device(boxes)
-    inds, new_scores = torch.ops.visdet_ops.soft_nms(
-        boxes, scores, float(iou_threshold), float(sigma), float(min_score), _SOFT_NMS_METHODS[method], int(offset)
-    )
-    dets = torch.cat((boxes[inds], new_scores.reshape(-1, 1)), dim=1)
-    if is_numpy:
-        return dets.cpu().numpy(), inds.cpu().numpy()
-    return dets, inds
-
-
 _NMS_KEYS = {"iou_threshold", "offset", "score_threshold"}
 _SOFT_NMS_KEYS = {"iou_threshold", "sigma", "min_score", "method", "offset"}
 
@@ -300,7 +260,7 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
             float(cfg.get("iou_threshold", 0.3)),
             float(cfg.get("sigma", 0.5)),
             float(cfg.get("min_score", 1e-3)),
-            _SOFT_NMS_METHODS[method],
+            method,
             int(offset),
             None if class_agnostic else idxs,
         )
@@ -375,12 +335,11 @@ def nms_match(dets, iou_threshold: float):
     return groups
 
 
-@example("nms", "batched_nms", "nms_match", "soft_nms")
+@example("nms", "batched_nms", "nms_match")
 def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
     """nms, batched_nms and nms_match over several 64-box blocks (the mask and walk kernels cross block
-    boundaries); soft_nms with and without classes, and on CUDA in float64 30,000 scores (240 KB, more
-    than shared memory: the global-scratch path)."""
-    from ..reference.nms import nms_match_reference, nms_reference, soft_nms_reference
+    boundaries)."""
+    from ..reference.nms import nms_match_reference, nms_reference
     from ._examples import boxes as draw_boxes
 
     boxes, scores = draw_boxes(300, gen)
@@ -397,22 +356,6 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     groups = nms_match(dets.to(device), 0.5)
     if [g.tolist() for g in groups] != nms_match_reference(dets.double(), 0.5):
         return "nms_match: wrong result"
-    if not op_folder_built("soft_nms"):  # TEMPORARY: a stable build without the soft_nms folder (not yet ported)
-        return None
-    classes = torch.randint(0, 4, (300,), generator=gen)
-    for cls in (None, classes):
-        _, want = soft_nms_reference(b.double(), s.double(), 0.3, 0.5, 0.01, "gaussian", idxs=cls)
-        _, got = torch.ops.visdet_ops.soft_nms(bd, sd, 0.3, 0.5, 0.01, 2, 0, None if cls is None else cls.to(device))
-        tol = 1e-5 if dtype in (torch.float32, torch.float64) else 2e-2
-        if got.shape != want.shape or not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
-            return f"soft_nms (classes: {cls is not None}): wrong scores"
-    if dtype == torch.float64 and device.type == "cuda":
-        boxes, scores = draw_boxes(30000, gen)
-        boxes = boxes * 20
-        want, _ = soft_nms_reference(boxes, scores, 0.3, 0.5, 0.9, "linear")
-        got, _ = torch.ops.visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 0.9, 1, 0)
-        if got.tolist() != want.tolist():
-            return "soft_nms (global scratch): wrong result"
     return None
 
 

@@ -1,58 +1,65 @@
-// soft_nms: CUDA host layer (torch-facing). The device code is in
-// soft_nms_cuda.cu.
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
+// soft_nms: CUDA host layer (torch-facing, through the host adapter). The
+// device code is in soft_nms_cuda.cu.
+#include <optional>
+#include <tuple>
 
+#include "common/host.h"
+#include "common/host_cuda.h"
 #include "soft_nms.h"
 #include "soft_nms_launch.h"
 
 namespace visdet_ops {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor> soft_nms_cuda_kernel(
-    const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold,
-    double sigma, double min_score, int64_t method, int64_t offset,
-    const c10::optional<at::Tensor>& idxs) {
-  TORCH_CHECK(boxes.is_cuda(),
-              "soft_nms: the CUDA kernel needs CUDA tensors, got boxes on ",
-              boxes.device());
-  const c10::cuda::CUDAGuard device_guard(boxes.device());
+using host::ScalarType;
+using host::Tensor;
+
+std::tuple<Tensor, Tensor> soft_nms_cuda_kernel(
+    const Tensor& boxes, const Tensor& scores, double iou_threshold,
+    double sigma, double min_score, host::StringView method, int64_t offset,
+    const std::optional<Tensor>& idxs) {
+  VISDET_CHECK(host::is_cuda(boxes),
+               "soft_nms: the CUDA kernel needs CUDA tensors, got boxes on ",
+               host::device_of(boxes));
+  const host::CudaDeviceGuard device_guard(boxes);
   const SoftNmsPrepared p = soft_nms_prepare(
       boxes, scores, iou_threshold, sigma, min_score, method, offset, idxs);
   if (p.n == 0) return soft_nms_empty(boxes);
-  const at::TensorOptions longs = boxes.options().dtype(at::kLong);
-  const at::Tensor offsets = p.offsets.to(boxes.device(), /*non_blocking=*/false);
-  at::Tensor picked = at::empty({p.n}, longs);
-  at::Tensor picked_scores = at::empty({p.n}, p.scores.options());
-  at::Tensor counts = at::empty({p.num_segments}, longs);
-  const int device = boxes.get_device();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(p.boxes.scalar_type(), "soft_nms_cuda", [&] {
-    const SoftNmsParams<scalar_t> params{
-        static_cast<scalar_t>(iou_threshold), static_cast<scalar_t>(sigma),
-        static_cast<scalar_t>(min_score), static_cast<scalar_t>(offset),
-        static_cast<int>(method)};
-    at::Tensor workspace = at::empty(
-        {soft_nms_cuda_workspace_bytes<scalar_t>(p.n, p.num_segments,
-                                                p.max_len, device)},
-        boxes.options().dtype(at::kByte));
-    C10_CUDA_CHECK(soft_nms_cuda_launch<scalar_t>(
-        p.boxes.data_ptr<scalar_t>(), p.scores.data_ptr<scalar_t>(),
-        offsets.data_ptr<int64_t>(), p.num_segments, p.n, p.max_len, params,
-        picked.data_ptr<int64_t>(), picked_scores.data_ptr<scalar_t>(),
-        counts.data_ptr<int64_t>(), workspace.data_ptr(), device, stream));
-  });
+  const Tensor offsets =
+      host::to_device(p.offsets, boxes, /*non_blocking=*/false);
+  const Tensor picked = host::empty({p.n}, ScalarType::Long, boxes);
+  const Tensor picked_scores =
+      host::empty({p.n}, host::dtype_of(p.scores), boxes);
+  const Tensor counts =
+      host::empty({p.num_segments}, ScalarType::Long, boxes);
+  const int device = host::device_index(boxes);
+  const cudaStream_t stream = host::current_cuda_stream(boxes);
+  host::dispatch_float_double(
+      host::dtype_of(p.boxes), "soft_nms_cuda", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const SoftNmsParams<T> params{
+            static_cast<T>(iou_threshold), static_cast<T>(sigma),
+            static_cast<T>(min_score), static_cast<T>(offset), p.method};
+        const Tensor workspace = host::empty(
+            {soft_nms_cuda_workspace_bytes<T>(p.n, p.num_segments, p.max_len,
+                                              device)},
+            ScalarType::Byte, boxes);
+        VISDET_CUDA_CHECK(soft_nms_cuda_launch<T>(
+            host::const_data<T>(p.boxes), host::const_data<T>(p.scores),
+            host::const_data<int64_t>(offsets), p.num_segments, p.n,
+            p.max_len, params, host::mutable_data<int64_t>(picked),
+            host::mutable_data<T>(picked_scores),
+            host::mutable_data<int64_t>(counts),
+            host::mutable_data<void>(workspace), device, stream));
+      });
   return soft_nms_finish(p, picked, picked_scores, counts,
-                         boxes.scalar_type());
+                         host::dtype_of(boxes));
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(visdet_ops, CUDA, m) {
-  m.impl("soft_nms", &soft_nms_cuda_kernel);
+VISDET_LIBRARY_IMPL(CUDA, m) {
+  m.impl("soft_nms", VISDET_KERNEL(soft_nms_cuda_kernel));
 }
 
 }  // namespace visdet_ops
