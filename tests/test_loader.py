@@ -45,7 +45,7 @@ def test_import_succeeds_here():
 
 
 def test_torch_mismatch_is_one_clear_import_error(package_copy):
-    _set_build_info(package_copy, TORCH_VERSION="2.99.0", VERSION="0.1.0+pt299cpu")
+    _set_build_info(package_copy, TORCH_VERSION="2.99.0", VERSION="0.1.0+pt299cpu", STABLE_ABI=False)
     res = _python(package_copy, "-c", "import visdet_ops")
     assert res.returncode != 0
     err = res.stderr
@@ -95,7 +95,7 @@ def test_stable_build_below_the_floor_fails_with_the_per_minor_fix(package_copy)
 
 
 def test_doctor_reports_the_mismatch_and_exits_1(package_copy):
-    _set_build_info(package_copy, TORCH_VERSION="2.99.0")
+    _set_build_info(package_copy, TORCH_VERSION="2.99.0", STABLE_ABI=False)
     res = _python(package_copy, "-m", "visdet_ops", "doctor")
     assert res.returncode == 1, res.stdout + res.stderr
     assert "[FAIL] torch version: built for torch 2.99" in res.stdout
