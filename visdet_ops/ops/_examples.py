@@ -94,3 +94,14 @@ def rois_for(gen: torch.Generator, n: int, batch: int = 2) -> torch.Tensor:
     """n RoIs (batch_index, x1, y1, x2, y2) over `batch` images, on the grid of `boxes`."""
     b, _ = boxes(n, gen)
     return torch.cat([torch.randint(0, batch, (n, 1), generator=gen).double(), b], 1)
+
+
+def exact_rois(gen: torch.Generator, n: int, batch: int = 2) -> torch.Tensor:
+    """n RoIs (batch_index, x1, y1, x2, y2) with integer corners and sizes a multiple of 3 (the examples' 3x3
+    output), for spatial_scale 1/4: bin edges and adaptive sample counts are then exact in float32 (the kernels'
+    compute dtype under autocast) and float64 (the reference) alike. Otherwise a bin edge or ceil() that rounds
+    differently picks another maximum or sample count: a test artefact, not an error."""
+    corner = torch.randint(0, 30, (n, 2), generator=gen).double()
+    size = 3 * torch.randint(1, 9, (n, 2), generator=gen).double()
+    index = torch.randint(0, batch, (n, 1), generator=gen).double()
+    return torch.cat([index, corner, corner + size], 1)

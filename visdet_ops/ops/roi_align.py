@@ -211,7 +211,7 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     """Both pool modes, forward and backward; on CUDA invalid RoIs must give NaN (no host check there);
     in a 16-bit dtype also under autocast, a 16-bit map beside float32 RoIs (the AMP path)."""
     from ..reference.roi_align import roi_align_reference
-    from ._examples import INVALID_ROIS, autocast_forward_backward, rois_for, synchronize, tolerance
+    from ._examples import INVALID_ROIS, autocast_forward_backward, exact_rois, synchronize, tolerance
 
     x = torch.randn(2, 3, 9, 11, generator=gen, dtype=torch.float64).to(dtype).double()
     rois = torch.tensor(
@@ -235,11 +235,11 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
             return f"roi_align {mode}: non-finite gradient"
     if dtype in (torch.float16, torch.bfloat16):
         x = torch.randn(2, 5, 12, 14, generator=gen, dtype=torch.float64)
-        rois = rois_for(gen, 9)
+        rois = exact_rois(gen, 9)
         for mode, ratio, aligned in (("avg", 2, True), ("max", 0, False)):
             error = autocast_forward_backward(
-                lambda t, r, m=mode, s=ratio, a=aligned: roi_align(t, r, 3, 0.1, s, m, a),
-                lambda t, r, m=mode, s=ratio, a=aligned: roi_align_reference(t, r, (3, 3), 0.1, s, m, a),
+                lambda t, r, m=mode, s=ratio, a=aligned: roi_align(t, r, 3, 0.25, s, m, a),
+                lambda t, r, m=mode, s=ratio, a=aligned: roi_align_reference(t, r, (3, 3), 0.25, s, m, a),
                 [x, rois], {1}, {1}, dtype, gen, device,
             )  # fmt: skip
             if error is not None:

@@ -126,7 +126,7 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     """Forward and backward with values exact in bfloat16 (so results are exact); on CUDA invalid RoIs
     must give NaN; in a 16-bit dtype also under autocast beside float32 RoIs."""
     from ..reference.roi_pool import roi_pool_reference
-    from ._examples import INVALID_ROIS, autocast_forward_backward, rois_for, synchronize
+    from ._examples import INVALID_ROIS, autocast_forward_backward, exact_rois, synchronize
 
     x = (torch.rand(2 * 3, 9 * 11, generator=gen).argsort(1).double() - 50).div(8).reshape(2, 3, 9, 11)
     rois = torch.tensor(
@@ -150,9 +150,9 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
         return "roi_pool: wrong gradient"
     if dtype in (torch.float16, torch.bfloat16):
         error = autocast_forward_backward(
-            lambda t, r: roi_pool(t, r, 3, 0.1),
-            lambda t, r: roi_pool_reference(t, r, (3, 3), 0.1),
-            [torch.randn(2, 5, 12, 14, generator=gen, dtype=torch.float64), rois_for(gen, 9)],
+            lambda t, r: roi_pool(t, r, 3, 0.25),
+            lambda t, r: roi_pool_reference(t, r, (3, 3), 0.25),
+            [torch.randn(2, 5, 12, 14, generator=gen, dtype=torch.float64), exact_rois(gen, 9)],
             {1}, {1}, dtype, gen, device,
         )  # fmt: skip
         if error is not None:
