@@ -7,8 +7,7 @@ Environment:
   (unset)                 CUDA when torch is a CUDA build and nvcc is found
   VISDET_OPS_STABLE_ABI=1 build against the LibTorch stable ABI: one wheel (variant stable211cpu,
                           stable211cu13, ...) for every torch >= the stable floor of the same CUDA
-                          major; while the port is under way, only the op folders of
-                          _build_rules.STABLE_ABI_PORTED_OPS (docs/stable-abi.md)
+                          major (docs/stable-abi.md)
   CUDA_HOME               the CUDA toolkit (default: nvcc on PATH, /usr/local/cuda)
   TORCH_CUDA_ARCH_LIST    override the arch list of ci/matrix.toml ("8.0;9.0+PTX")
   SOURCE_DATE_EPOCH       build time recorded in visdet_ops/_build_info.py
@@ -219,14 +218,8 @@ def write_build_info(package_dir: Path) -> None:
 
 
 def op_folders() -> list[str]:
-    """The csrc/ops/<op> folders this build compiles."""
-    every = sorted(p.name for p in (ROOT / "csrc" / "ops").iterdir() if p.is_dir())
-    if not STABLE_ABI:
-        return every
-    missing = sorted(set(variants.STABLE_ABI_PORTED_OPS) - set(every))
-    if missing:
-        fail(f"_build_rules.STABLE_ABI_PORTED_OPS names op folders that do not exist: {missing}")
-    return sorted(variants.STABLE_ABI_PORTED_OPS)
+    """The csrc/ops/<op> folders this build compiles: every one, in either build (one host source per op)."""
+    return sorted(p.name for p in (ROOT / "csrc" / "ops").iterdir() if p.is_dir())
 
 
 def extension():

@@ -42,10 +42,6 @@ else:
         for info in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name):
             if info.name.startswith("_"):
                 continue
-            if BUILD_INFO.get("STABLE_ABI") and not ops.op_folder_built(info.name):
-                # TEMPORARY: a stable build has the ported op folders only, whose modules are named like them
-                # (docs/stable-abi.md); the other modules would register fake impls of ops that do not exist.
-                continue
             module = importlib.import_module(f"{ops.__name__}.{info.name}")
             for name in module.__all__:
                 if name in exported:

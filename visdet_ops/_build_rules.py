@@ -107,24 +107,6 @@ def is_variant(name: str) -> bool:
 # (docs/stable-abi.md). The floor is the oldest torch the stable wheels are tested on.
 STABLE_ABI_FLOOR = (2, 11)
 
-# The op folders (csrc/ops/<op>/) whose host layer is written against the host adapter (csrc/common/host.h).
-# TEMPORARY: while the port is under way a stable build compiles these only; the list goes once every folder is
-# ported (docs/stable-abi.md, "Porting an op").
-STABLE_ABI_PORTED_OPS = (
-    "nms",
-    "roi_pool",
-    "bbox_overlaps",
-    "corner_pool",
-    "roi_align",
-    "carafe",
-    "masked_conv",
-    "deform_roi_pool",
-    "focal_loss",
-    "multi_scale_deform_attn",
-    "deform_conv",
-    "soft_nms",
-)
-
 _STABLE_VARIANT = re.compile(r"^stable(?P<major>\d)(?P<minor>\d+)(?P<flavour>cpu|cu\d{2})$")
 
 

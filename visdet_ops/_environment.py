@@ -42,7 +42,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VISDET_OPS_STABLE_ABI": (
         "build",
         "1: build against the LibTorch stable ABI (one wheel for every torch >= the stable floor of a CUDA major; "
-        "for now the op folders of _build_rules.STABLE_ABI_PORTED_OPS only, docs/stable-abi.md); 0 or unset: the "
+        "docs/stable-abi.md); 0 or unset: the "
         "per-torch-minor build",
     ),
     "VISDET_OPS_FLAVOUR": ("release", "the matrix row a cibuildwheel build is for (set by ci.release)"),

@@ -96,15 +96,6 @@ def renamed_kwargs(who: str, renames: dict[str, str]):
     return decorate
 
 
-def op_folder_built(folder: str) -> bool:
-    """Whether this build compiled csrc/ops/<folder>. TEMPORARY, while the stable-ABI port is under way: a stable
-    build compiles the ported op folders only (docs/stable-abi.md); a classic build compiles every folder."""
-    from .._loader import build_info
-
-    folders = (build_info() or {}).get("OP_FOLDERS")
-    return folders is None or folder in folders
-
-
 def note_device(tensor: torch.Tensor) -> None:
     """Per-GPU arch check (warns once); skipped while torch.compile traces."""
     if not torch.compiler.is_compiling():
