@@ -42,7 +42,10 @@ from ci import smoke, wheel_check  # noqa: E402
 
 def cibw_config(root: Path = ROOT) -> dict:
     """[tool.cibuildwheel] with its [tool.cibuildwheel.linux] overrides, as cibuildwheel reads them."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10 (the release's test venv): the test extras bring tomli
+        import tomli as tomllib
 
     tool = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
     config = {k: v for k, v in tool.items() if k != "linux"}
