@@ -125,3 +125,40 @@ def test_the_package_exports_what_the_op_modules_declare():
     names = {n for m in modules for n in importlib.import_module(m).__all__}
     assert names == set(visdet_ops.__all__) - {"BUILD_INFO"}
     assert all(callable(getattr(visdet_ops, n)) for n in names)
+
+
+@pytest.mark.parametrize("qualname", OPS)
+def test_autograd_formula_has_one_home(qualname):
+    """An op with an autograd formula registered it through _registration.register_autograd (which also gives its
+    public functions the cheap eager entry point and makes its private backward op refuse double backward); a
+    private backward op refuses double backward; an op without a gradient has no formula at all."""
+    import torch
+
+    from visdet_ops.ops._registration import EAGER_ENTRY_POINTS
+
+    name = qualname.split("::")[1]
+    has_formula = torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "Autograd")
+    if name.startswith("_") and name.endswith("_backward"):
+        assert has_formula, f"{qualname}: no autograd formula (double backward must be refused, not zeros)"
+        assert name[1 : -len("_backward")] in EAGER_ENTRY_POINTS
+    else:
+        assert has_formula == (name in EAGER_ENTRY_POINTS), f"{qualname}: autograd not registered by register_autograd"
+
+
+def test_eager_entry_point_equals_the_registered_formula():
+    """The same formula twice: the public function (eager entry point) and a direct torch.ops call (the registered
+    formula) give the same output and gradients, and autocast regions take the registered path."""
+    import torch
+
+    x = torch.randn(2, 3, 9, 11, dtype=torch.float64, requires_grad=True)
+    rois = torch.tensor([[0, 1, 1, 7, 6.0], [1, 0.5, 2, 8, 9]], dtype=torch.float64)
+    eager = visdet_ops.roi_align(x, rois, 3, 0.5, 2, "avg", True)
+    assert eager.grad_fn.name() == "roi_align_eagerBackward"
+    (g_eager,) = torch.autograd.grad(eager.sum(), x)
+    direct = torch.ops.visdet_ops.roi_align(x, rois, 3, 3, 0.5, 2, "avg", True)[0]
+    assert "GeneratedBackwardFor_visdet_ops_roi_align" in direct.grad_fn.name()
+    (g_direct,) = torch.autograd.grad(direct.sum(), x)
+    assert torch.equal(eager, direct) and torch.equal(g_eager, g_direct)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under = visdet_ops.roi_align(x.float(), rois.float(), 3, 0.5, 2, "avg", True)
+    assert "GeneratedBackwardFor_visdet_ops_roi_align" in under.grad_fn.name()

@@ -1,6 +1,6 @@
 """What an op registers from Python because the LibTorch stable ABI has no C++ API for it: autocast kernels, the
-determinism alert, the refusal of double backward. Autograd formulas themselves go through
-torch.library.register_autograd in the op's module.
+determinism alert, the refusal of double backward, and the autograd formula (`register_autograd`: through
+torch.library.register_autograd, plus the cheap eager entry point the public functions call).
 
 The ported ops (docs/stable-abi.md, "What is ported") use these in BOTH builds, classic and stable, so that each op
 has one source of this logic. The rules copy what the C++ helpers of the classic build do (csrc/common/autocast.h,
@@ -15,6 +15,10 @@ import torch
 
 # Keeps the Python autocast registrations alive (a Library's registrations last as long as the object).
 _AUTOCAST_LIBRARY: torch.library.Library | None = None
+
+# op name -> the eager entry point register_autograd returned (tests/test_op_registry.py checks every op with an
+# autograd formula is here).
+EAGER_ENTRY_POINTS: dict[str, Callable] = {}
 
 # The autocast dispatch keys and the device type each one serves (the C++ kernels' (kKey, kDevice) pairs).
 AUTOCAST_KEYS = {"AutocastCPU": "cpu", "AutocastCUDA": "cuda"}
@@ -37,6 +41,54 @@ def register_autocast(op_name: str, make_kernel: Callable[[str], Callable]) -> N
                 return _kernel(*args)
 
         _AUTOCAST_LIBRARY.impl(op_name, autocast_kernel, key)
+
+
+def register_autograd(op_name: str, backward: Callable, setup_context: Callable, family: str) -> Callable:
+    """Registers backward/setup_context as the autograd formula of visdet_ops::<op_name>
+    (torch.library.register_autograd: what torch.compile, opcheck and direct torch.ops calls use), makes the op's
+    private backward op (visdet_ops::_<op_name>_backward, where the op has one) refuse double backward, and
+    returns the op's eager entry point, which the public functions and modules call.
+
+    The entry point runs the same two functions through a plain torch.autograd.Function when eager autograd is
+    all there is to do (grad mode on, a plain tensor argument that requires grad, no autocast region, no
+    torch.compile tracing, no functorch transform); everywhere else it calls the registered op. Why: the
+    registered formula costs tens of microseconds of Python per call (torch's wrapper re-binds the schema's
+    arguments on every call), which a detector step pays per op call and a small op pays as a multiple of its
+    kernel time (docs/stable-abi.md, "Known cost"). Under autocast the registered op must run, so that the
+    formula sees the arguments as the autocast kernel cast them."""
+    op = getattr(torch.ops.visdet_ops, op_name)
+    torch.library.register_autograd(f"visdet_ops::{op_name}", backward, setup_context=setup_context)
+    if hasattr(torch.ops.visdet_ops, f"_{op_name}_backward"):
+        torch.library.register_autograd(f"visdet_ops::_{op_name}_backward", refuse_double_backward(family))
+
+    def forward(ctx, *args):
+        with torch._C._AutoDispatchBelowAutograd():
+            output = op(*args)
+        setup_context(ctx, args, output)
+        return output
+
+    eager = type(
+        f"{op_name}_eager",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+    )
+
+    def call(*args):
+        if (
+            torch.is_grad_enabled()
+            and any(type(a) is torch.Tensor and a.requires_grad for a in args)
+            and all(type(a) is torch.Tensor for a in args if isinstance(a, torch.Tensor))
+            and not torch._C._is_any_autocast_enabled()
+            and not torch.compiler.is_compiling()
+            and not torch._C._are_functorch_transforms_active()
+        ):
+            return eager.apply(*args)
+        return op(*args)
+
+    call.__name__ = call.__qualname__ = op_name
+    EAGER_ENTRY_POINTS[op_name] = call
+    call.__doc__ = f"visdet_ops::{op_name} with its autograd formula (see _registration.register_autograd)."
+    return call
 
 
 def autocast_to(dtype: torch.dtype, t: torch.Tensor | None, device_type: str) -> torch.Tensor | None:
@@ -77,9 +129,10 @@ def alert_not_deterministic(caller: str) -> None:
 
 
 def refuse_double_backward(family: str) -> Callable:
-    """The autograd formula of a private backward op: computing its gradient is not supported."""
+    """The autograd formula of a private backward op: computing its gradient is not supported (said loudly
+    instead of silently giving zeros)."""
 
     def backward(ctx, *grads):
-        raise RuntimeError(f"{family}: double backward is not supported")
+        raise RuntimeError(f"{family}: double backward (the gradient of the gradient) is not supported")
 
     return backward

@@ -9,7 +9,7 @@ import torch
 
 from ..reference.bbox_overlaps import bbox_overlaps_reference
 from . import _args, example, note_device
-from ._registration import autocast_to, register_autocast
+from ._registration import autocast_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["bbox_overlaps"]
@@ -56,7 +56,7 @@ def _backward(ctx, grad):
 
 
 # Autograd and autocast are registered here, for the classic and the stable build alike (docs/stable-abi.md).
-torch.library.register_autograd("visdet_ops::bbox_overlaps", _backward, setup_context=_setup_context)
+_bbox_overlaps = register_autograd("bbox_overlaps", _backward, _setup_context, "bbox_overlaps")
 
 
 def _bbox_overlaps_autocast(device_type: str):
@@ -134,7 +134,7 @@ def bbox_overlaps(
     if bboxes2.dim() == 1 and bboxes2.numel() == 0:
         bboxes2 = bboxes2.reshape(0, 4)
     note_device(bboxes1)
-    return torch.ops.visdet_ops.bbox_overlaps(bboxes1, bboxes2, mode, bool(aligned), int(offset), float(eps))
+    return _bbox_overlaps(bboxes1, bboxes2, mode, bool(aligned), int(offset), float(eps))
 
 
 @example("bbox_overlaps")

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _args, example, note_device
-from ._registration import floating_to, register_autocast
+from ._registration import floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["CARAFE", "CARAFENaive", "CARAFEPack", "carafe", "carafe_naive"]
@@ -100,13 +100,6 @@ def _carafe_backward_formula(backward_op):
     return backward
 
 
-def _refuse_double_backward(op: str):
-    def backward(ctx, *grads):
-        raise RuntimeError(f"{op}: double backward (the gradient of the gradient) is not supported")
-
-    return backward
-
-
 def _carafe_autocast(op: str):
     # features keep their dtype (the kernels read float16/bfloat16 directly and accumulate in float32); masks go to
     # the features' dtype, which the kernels read them in (softmax under autocast hands float32 masks to 16-bit
@@ -123,12 +116,14 @@ def _carafe_autocast(op: str):
     return make_kernel
 
 
-for _op in ("carafe", "carafe_naive"):
-    _backward_op = getattr(torch.ops.visdet_ops, f"_{_op}_backward")
-    torch.library.register_autograd(
-        f"visdet_ops::{_op}", _carafe_backward_formula(_backward_op), setup_context=_carafe_setup_context
+# op name -> its eager entry point (register_autograd)
+_EAGER = {
+    op: register_autograd(
+        op, _carafe_backward_formula(getattr(torch.ops.visdet_ops, f"_{op}_backward")), _carafe_setup_context, op
     )
-    torch.library.register_autograd(f"visdet_ops::_{_op}_backward", _refuse_double_backward(_op))
+    for op in ("carafe", "carafe_naive")
+}
+for _op in _EAGER:
     register_autocast(_op, _carafe_autocast(_op))
 
 
@@ -151,7 +146,7 @@ def carafe(
     """
     kernel_size, group_size, scale_factor = _check_ranges("carafe", kernel_size, group_size, scale_factor, True)
     note_device(features)
-    return torch.ops.visdet_ops.carafe(features, masks, kernel_size, group_size, scale_factor)
+    return _EAGER["carafe"](features, masks, kernel_size, group_size, scale_factor)
 
 
 def carafe_naive(
@@ -160,7 +155,7 @@ def carafe_naive(
     """The same function as `carafe` with the direct CUDA kernels (mmcv.ops.carafe_naive)."""
     kernel_size, group_size, scale_factor = _check_ranges("carafe_naive", kernel_size, group_size, scale_factor, True)
     note_device(features)
-    return torch.ops.visdet_ops.carafe_naive(features, masks, kernel_size, group_size, scale_factor)
+    return _EAGER["carafe_naive"](features, masks, kernel_size, group_size, scale_factor)
 
 
 def _check_ints(name: str, kernel_size, group_size, scale_factor) -> None:

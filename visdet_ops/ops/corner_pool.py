@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from . import example, note_device
+from ._registration import register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["CornerPool", "bottom_pool", "corner_pool", "left_pool", "right_pool", "top_pool"]
@@ -63,15 +64,7 @@ def _corner_pool_backward(ctx, grad_output):
     return torch.ops.visdet_ops._corner_pool_backward(grad_output, input, ctx.mode), None
 
 
-def _refuse_double_backward(ctx, *grads):
-    # Makes a double backward fail loudly instead of silently giving zeros (the message of the C++ autograd).
-    raise RuntimeError("corner_pool: double backward (the gradient of the gradient) is not supported")
-
-
-torch.library.register_autograd(
-    "visdet_ops::corner_pool", _corner_pool_backward, setup_context=_corner_pool_setup_context
-)
-torch.library.register_autograd("visdet_ops::_corner_pool_backward", _refuse_double_backward)
+_corner_pool = register_autograd("corner_pool", _corner_pool_backward, _corner_pool_setup_context, "corner_pool")
 
 
 # mode -> (dim, flip) of mmcv's CornerPool.forward.
@@ -100,7 +93,7 @@ def corner_pool(input: torch.Tensor, mode: str) -> torch.Tensor:
     if not input.is_floating_point() and not input.is_complex():
         return _cummax_pool(input, mode)
     note_device(input)
-    return torch.ops.visdet_ops.corner_pool(input, mode)
+    return _corner_pool(input, mode)
 
 
 def top_pool(input: torch.Tensor) -> torch.Tensor:

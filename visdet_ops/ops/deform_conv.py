@@ -29,7 +29,7 @@ from torch import nn
 from torch.nn.modules.utils import _pair, _single
 
 from . import _args, example, note_device
-from ._registration import alert_not_deterministic, autocast_to, register_autocast
+from ._registration import alert_not_deterministic, autocast_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = [
@@ -119,14 +119,9 @@ def _deform_conv2d_backward(ctx, grad_output):
     return (gi, go, None if mask is None else gm, gw, None if bias is None else gb) + (None,) * len(ctx.ints)
 
 
-def _refuse_double_backward(ctx, *grads):
-    raise RuntimeError("deform_conv2d: double backward (the gradient of the gradient) is not supported")
-
-
-torch.library.register_autograd(
-    "visdet_ops::deform_conv2d", _deform_conv2d_backward, setup_context=_deform_conv2d_setup_context
+_deform_conv2d = register_autograd(
+    "deform_conv2d", _deform_conv2d_backward, _deform_conv2d_setup_context, "deform_conv2d"
 )
-torch.library.register_autograd("visdet_ops::_deform_conv2d_backward", _refuse_double_backward)
 
 
 def _deform_conv2d_autocast(device_type: str):
@@ -162,7 +157,7 @@ def _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, 
     deform_groups = _args.check_int(op, "deform_groups", deform_groups, _args.INT64)
     im2col_step = _args.check_int(op, "im2col_step", im2col_step, _args.INT64)
     note_device(input)
-    return torch.ops.visdet_ops.deform_conv2d(
+    return _deform_conv2d(
         input,
         offset,
         mask,

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device
-from ._registration import alert_not_deterministic, floating_to, register_autocast
+from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"]
@@ -83,15 +83,9 @@ def _deform_roi_pool_backward(ctx, grad_output):
     return grad_input, None, grad_offset if offset is not None else None, None, None, None, None, None
 
 
-def _refuse_double_backward(ctx, *grads):
-    # Makes a double backward fail loudly instead of silently giving zeros (the message of the C++ autograd).
-    raise RuntimeError("deform_roi_pool: double backward (the gradient of the gradient) is not supported")
-
-
-torch.library.register_autograd(
-    "visdet_ops::deform_roi_pool", _deform_roi_pool_backward, setup_context=_deform_roi_pool_setup_context
+_deform_roi_pool = register_autograd(
+    "deform_roi_pool", _deform_roi_pool_backward, _deform_roi_pool_setup_context, "deform_roi_pool"
 )
-torch.library.register_autograd("visdet_ops::_deform_roi_pool_backward", _refuse_double_backward)
 
 
 def _deform_roi_pool_autocast(device_type: str):
@@ -150,7 +144,7 @@ def deform_roi_pool(
     if offset is not None and offset.dim() == 1 and offset.numel() == 0:
         offset = None
     note_device(input)
-    return torch.ops.visdet_ops.deform_roi_pool(
+    return _deform_roi_pool(
         input, rois, offset, out_h, out_w, float(spatial_scale), sampling_ratio, float(gamma)
     )
 

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from . import example, note_device
-from ._registration import autocast_to, register_autocast
+from ._registration import autocast_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"]
@@ -108,15 +108,6 @@ def _focal_loss_backward(backward_op):
     return backward
 
 
-def _refuse_double_backward(name: str):
-    # The backward ops are differentiable once (their output is a gradient) and say so when asked for a second
-    # derivative.
-    def backward(ctx, grad):
-        raise RuntimeError(f"{name}: double backward (a gradient of the gradient) is not supported")
-
-    return backward
-
-
 def _focal_loss_autocast(op_name: str):
     # input and weight go to float32 (float64 stays float64), as torch's own losses (binary_cross_entropy_with_logits,
     # nll_loss) run in float32 under autocast: log-probabilities of confident logits and the sum over many anchors
@@ -139,13 +130,17 @@ def _focal_loss_autocast(op_name: str):
     return make_kernel
 
 
-for _name in ("sigmoid_focal_loss", "softmax_focal_loss"):
-    torch.library.register_autograd(
-        f"visdet_ops::{_name}",
-        _focal_loss_backward(getattr(torch.ops.visdet_ops, f"_{_name}_backward")),
-        setup_context=_focal_loss_setup_context(_name),
+# op name -> its eager entry point (register_autograd)
+_EAGER = {
+    name: register_autograd(
+        name,
+        _focal_loss_backward(getattr(torch.ops.visdet_ops, f"_{name}_backward")),
+        _focal_loss_setup_context(name),
+        name,
     )
-    torch.library.register_autograd(f"visdet_ops::_{_name}_backward", _refuse_double_backward(_name))
+    for name in ("sigmoid_focal_loss", "softmax_focal_loss")
+}
+for _name in _EAGER:
     register_autocast(_name, _focal_loss_autocast(_name))
 del _name
 
@@ -171,7 +166,7 @@ def sigmoid_focal_loss(
     """
     _check_reduction("sigmoid_focal_loss", reduction)
     note_device(input)
-    return torch.ops.visdet_ops.sigmoid_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
+    return _EAGER["sigmoid_focal_loss"](input, target, float(gamma), float(alpha), weight, reduction)
 
 
 def softmax_focal_loss(
@@ -194,7 +189,7 @@ def softmax_focal_loss(
     """
     _check_reduction("softmax_focal_loss", reduction)
     note_device(input)
-    return torch.ops.visdet_ops.softmax_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
+    return _EAGER["softmax_focal_loss"](input, target, float(gamma), float(alpha), weight, reduction)
 
 
 class _FocalLoss(nn.Module):

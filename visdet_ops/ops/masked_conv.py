@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn.modules.utils import _pair
 
 from . import _args, example, note_device
-from ._registration import autocast_to, register_autocast
+from ._registration import autocast_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["MaskedConv2d", "masked_conv2d"]
@@ -80,14 +80,9 @@ def _masked_conv2d_backward(ctx, grad_output):
     return grad_features, None, grad_weight, grad_bias if ctx.has_bias else None, None, None
 
 
-def _refuse_double_backward(ctx, *grads):
-    raise RuntimeError("masked_conv2d: double backward (the gradient of the gradient) is not supported")
-
-
-torch.library.register_autograd(
-    "visdet_ops::masked_conv2d", _masked_conv2d_backward, setup_context=_masked_conv2d_setup_context
+_masked_conv2d = register_autograd(
+    "masked_conv2d", _masked_conv2d_backward, _masked_conv2d_setup_context, "masked_conv2d"
 )
-torch.library.register_autograd("visdet_ops::_masked_conv2d_backward", _refuse_double_backward)
 
 
 def _masked_conv2d_autocast(device_type: str):
@@ -146,7 +141,7 @@ def masked_conv2d(
         raise ValueError(f"masked_conv2d: stride must be 1 (as in mmcv), got {stride!r}")
     pad_h, pad_w = _args.check_pair("masked_conv2d", "padding", padding, _args.INT64)
     note_device(features)
-    return torch.ops.visdet_ops.masked_conv2d(features, mask, weight, bias, int(pad_h), int(pad_w))
+    return _masked_conv2d(features, mask, weight, bias, int(pad_h), int(pad_w))
 
 
 class MaskedConv2d(nn.Conv2d):

@@ -12,7 +12,7 @@ from torch import nn
 
 from ..reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 from . import _args, example, note_device
-from ._registration import alert_not_deterministic, floating_to, register_autocast
+from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = [
@@ -83,15 +83,7 @@ def _msda_backward(ctx, grad_output):
     return grad_value, None, None, grad_loc, grad_attn, None
 
 
-def _msda_double_backward(ctx, *grads):
-    # Fails loudly instead of silently giving zeros.
-    raise RuntimeError(f"{_OP}: double backward (the gradient of the gradient) is not supported")
-
-
-torch.library.register_autograd(
-    "visdet_ops::multi_scale_deformable_attn", _msda_backward, setup_context=_msda_setup_context
-)
-torch.library.register_autograd("visdet_ops::_multi_scale_deformable_attn_backward", _msda_double_backward)
+_multi_scale_deformable_attn = register_autograd("multi_scale_deformable_attn", _msda_backward, _msda_setup_context, _OP)
 
 
 def _msda_autocast(device_type: str):
@@ -166,7 +158,7 @@ def multi_scale_deformable_attn(
         sampling_locations = sampling_locations.to(compute)
     if attention_weights.dtype not in (value.dtype, compute):
         attention_weights = attention_weights.to(compute)
-    return torch.ops.visdet_ops.multi_scale_deformable_attn(
+    return _multi_scale_deformable_attn(
         value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, int(im2col_step)
     )
 

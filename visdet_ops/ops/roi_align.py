@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device, renamed_kwargs
-from ._registration import alert_not_deterministic, floating_to, refuse_double_backward, register_autocast
+from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIAlign", "roi_align"]
@@ -106,8 +106,7 @@ def _roi_align_backward(ctx, grad_output, _grad_argmax_y, _grad_argmax_x):
     return grad_input, None, None, None, None, None, None, None
 
 
-torch.library.register_autograd("visdet_ops::roi_align", _roi_align_backward, setup_context=_roi_align_setup_context)
-torch.library.register_autograd("visdet_ops::_roi_align_backward", refuse_double_backward("roi_align"))
+_roi_align = register_autograd("roi_align", _roi_align_backward, _roi_align_setup_context, "roi_align")
 
 
 def _roi_align_autocast(device_type: str):
@@ -157,7 +156,7 @@ def roi_align(
     out_h, out_w = _args.check_pair("roi_align", "output_size", output_size, _args.INT64)
     sampling_ratio = _args.check_int("roi_align", "sampling_ratio", sampling_ratio, _args.INT64)
     note_device(input)
-    output, _, _ = torch.ops.visdet_ops.roi_align(
+    output, _, _ = _roi_align(
         input, rois, out_h, out_w, float(spatial_scale), sampling_ratio, pool_mode, bool(aligned)
     )
     return output

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device
-from ._registration import alert_not_deterministic, floating_to, refuse_double_backward, register_autocast
+from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIPool", "roi_pool"]
@@ -62,8 +62,7 @@ def _roi_pool_backward(ctx, grad_output, _grad_argmax):
     return grad_input, None, None, None, None
 
 
-torch.library.register_autograd("visdet_ops::roi_pool", _roi_pool_backward, setup_context=_roi_pool_setup_context)
-torch.library.register_autograd("visdet_ops::_roi_pool_backward", refuse_double_backward("roi_pool"))
+_roi_pool = register_autograd("roi_pool", _roi_pool_backward, _roi_pool_setup_context, "roi_pool")
 
 
 def _roi_pool_autocast(device_type: str):
@@ -102,7 +101,7 @@ def roi_pool(
     """
     out_h, out_w = _args.check_pair("roi_pool", "output_size", output_size, _args.INT64)
     note_device(input)
-    output, _ = torch.ops.visdet_ops.roi_pool(input, rois, out_h, out_w, float(spatial_scale))
+    output, _ = _roi_pool(input, rois, out_h, out_w, float(spatial_scale))
     return output
 
 
