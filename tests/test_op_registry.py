@@ -159,6 +159,9 @@ def test_eager_entry_point_equals_the_registered_formula():
     assert "GeneratedBackwardFor_visdet_ops_roi_align" in direct.grad_fn.name()
     (g_direct,) = torch.autograd.grad(direct.sum(), x)
     assert torch.equal(eager, direct) and torch.equal(g_eager, g_direct)
+    # A module's parameters take the eager path too.
+    conv = visdet_ops.ModulatedDeformConv2dPack(2, 3, 3, padding=1)
+    assert conv(torch.randn(1, 2, 5, 5)).grad_fn.name() == "deform_conv2d_eagerBackward"
     with torch.autocast("cpu", dtype=torch.bfloat16):
         under = visdet_ops.roi_align(x.float(), rois.float(), 3, 0.5, 2, "avg", True)
     assert "GeneratedBackwardFor_visdet_ops_roi_align" in under.grad_fn.name()

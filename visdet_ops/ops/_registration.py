@@ -20,6 +20,8 @@ _AUTOCAST_LIBRARY: torch.library.Library | None = None
 # autograd formula is here).
 EAGER_ENTRY_POINTS: dict[str, Callable] = {}
 
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+
 # The autocast dispatch keys and the device type each one serves (the C++ kernels' (kKey, kDevice) pairs).
 AUTOCAST_KEYS = {"AutocastCPU": "cpu", "AutocastCUDA": "cuda"}
 
@@ -74,10 +76,13 @@ def register_autograd(op_name: str, backward: Callable, setup_context: Callable,
     )
 
     def call(*args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if (
             torch.is_grad_enabled()
-            and any(type(a) is torch.Tensor and a.requires_grad for a in args)
-            and all(type(a) is torch.Tensor for a in args if isinstance(a, torch.Tensor))
+            and any(t.requires_grad for t in tensors)
+            # Plain tensors and parameters only: a tensor subclass (FakeTensor, DTensor, ...) takes the
+            # registered path, which its __torch_dispatch__ / __torch_function__ handle.
+            and all(type(t) in _PLAIN_TENSOR_TYPES for t in tensors)
             and not torch._C._is_any_autocast_enabled()
             and not torch.compiler.is_compiling()
             and not torch._C._are_functorch_transforms_active()
