@@ -1,14 +1,18 @@
 """The GPU proof in one command, for a machine with a GPU and torch:
 
-  python ci/gpu_check.py --out DIR [--wheel visdet_ops-...whl]
+  python ci/gpu_check.py --out DIR [--wheel visdet_ops-...whl | --build-stable] [--compare-stable WHEEL]
 
 1. gets visdet-ops: installs --wheel into DIR/site (no dependencies), or builds
-   in place against the local torch for the local GPU's arch;
+   in place against the local torch for the local GPU's arch, or (--build-stable)
+   builds the stable-ABI wheel (the local torch must be the stable floor) for the
+   local GPU's arch into DIR/wheel and tests that file as --wheel would;
 2. runs the whole test suite with VISDET_OPS_REQUIRE_CUDA=1 (a skipped CUDA
    test is a failure there);
 3. runs compute-sanitizer memcheck, racecheck and initcheck over
    tests/sanitize_sweep.py, which launches every kernel forward and backward;
-4. runs benchmarks/bench.py;
+4. runs benchmarks/bench.py; with --compare-stable WHEEL also with that stable
+   wheel installed, then benchmarks/compare.py on the two runs (issue 13: every
+   row within 3% of this build's, and still ahead of its peer where this is);
 5. writes DIR/gpu-report.md and DIR/gpu-report.json.
 Standard library + torch only (nox may be absent there). Exit 0 only if every
 step passed."""
@@ -53,10 +57,56 @@ def junit_counts(path: Path) -> dict:
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
 
 
+def install_wheel(wheel: Path, site: Path, log: Path, env: dict, cwd: Path) -> tuple[int, float]:
+    """pip install --no-deps --target site: the wheel alone, no compiler, no index."""
+    shutil.rmtree(site, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)]
+    return run(cmd, log, env, cwd, 300)
+
+
+def build_stable_wheel(out: Path, env: dict, cap: tuple[int, int], compiler_dir: Path | None):
+    """The stable-ABI wheel for this GPU's arch, built against the local torch (which must be the floor: setup.py
+    builds against newer torch too, but a released stable wheel is built against the floor, docs/stable-abi.md)."""
+    import torch  # noqa: PLC0415
+
+    from ci.matrix import rules  # noqa: PLC0415 - visdet_ops/_build_rules.py, loaded from its file
+
+    found = rules.parse_release(torch.__version__).major_minor
+    if found != rules.STABLE_ABI_FLOOR:
+        print(f"gpu_check: --build-stable needs torch {rules.STABLE_ABI_FLOOR}, found {torch.__version__}", flush=True)
+        return 1, 0.0, None
+    dest = out / "wheel"
+    shutil.rmtree(dest, ignore_errors=True)
+    build_env = dict(
+        env,
+        VISDET_OPS_STABLE_ABI="1",
+        VISDET_OPS_CUDA="1",
+        TORCH_CUDA_ARCH_LIST=f"{cap[0]}.{cap[1]}",
+        MAX_JOBS=str(os.cpu_count()),
+    )
+    if compiler_dir:
+        build_env.update(CC=str(compiler_dir / "gcc"), CXX=str(compiler_dir / "g++"))
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dest), "."]
+    rc, took = run(cmd, out / "build-stable.log", build_env, ROOT, 600)
+    wheels = sorted(dest.glob("visdet_ops-*.whl"))
+    return (rc, took, wheels[0]) if rc == 0 and wheels else (rc or 1, took, None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--wheel", type=Path, help="test this wheel instead of building in place")
+    parser.add_argument(
+        "--build-stable",
+        action="store_true",
+        help="build the stable-ABI wheel against the local torch (the floor) into OUT/wheel and test it",
+    )
+    parser.add_argument(
+        "--compare-stable",
+        type=Path,
+        metavar="WHEEL",
+        help="after the benchmarks, run them again with this stable wheel and compare (benchmarks/compare.py)",
+    )
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--skip-sanitizer", action="store_true")
     parser.add_argument("--skip-tests", action="store_true", help="sanitize and bench only")
@@ -68,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         "links libstdc++ statically, which setup.py refuses)",
     )
     args = parser.parse_args(argv)
+    if args.wheel and args.build_stable:
+        parser.error("--wheel and --build-stable both name the build to test: give one")
     out = args.out.resolve()
     wheel = args.wheel.resolve() if args.wheel else None
     out.mkdir(parents=True, exist_ok=True)
@@ -92,18 +144,20 @@ def main(argv: list[str] | None = None) -> int:
     # build), never the source folder through the current directory.
     scratch = tree_without_package(out / "run")
 
+    if args.build_stable:
+        rc, took, wheel = build_stable_wheel(out, env, cap, args.compiler_dir)
+        report["steps"]["build stable wheel"] = {
+            "rc": rc, "seconds": round(took, 1), "wheel": wheel.name if wheel else None, "arch": f"{cap[0]}.{cap[1]}"
+        }  # fmt: skip
+        if rc != 0:
+            (out / "gpu-report.json").write_text(json.dumps(report, indent=2))
+            return 1
+        rc, took = run([sys.executable, "-m", "ci.abi_audit", str(wheel)], out / "abi-audit.log", env, ROOT, 300)
+        report["steps"]["abi audit"] = {"rc": rc, "seconds": round(took, 1)}
     if wheel:
-        site = Path("/tmp/visdet_ops_site")
-        shutil.rmtree(site, ignore_errors=True)
-        rc, took = run(
-            [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
-            out / "install.log",
-            env,
-            scratch,
-            300,
-        )
-        env["PYTHONPATH"] = str(site)
-        report["steps"]["install wheel"] = {"rc": rc, "seconds": round(took, 1), "wheel": args.wheel.name}
+        rc, took = install_wheel(wheel, Path("/tmp/visdet_ops_site"), out / "install.log", env, scratch)
+        env["PYTHONPATH"] = "/tmp/visdet_ops_site"
+        report["steps"]["install wheel"] = {"rc": rc, "seconds": round(took, 1), "wheel": wheel.name}
     else:
         build_env = dict(
             env, VISDET_OPS_CUDA="1", TORCH_CUDA_ARCH_LIST=f"{cap[0]}.{cap[1]}", MAX_JOBS=str(os.cpu_count())
@@ -150,6 +204,23 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_bench:
         rc, took = run([sys.executable, "benchmarks/bench.py", "--out", str(out)], out / "bench.log", env, scratch, 600)
         report["steps"]["benchmarks"] = {"rc": rc, "seconds": round(took, 1)}
+    if args.compare_stable and not args.skip_bench:
+        stable_site, stable_out = Path("/tmp/visdet_ops_stable_site"), out / "stable"
+        rc, took = install_wheel(args.compare_stable.resolve(), stable_site, out / "install-stable.log", env, scratch)
+        stable_env = dict(env, PYTHONPATH=str(stable_site))
+        if rc == 0:
+            rc, took = run(
+                [sys.executable, "benchmarks/bench.py", "--out", str(stable_out)],
+                out / "bench-stable.log", stable_env, scratch, 600,
+            )  # fmt: skip
+        report["steps"]["benchmarks, stable wheel"] = {"rc": rc, "seconds": round(took, 1)}
+        if rc == 0:
+            rc, took = run(
+                [sys.executable, "benchmarks/compare.py", str(out / "bench.json"), str(stable_out / "bench.json"),
+                 "--out", str(out / "compare.md")],
+                out / "compare.log", env, scratch, 60,
+            )  # fmt: skip
+            report["steps"]["stable vs this build (3%)"] = {"rc": rc, "seconds": round(took, 1)}
 
     ok = all(step["rc"] == 0 for step in report["steps"].values())
     report["ok"] = ok
@@ -169,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     bench_md = out / "bench.md"
     if bench_md.exists():
         lines += ["", "## Benchmarks", "", bench_md.read_text()]
+    compare_md = out / "compare.md"
+    if compare_md.exists():
+        lines += ["", "## Stable wheel against this build", "", compare_md.read_text()]
     (out / "gpu-report.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     shutil.rmtree(scratch, ignore_errors=True)
