@@ -211,6 +211,12 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
             raise ValueError(f"{where}: torch list is empty")
         if list(torch) != sorted(set(torch)):
             raise ValueError(f"{where}: torch must be ascending without duplicates")
+        too_old = [str(t) for t in torch if (t.major, t.minor) < rules.MIN_TORCH]
+        if too_old:
+            raise ValueError(
+                f"{where}: torch {', '.join(too_old)} is older than visdet-ops' floor "
+                f"{'.'.join(map(str, rules.MIN_TORCH))} (visdet_ops/_build_rules.py MIN_TORCH)"
+            )
         version = Version(row["version"]) if "version" in row else None
         arch_list = tuple(row.get("arch_list", ()))
         if name == "cpu":

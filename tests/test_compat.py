@@ -228,3 +228,19 @@ def test_runtime_modules_need_only_the_standard_library(tmp_path):
     assert res.returncode == 0, res.stderr
     failed, variant = res.stdout.strip().splitlines()[-2:]
     assert (failed, variant) == ("[]", "pt213cpu"), res.stdout
+
+
+@pytest.mark.parametrize("torch_version, cuda", [("2.3.1", "12.1"), ("2.1.0+cpu", None), ("1.13.1", "11.7")])
+def test_torch_older_than_the_floor_is_named_with_the_upgrade(torch_version, cuda):
+    """No build serves a torch older than MIN_TORCH (its Python API lacks torch.library.register_fake /
+    register_autograd): the checks say so, no variant is recommended, and the fix line upgrades torch."""
+    from visdet_ops import _loader
+
+    assert not _build_rules.torch_is_supported(torch_version)
+    assert _build_rules.recommended_variant(torch_version, cuda) is None
+    checks = {c.name: c for c in _compat.environment_checks(INFO_CU130, torch_version, cuda, True)}
+    assert checks["torch"].status == "FAIL"
+    assert f"older than {_build_rules.min_torch()}" in checks["torch"].detail
+    fix = _loader._fix_lines(torch_version, cuda)
+    assert _install.upgrade_torch_command() in fix and "pip install 'torch>=2.4'" in fix
+    assert _build_rules.torch_is_supported("2.4.0") and _build_rules.recommended_variant("2.4.1", "12.1") == "pt24cu121"

@@ -62,14 +62,14 @@ manylinux_image = "y"
 @pytest.mark.parametrize(
     "extra, match",
     [
-        ('[[cuda]]\nname = "cpu"\ntorch = ["2.1.0"]\ntorch_index = "x"\nmanylinux_image = "y"\n', "duplicate name"),
+        ('[[cuda]]\nname = "cpu"\ntorch = ["2.4.0"]\ntorch_index = "x"\nmanylinux_image = "y"\n', "duplicate name"),
         (
             '[[cuda]]\nname = "cu130"\nversion = "13.0"\narch_list = ["7.0", "9.0+PTX"]\ntorch = ["2.9.1"]\n'
             'torch_index = "x"\nmanylinux_image = "y"\n',
             "cannot target sm_70",
         ),
         (
-            '[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["8.0", "10.0+PTX"]\ntorch = ["2.1.2"]\n'
+            '[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["8.0", "10.0+PTX"]\ntorch = ["2.4.1"]\n'
             'torch_index = "x"\nmanylinux_image = "y"\n',
             "cannot target sm_100",
         ),
@@ -87,6 +87,11 @@ manylinux_image = "y"
             '[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.5.1", "2.4.1"]\n'
             'torch_index = "x"\nmanylinux_image = "y"\n',
             "ascending",
+        ),
+        (
+            '[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["9.0+PTX"]\ntorch = ["2.3.1", "2.4.1"]\n'
+            'torch_index = "x"\nmanylinux_image = "y"\n',
+            r"torch 2\.3\.1 is older than visdet-ops' floor 2\.4",
         ),
     ],
 )

@@ -40,7 +40,9 @@ BENCH = _load_bench()
 
 def _fake_module(qualname: str) -> str:
     """The module whose register_fake registered qualname's fake impl (the op's module)."""
-    kernel = singleton.find(qualname).fake_impl.kernel
+    entry = singleton.find(qualname)
+    # torch 2.4 names the holder abstract_impl (torch.library.impl_abstract's name), later releases fake_impl.
+    kernel = (entry.fake_impl if hasattr(entry, "fake_impl") else entry.abstract_impl).kernel
     assert kernel is not None, f"{qualname} has no fake impl (torch.library.register_fake)"
     path = Path(kernel.source.rsplit(":", 1)[0])  # "<file>:<line>" of the register_fake call
     return f"visdet_ops.{path.parent.name}.{path.stem}"

@@ -24,6 +24,11 @@ MIN_PYTHON = (3, 10)
 ABI3_TAG = f"cp{MIN_PYTHON[0]}{MIN_PYTHON[1]}"
 PY_LIMITED_API = f"0x{MIN_PYTHON[0]:02X}{MIN_PYTHON[1]:02X}0000"  # the Py_LIMITED_API macro value
 
+# The oldest torch visdet-ops runs on: every op module registers its fake impl and autograd formula with
+# torch.library.register_fake / register_autograd (and the tests use torch.library.opcheck), all new in torch 2.4.
+# ci/matrix.py refuses a matrix row with an older torch; the import check and the doctor say so for an older torch.
+MIN_TORCH = (2, 4)
+
 # PEP 440 releases as torch and nvcc print them: 2.13.0, 2.13.0+cpu, 2.10.0.dev20251001+cu130, 13.0.88.
 _RELEASE = re.compile(
     r"^\s*v?(?P<release>\d+(?:\.\d+)*)"
@@ -163,9 +168,22 @@ def has_stable_build(torch_version: str, torch_cuda: str | None) -> bool:
     return torch_cuda is None or parse_release(torch_cuda).major in STABLE_ABI_CUDA_MAJORS
 
 
-def recommended_variant(torch_version: str, torch_cuda: str | None) -> str:
+def torch_is_supported(torch_version: str) -> bool:
+    """Whether visdet-ops has builds for this torch (>= MIN_TORCH)."""
+    return parse_release(torch_version).major_minor >= MIN_TORCH
+
+
+def min_torch() -> str:
+    """MIN_TORCH as a version string, '2.4'."""
+    return ".".join(map(str, MIN_TORCH))
+
+
+def recommended_variant(torch_version: str, torch_cuda: str | None) -> str | None:
     """The variant to install beside a torch (torch.__version__, torch.version.cuda): the stable variant where one
-    serves it (one build for every torch >= the floor), else the per-minor variant (variant_for)."""
+    serves it (one build for every torch >= the floor), else the per-minor variant (variant_for); None for a torch
+    older than MIN_TORCH, which no build serves."""
+    if not torch_is_supported(torch_version):
+        return None
     if has_stable_build(torch_version, torch_cuda):
         return stable_variant_name(stable_flavour_for(torch_cuda))
     return variant_for(torch_version, torch_cuda)

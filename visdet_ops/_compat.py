@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ._build_rules import parse_release
+from ._build_rules import min_torch, parse_release, torch_is_supported
 
 Status = Literal["OK", "WARN", "FAIL"]
 
@@ -38,6 +38,15 @@ def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, c
         found = parse_release(torch_version)
     except ValueError:
         return [Check("torch version", "FAIL", f"cannot parse the running torch version {torch_version!r}")]
+    if not torch_is_supported(torch_version):
+        checks.append(
+            Check(
+                "torch",
+                "FAIL",
+                f"torch {torch_version} is older than {min_torch()}, the oldest torch visdet-ops supports "
+                "(its ops register with torch.library.register_fake / register_autograd, new in 2.4)",
+            )
+        )
     stable = bool(info.get("STABLE_ABI"))
     if stable:
         # A stable-ABI build calls libtorch through its stable C shim only: any torch >= the floor it was compiled

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from ._build_rules import min_torch
+
 # The wheel index: one find-links page per variant, <index>/<variant>/.
 # The single place this URL is written; VISDET_OPS_INDEX_URL overrides it.
 DEFAULT_INDEX_URL = "https://visdet.github.io/visdet-ops/whl"
@@ -21,3 +23,8 @@ def install_command(variant: str) -> str:
     # --no-deps: torch is already the one we match; letting pip re-resolve it
     # under --force-reinstall could swap a +cpu torch for PyPI's CUDA build.
     return f"pip install --force-reinstall --no-deps visdet-ops -f {index_url()}/{variant}/"
+
+
+def upgrade_torch_command() -> str:
+    """What a torch older than every visdet-ops build needs first (then the install line of its variant)."""
+    return f"pip install 'torch>={min_torch()}'"

@@ -28,6 +28,12 @@ def build_info() -> dict | None:
 def _fix_lines(torch_version: str, torch_cuda: str | None) -> str:
     # The stable variant where one serves this torch (one wheel for every torch >= the floor), else the per-minor one.
     variant = _build_rules.recommended_variant(torch_version, torch_cuda)
+    if variant is None:
+        return (
+            f"visdet-ops has builds for torch >= {_build_rules.min_torch()} only; upgrade torch first:\n"
+            f"  {_install.upgrade_torch_command()}\n"
+            "then run `visdet-ops doctor` for the install line of the build that fits it."
+        )
     return (
         f"Install the visdet-ops build for this environment ({_build_rules.variant_note(variant)}):\n"
         f"  {_install.install_command(variant)}"

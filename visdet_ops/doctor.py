@@ -134,9 +134,14 @@ def collect() -> dict:
     # What to install: the stable variant where one serves this torch, else the per-minor one (variant_exact, the
     # build for exactly this torch minor, is reported either way).
     report["variant"] = _build_rules.recommended_variant(torch.__version__, torch.version.cuda)
-    report["variant_exact"] = _build_rules.variant_for(torch.__version__, torch.version.cuda)
-    report["variant_note"] = _build_rules.variant_note(report["variant"])
-    report["install"] = _install.install_command(report["variant"])
+    if report["variant"] is None:  # a torch older than every build (MIN_TORCH): the environment check says so
+        report["variant_exact"] = None
+        report["variant_note"] = f"no visdet-ops build for torch < {_build_rules.min_torch()}"
+        report["install"] = _install.upgrade_torch_command()
+    else:
+        report["variant_exact"] = _build_rules.variant_for(torch.__version__, torch.version.cuda)
+        report["variant_note"] = _build_rules.variant_note(report["variant"])
+        report["install"] = _install.install_command(report["variant"])
     return report
 
 

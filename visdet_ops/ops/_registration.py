@@ -53,7 +53,8 @@ def register_autograd(op_name: str, backward: Callable, setup_context: Callable,
 
     The entry point runs the same two functions through a plain torch.autograd.Function when eager autograd is
     all there is to do (grad mode on, a plain tensor argument that requires grad, no autocast region, no
-    torch.compile tracing, no functorch transform); everywhere else it calls the registered op. Why: the
+    torch.compile tracing, no functorch transform), calls the op below autograd where no gradient is recorded
+    (grad mode off, or no argument requires grad), and calls the registered op everywhere else. Why: the
     registered formula costs tens of microseconds of Python per call (torch's wrapper re-binds the schema's
     arguments on every call), which a detector step pays per op call and a small op pays as a multiple of its
     kernel time (docs/stable-abi.md, "Known cost"). Under autocast the registered op must run, so that the
@@ -78,16 +79,19 @@ def register_autograd(op_name: str, backward: Callable, setup_context: Callable,
     def call(*args):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if (
-            torch.is_grad_enabled()
-            and any(t.requires_grad for t in tensors)
-            # Plain tensors and parameters only: a tensor subclass (FakeTensor, DTensor, ...) takes the
-            # registered path, which its __torch_dispatch__ / __torch_function__ handle.
-            and all(type(t) in _PLAIN_TENSOR_TYPES for t in tensors)
-            and not torch._C._is_any_autocast_enabled()
+            # Plain tensors and parameters only: a tensor subclass (FakeTensor, DTensor, ...) takes the registered
+            # path, which its __torch_dispatch__ / __torch_function__ handle; so do compile and functorch.
+            all(type(t) in _PLAIN_TENSOR_TYPES for t in tensors)
             and not torch.compiler.is_compiling()
             and not torch._C._are_functorch_transforms_active()
         ):
-            return eager.apply(*args)
+            if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+                # No gradient to record: skip the autograd kernel (an autocast kernel, above it, still casts).
+                # torch 2.4's registered wrapper would run setup_context even here.
+                with torch._C._AutoDispatchBelowAutograd():
+                    return op(*args)
+            if not torch._C._is_any_autocast_enabled():
+                return eager.apply(*args)
         return op(*args)
 
     call.__name__ = call.__qualname__ = op_name
