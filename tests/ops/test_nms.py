@@ -388,9 +388,15 @@ def test_nms_match_opcheck(device, rng):
     )
 
 
-def test_nms_family_compiles_fullgraph(rng, monkeypatch):
+def test_nms_family_compiles_fullgraph(rng):
     """The fake impls' unbacked sizes let torch.compile capture the data-dependent outputs."""
-    monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
+    # config.patch, not monkeypatch: on torch 2.4 monkeypatch's undo deletes the key from dynamo's config, and every
+    # later torch.compile in the process fails on the missing option.
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        _compile_nms_family(rng)
+
+
+def _compile_nms_family(rng):
     boxes, scores = random_boxes(60, rng)
     idxs = random_classes(60, 3, rng)
     dets = torch.cat([boxes, scores[:, None]], 1)
