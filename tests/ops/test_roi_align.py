@@ -309,7 +309,9 @@ def test_double_backward_is_refused(rng):
     out = visdet_ops.roi_align(x, rois, 3, 0.5)
     grad_out = torch.ones_like(out, requires_grad=True)
     (g,) = torch.autograd.grad(out, x, grad_out, create_graph=True)
-    with pytest.raises(RuntimeError, match=r"roi_align: double backward \(the gradient of the gradient\) is not supported"):
+    with pytest.raises(
+        RuntimeError, match=r"roi_align: double backward \(the gradient of the gradient\) is not supported"
+    ):
         g.sum().backward()
 
 

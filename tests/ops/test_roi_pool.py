@@ -216,7 +216,9 @@ def test_double_backward_is_refused(rng):
     out = visdet_ops.roi_pool(x, rois, 3, 0.5)
     grad_out = torch.ones_like(out, requires_grad=True)
     (g,) = torch.autograd.grad(out, x, grad_out, create_graph=True)
-    with pytest.raises(RuntimeError, match=r"roi_pool: double backward \(the gradient of the gradient\) is not supported"):
+    with pytest.raises(
+        RuntimeError, match=r"roi_pool: double backward \(the gradient of the gradient\) is not supported"
+    ):
         g.sum().backward()
 
 

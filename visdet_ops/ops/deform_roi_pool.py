@@ -144,9 +144,7 @@ def deform_roi_pool(
     if offset is not None and offset.dim() == 1 and offset.numel() == 0:
         offset = None
     note_device(input)
-    return _deform_roi_pool(
-        input, rois, offset, out_h, out_w, float(spatial_scale), sampling_ratio, float(gamma)
-    )
+    return _deform_roi_pool(input, rois, offset, out_h, out_w, float(spatial_scale), sampling_ratio, float(gamma))
 
 
 class DeformRoIPool(nn.Module):

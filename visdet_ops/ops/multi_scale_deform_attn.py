@@ -83,7 +83,9 @@ def _msda_backward(ctx, grad_output):
     return grad_value, None, None, grad_loc, grad_attn, None
 
 
-_multi_scale_deformable_attn = register_autograd("multi_scale_deformable_attn", _msda_backward, _msda_setup_context, _OP)
+_multi_scale_deformable_attn = register_autograd(
+    "multi_scale_deformable_attn", _msda_backward, _msda_setup_context, _OP
+)
 
 
 def _msda_autocast(device_type: str):

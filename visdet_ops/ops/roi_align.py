@@ -161,9 +161,7 @@ def roi_align(
     out_h, out_w = _args.check_pair("roi_align", "output_size", output_size, _args.INT64)
     sampling_ratio = _args.check_int("roi_align", "sampling_ratio", sampling_ratio, _args.INT64)
     note_device(input)
-    output, _, _ = _roi_align(
-        input, rois, out_h, out_w, float(spatial_scale), sampling_ratio, pool_mode, bool(aligned)
-    )
+    output, _, _ = _roi_align(input, rois, out_h, out_w, float(spatial_scale), sampling_ratio, pool_mode, bool(aligned))
     return output
 
 
