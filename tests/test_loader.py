@@ -3,24 +3,31 @@ doctored _build_info or a broken _C, imported in a fresh interpreter."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
 import torch
 
 import visdet_ops
+import visdet_ops_doctor
 from visdet_ops import _build_rules
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def package_copy(tmp_path: Path) -> Path:
+    """The package and the console script's launcher (a top-level module beside it, as in the wheel)."""
     src = Path(visdet_ops.__file__).parent
     shutil.copytree(src, tmp_path / "visdet_ops", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(visdet_ops_doctor.__file__, tmp_path / "visdet_ops_doctor.py")
     return tmp_path
 
 
@@ -104,6 +111,71 @@ def test_doctor_reports_the_mismatch_and_exits_1(package_copy):
     report = json.loads(res.stdout)
     assert res.returncode == 1 and report["ok"] is False
     assert any(c["name"] == "torch version" and c["status"] == "FAIL" for c in report["checks"])
+
+
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _console_script(root: Path) -> Path:
+    """The `visdet-ops` script as pip writes it for pyproject's [project.scripts] entry (its wrapper template)."""
+    target = _pyproject()["project"]["scripts"]["visdet-ops"]
+    module, func = target.split(":")
+    script = root / "bin" / "visdet-ops"
+    script.parent.mkdir()
+    script.write_text(
+        "import re\nimport sys\n"
+        f"from {module} import {func}\n"
+        "if __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        f"    sys.exit({func}())\n"
+    )
+    return script
+
+
+def test_only_the_doctor_starts_without_the_ops(package_copy):
+    """A torch mismatch: the console script (its launcher, outside the package) and `python -m visdet_ops doctor`
+    report it and exit 1; `python -m visdet_ops` with anything else and a plain import raise the ImportError."""
+    _set_build_info(package_copy, TORCH_VERSION="2.99.0", VERSION="0.1.0+pt299cpu", STABLE_ABI=False)
+    error = "ImportError: visdet-ops 0.1.0+pt299cpu was built for torch 2.99.0"
+    script = str(_console_script(package_copy))
+    launcher = "import sys, visdet_ops_doctor; sys.exit(visdet_ops_doctor.main())"
+    for args in ((script, "doctor"), ("-c", launcher, "doctor"), ("-m", "visdet_ops", "doctor")):
+        res = _python(package_copy, *args)
+        assert res.returncode == 1, (args, res.stdout + res.stderr)
+        assert "[FAIL] torch version: built for torch 2.99" in res.stdout, args
+        assert "Install line for this environment: pip install --force-reinstall --no-deps visdet-ops -f " in res.stdout
+        res = _python(package_copy, *args, "--json")
+        assert res.returncode == 1 and json.loads(res.stdout)["ok"] is False, args
+    for args in (("-m", "visdet_ops", "--help"), ("-m", "visdet_ops"), ("-c", "import visdet_ops")):
+        res = _python(package_copy, *args)
+        assert res.returncode != 0 and error in res.stderr, (args, res.stderr)
+        assert res.stdout == "" and res.stderr.count("Traceback") == 1, args
+    # Importing the launcher changes nothing; only its running main() makes the package keep the error, and then
+    # an op looked up by anyone else names it.
+    res = _python(package_copy, "-c", "import visdet_ops_doctor, visdet_ops")
+    assert res.returncode != 0 and error in res.stderr
+    res = _python(
+        package_copy, "-c", "import visdet_ops_doctor as d; d.RUNNING = True; import visdet_ops; visdet_ops.nms"
+    )
+    assert "AttributeError: module 'visdet_ops' has no attribute 'nms': its compiled ops did not load (" in res.stderr
+    assert "visdet-ops 0.1.0+pt299cpu was built for torch 2.99.0" in res.stderr
+
+
+def test_the_import_reads_no_user_arguments():
+    """visdet_ops/__init__.py decides whether to keep the load error from interpreter state: the launcher's flag
+    and sys.argv[0] == "-m" while `python -m` locates the package; never the user's arguments."""
+    source = Path(visdet_ops.__file__).read_text()
+    assert "_doctor_invocation" not in source
+    names = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.NAME]
+    uses = [t.line.strip() for t in names if t.string == "argv"]
+    assert uses == ['return _sys.argv[:1] == ["-m"]']
+    setuptools = _pyproject()["tool"]["setuptools"]
+    assert "visdet_ops_doctor" in setuptools["py-modules"]  # the console script's launcher ships in the wheel
 
 
 def test_doctor_recommends_a_variant_and_keeps_the_per_minor_name(package_copy):

@@ -2,6 +2,12 @@
 
 Importing checks the compiled ops against the running torch and fails with one
 clear ImportError (with the pip line that fixes it) when they do not match.
+
+Except where the import starts the doctor, which must run exactly then to
+explain why: the `visdet-ops` console script (visdet_ops_doctor.py, outside
+this package) and `python -m visdet_ops` (__main__.py). There the error is
+kept in LOAD_ERROR (BUILD_INFO is None, no ops are exported) instead of
+raised; __main__.py raises it again for anything but `doctor`.
 """
 
 from __future__ import annotations
@@ -9,12 +15,17 @@ from __future__ import annotations
 import sys as _sys
 
 
-def _doctor_invocation() -> bool:
-    # `visdet-ops doctor` and `python -m visdet_ops doctor` must run even when
-    # the ops cannot load: the doctor explains why. (During `-m`, argv[0] is
-    # "-m" while the package is imported.)
-    argv = _sys.argv
-    return len(argv) > 1 and argv[1] == "doctor" and (argv[0] == "-m" or argv[0].endswith("visdet-ops"))
+def _started_as_program() -> bool:
+    """Whether this import starts the doctor program rather than being a library import (decided from the
+    interpreter's state, never from the user's arguments)."""
+    # The console script: visdet_ops_doctor.main() sets its RUNNING flag before it imports this package (a module
+    # outside the package, since importing any module of the package runs this file first).
+    launcher = _sys.modules.get("visdet_ops_doctor")
+    if getattr(launcher, "RUNNING", False):
+        return True
+    # `python -m visdet_ops`: runpy imports this package to locate visdet_ops.__main__, and while it does, CPython
+    # sets sys.argv[0] to "-m" (documented under the -m option; later it is the path of __main__.py).
+    return _sys.argv[:1] == ["-m"]
 
 
 try:
@@ -22,10 +33,18 @@ try:
 
     BUILD_INFO = _load_library()
 except ImportError as _exc:
-    if not _doctor_invocation():
+    if not _started_as_program():
         raise
     LOAD_ERROR: ImportError | None = _exc
     BUILD_INFO = None
+
+    def __getattr__(name: str):
+        # The ops are missing because the load error was kept for the doctor: whoever else looks one up (another
+        # `python -m` target whose package imports visdet_ops while being located) is told why.
+        why = str(LOAD_ERROR).partition("\n")[0]
+        raise AttributeError(
+            f"module 'visdet_ops' has no attribute {name!r}: its compiled ops did not load ({why})"
+        ) from LOAD_ERROR
 else:
     LOAD_ERROR = None
     __version__ = BUILD_INFO["VERSION"]

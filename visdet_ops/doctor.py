@@ -1,7 +1,9 @@
 """`visdet-ops doctor`: explains whether visdet-ops can run here and why not.
 
-Works even when `import visdet_ops` fails (the package import records the
-error instead of raising when it is started as the doctor). Exit status: 0 when
+Works even when `import visdet_ops` fails: started as the `visdet-ops` console
+script (visdet_ops_doctor.py) or as `python -m visdet_ops doctor`, the package
+import keeps the error in visdet_ops.LOAD_ERROR instead of raising it (see
+visdet_ops/__init__.py), and the report says why. Exit status: 0 when
 no check FAILs, 1 otherwise. Always ends with the install line for this
 environment's recommended variant (the stable one where it serves this torch,
 else the per-minor one; the per-minor name is reported too).
@@ -95,7 +97,7 @@ def collect() -> dict:
             Check("GPU", "WARN", "torch is a CUDA build but no GPU is visible (torch.cuda.is_available() is False)")
         )
 
-    import visdet_ops  # records LOAD_ERROR instead of raising when run as the doctor
+    import visdet_ops  # keeps LOAD_ERROR instead of raising when started as the doctor (visdet_ops/__init__.py)
     from visdet_ops import _loader
 
     info = _loader.build_info()

@@ -114,3 +114,20 @@ def check_fake(op: str, arg: str, value, bounds: tuple[int, int]) -> None:
     lo, hi = bounds
     torch._check(value >= lo, lambda: f"{op}: {arg} must be in [{lo}, {hi}], got {value}")
     torch._check(value <= hi, lambda: f"{op}: {arg} must be in [{lo}, {hi}], got {value}")
+
+
+def check_conv(
+    name: str, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, *, str_padding: bool = False
+):
+    """The nn.Conv2d-like constructor arguments of a convolution module (DeformConv2d, ModulatedDeformConv2d,
+    MaskedConv2d), each checked in this order: (in_channels, out_channels, (kh, kw), stride pair, padding pair,
+    dilation pair, groups). str_padding: a str padding (nn.Conv2d's 'same' / 'valid') is passed through as is."""
+    in_channels = check_int(name, "in_channels", in_channels, CHANNELS)
+    out_channels = check_int(name, "out_channels", out_channels, CHANNELS)
+    kernel_size = check_pair(name, "kernel_size", kernel_size, KERNEL_SIZE)
+    stride = check_pair(name, "stride", stride, STRIDE)
+    if not (str_padding and isinstance(padding, str)):
+        padding = check_pair(name, "padding", padding, PADDING)
+    dilation = check_pair(name, "dilation", dilation, DILATION)
+    groups = check_int(name, "groups", groups, GROUPS)
+    return in_channels, out_channels, kernel_size, stride, padding, dilation, groups

@@ -119,6 +119,26 @@ def floating_to(dtype: torch.dtype, t: torch.Tensor | None) -> torch.Tensor | No
     return t.to(dtype)
 
 
+def float32_autocast(op_name: str, *names: str) -> Callable[[str], Callable]:
+    """make_kernel for register_autocast: the autocast kernel of visdet_ops::<op_name> that runs the op with its
+    tensor arguments `names` (schema names) cast to float32 by autocast_to (float64 stays float64) and every other
+    argument as is. The rule of the box ops (nms family, bbox_overlaps) and the focal losses; each op's module says
+    why float32."""
+    op = getattr(torch.ops.visdet_ops, op_name)
+    schema_names = [argument.name for argument in op.default._schema.arguments]
+    positions = {schema_names.index(name) for name in names}
+
+    def make_kernel(device_type: str):
+        def kernel(*args, **kwargs):
+            args = [autocast_to(torch.float32, a, device_type) if i in positions else a for i, a in enumerate(args)]
+            kwargs = {k: autocast_to(torch.float32, v, device_type) if k in names else v for k, v in kwargs.items()}
+            return op(*args, **kwargs)
+
+        return kernel
+
+    return make_kernel
+
+
 def alert_not_deterministic(caller: str) -> None:
     """torch's alertNotDeterministic from Python: under torch.use_deterministic_algorithms(True) an error, with
     warn_only=True a UserWarning, otherwise nothing; the message is torch's own."""

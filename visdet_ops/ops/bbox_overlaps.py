@@ -9,7 +9,7 @@ import torch
 
 from ..reference.bbox_overlaps import bbox_overlaps_reference
 from . import _args, example, note_device
-from ._registration import autocast_to, register_autocast, register_autograd
+from ._registration import float32_autocast, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["bbox_overlaps"]
@@ -59,23 +59,9 @@ def _backward(ctx, grad):
 _bbox_overlaps = register_autograd("bbox_overlaps", _backward, _setup_context, "bbox_overlaps")
 
 
-def _bbox_overlaps_autocast(device_type: str):
-    # Both box sets go to float32 (float64 stays float64): coordinates are never rounded to 16 bits, and an IoU near
-    # 0.5 keeps 24 bits rather than 11 or 8. The output is float32.
-    def kernel(bboxes1, bboxes2, mode="iou", aligned=False, offset=0, eps=1e-6):
-        return torch.ops.visdet_ops.bbox_overlaps(
-            autocast_to(torch.float32, bboxes1, device_type),
-            autocast_to(torch.float32, bboxes2, device_type),
-            mode,
-            aligned,
-            offset,
-            eps,
-        )
-
-    return kernel
-
-
-register_autocast("bbox_overlaps", _bbox_overlaps_autocast)
+# Autocast: both box sets go to float32 (float64 stays float64): coordinates are never rounded to 16 bits, and an IoU
+# near 0.5 keeps 24 bits rather than 11 or 8. The output is float32.
+register_autocast("bbox_overlaps", float32_autocast("bbox_overlaps", "bboxes1", "bboxes2"))
 
 
 def bbox_overlaps(

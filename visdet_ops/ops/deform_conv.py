@@ -280,13 +280,9 @@ def _init_conv(
     ModulatedDeformConv2d share (mmcv's names; `transposed` and `output_padding` for
     compatibility with nn.Conv2d, as mmcv)."""
     name = type(module).__name__
-    in_channels = _args.check_int(name, "in_channels", in_channels, _args.CHANNELS)
-    out_channels = _args.check_int(name, "out_channels", out_channels, _args.CHANNELS)
-    kernel_size = _args.check_pair(name, "kernel_size", kernel_size, _args.KERNEL_SIZE)
-    stride = _args.check_pair(name, "stride", stride, _args.STRIDE)
-    padding = _args.check_pair(name, "padding", padding, _args.PADDING)
-    dilation = _args.check_pair(name, "dilation", dilation, _args.DILATION)
-    groups = _args.check_int(name, "groups", groups, _args.GROUPS)
+    in_channels, out_channels, kernel_size, stride, padding, dilation, groups = _args.check_conv(
+        name, in_channels, out_channels, kernel_size, stride, padding, dilation, groups
+    )
     deform_groups = _args.check_int(name, "deform_groups", deform_groups, _args.GROUPS)
     if in_channels % groups != 0:
         raise ValueError(f"{name}: in_channels {in_channels} is not divisible by groups {groups}")
@@ -346,7 +342,14 @@ class DeformConv2d(nn.Module):
         if pad_h or pad_w:
             x = F.pad(x, (0, pad_w, 0, pad_h), "constant", 0)
             offset = F.pad(offset, (0, pad_w, 0, pad_h), "constant", 0)
-        out = deform_conv2d(
+        out = self._deform_conv(x, offset)
+        if pad_h or pad_w:
+            out = out[:, :, : out.size(2) - pad_h, : out.size(3) - pad_w].contiguous()
+        return out
+
+    def _deform_conv(self, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        """deform_conv2d with this module's weight and geometry (forward and DeformConv2dPack's forward)."""
+        return deform_conv2d(
             x,
             offset,
             self.weight,
@@ -358,9 +361,6 @@ class DeformConv2d(nn.Module):
             False,
             self.im2col_step,
         )
-        if pad_h or pad_w:
-            out = out[:, :, : out.size(2) - pad_h, : out.size(3) - pad_w].contiguous()
-        return out
 
     def extra_repr(self) -> str:
         return (
@@ -406,19 +406,8 @@ class DeformConv2dPack(DeformConv2d):
             self.conv_offset.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        offset = self.conv_offset(x)
-        return deform_conv2d(
-            x,
-            offset,
-            self.weight,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.groups,
-            self.deform_groups,
-            False,
-            self.im2col_step,
-        )
+        # Without DeformConv2d.forward's padding of small inputs, as mmcv's DeformConv2dPack.
+        return self._deform_conv(x, self.conv_offset(x))
 
 
 class ModulatedDeformConv2d(nn.Module):
@@ -505,18 +494,7 @@ class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
         o1, o2, mask = torch.chunk(out, 3, dim=1)
         offset = torch.cat((o1, o2), dim=1)
         mask = torch.sigmoid(mask)
-        return modulated_deform_conv2d(
-            x,
-            offset,
-            mask,
-            self.weight,
-            self.bias,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.groups,
-            self.deform_groups,
-        )
+        return super().forward(x, offset, mask)
 
 
 @example("deform_conv2d")

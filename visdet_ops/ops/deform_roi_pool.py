@@ -22,6 +22,7 @@ from torch import nn
 
 from . import _args, example, note_device
 from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
+from .roi_align import _compute_dtype
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"]
@@ -94,10 +95,9 @@ def _deform_roi_pool_autocast(device_type: str):
     # size, small) goes to the input's dtype, which the kernels read it in. The output has the input's dtype; the
     # offset gradient comes back in the offset's own dtype through the cast.
     def kernel(input, rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio, gamma):
-        compute = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
         return torch.ops.visdet_ops.deform_roi_pool(
             input,
-            floating_to(compute, rois),
+            floating_to(_compute_dtype(input.dtype), rois),
             floating_to(input.dtype, offset),
             pooled_height,
             pooled_width,
@@ -170,15 +170,24 @@ class DeformRoIPool(nn.Module):
         )
 
 
-def _fc_input_features(module: DeformRoIPool, output_channels: int) -> int:
-    return module.output_size[0] * module.output_size[1] * output_channels
-
-
-def _check_fc_args(name: str, output_channels, deform_fc_channels) -> tuple[int, int]:
-    return (
-        _args.check_int(name, "output_channels", output_channels, _args.CHANNELS),
-        _args.check_int(name, "deform_fc_channels", deform_fc_channels, _args.CHANNELS),
+def _init_offset_fc(module: DeformRoIPool, output_channels, deform_fc_channels) -> int:
+    """What DeformRoIPoolPack and ModulatedDeformRoIPoolPack construct alike: the checked output_channels and
+    deform_fc_channels attributes and mmcv's `offset_fc` (Linear-ReLU-Linear-ReLU-Linear, the last layer
+    zero-initialised). Returns the fc input width (PH * PW * output_channels)."""
+    name = type(module).__name__
+    module.output_channels = _args.check_int(name, "output_channels", output_channels, _args.CHANNELS)
+    module.deform_fc_channels = _args.check_int(name, "deform_fc_channels", deform_fc_channels, _args.CHANNELS)
+    in_features = module.output_size[0] * module.output_size[1] * module.output_channels
+    module.offset_fc = nn.Sequential(
+        nn.Linear(in_features, module.deform_fc_channels),
+        nn.ReLU(inplace=True),
+        nn.Linear(module.deform_fc_channels, module.deform_fc_channels),
+        nn.ReLU(inplace=True),
+        nn.Linear(module.deform_fc_channels, module.output_size[0] * module.output_size[1] * 2),
     )
+    module.offset_fc[-1].weight.data.zero_()
+    module.offset_fc[-1].bias.data.zero_()
+    return in_features
 
 
 def _check_channels(name: str, input: torch.Tensor, output_channels: int) -> None:
@@ -186,6 +195,13 @@ def _check_channels(name: str, input: torch.Tensor, output_channels: int) -> Non
         raise ValueError(
             f"{name}: input must have shape [N, output_channels={output_channels}, H, W], got {list(input.shape)}"
         )
+
+
+def _first_pass(module: DeformRoIPool, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
+    """The Pack modules' first pass: input checked against output_channels, pooled without offsets and flattened
+    per RoI (flatten(1), not mmcv's view(rois_num, -1): that fails for zero RoIs), the fc layers' input."""
+    _check_channels(type(module).__name__, input, module.output_channels)
+    return DeformRoIPool.forward(module, input, rois).flatten(1)
 
 
 class DeformRoIPoolPack(DeformRoIPool):
@@ -205,28 +221,11 @@ class DeformRoIPoolPack(DeformRoIPool):
         gamma: float = 0.1,
     ):
         super().__init__(output_size, spatial_scale, sampling_ratio, gamma)
-        output_channels, deform_fc_channels = _check_fc_args(type(self).__name__, output_channels, deform_fc_channels)
-        self.output_channels = output_channels
-        self.deform_fc_channels = deform_fc_channels
-        self.offset_fc = nn.Sequential(
-            nn.Linear(_fc_input_features(self, output_channels), deform_fc_channels),
-            nn.ReLU(inplace=True),
-            nn.Linear(deform_fc_channels, deform_fc_channels),
-            nn.ReLU(inplace=True),
-            nn.Linear(deform_fc_channels, self.output_size[0] * self.output_size[1] * 2),
-        )
-        self.offset_fc[-1].weight.data.zero_()
-        self.offset_fc[-1].bias.data.zero_()
+        _init_offset_fc(self, output_channels, deform_fc_channels)
 
     def forward(self, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        _check_channels(type(self).__name__, input, self.output_channels)
-        x = deform_roi_pool(input, rois, None, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma)
-        rois_num = rois.size(0)
-        # flatten(1), not mmcv's view(rois_num, -1): that fails for zero RoIs.
-        offset = self.offset_fc(x.flatten(1)).view(rois_num, 2, self.output_size[0], self.output_size[1])
-        return deform_roi_pool(
-            input, rois, offset, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma
-        )
+        offset = self.offset_fc(_first_pass(self, input, rois)).view(rois.size(0), 2, *self.output_size)
+        return super().forward(input, rois, offset)
 
 
 class ModulatedDeformRoIPoolPack(DeformRoIPool):
@@ -245,38 +244,21 @@ class ModulatedDeformRoIPoolPack(DeformRoIPool):
         gamma: float = 0.1,
     ):
         super().__init__(output_size, spatial_scale, sampling_ratio, gamma)
-        output_channels, deform_fc_channels = _check_fc_args(type(self).__name__, output_channels, deform_fc_channels)
-        self.output_channels = output_channels
-        self.deform_fc_channels = deform_fc_channels
-        in_features = _fc_input_features(self, output_channels)
-        bins = self.output_size[0] * self.output_size[1]
-        self.offset_fc = nn.Sequential(
-            nn.Linear(in_features, deform_fc_channels),
-            nn.ReLU(inplace=True),
-            nn.Linear(deform_fc_channels, deform_fc_channels),
-            nn.ReLU(inplace=True),
-            nn.Linear(deform_fc_channels, bins * 2),
-        )
-        self.offset_fc[-1].weight.data.zero_()
-        self.offset_fc[-1].bias.data.zero_()
+        in_features = _init_offset_fc(self, output_channels, deform_fc_channels)
         self.mask_fc = nn.Sequential(
-            nn.Linear(in_features, deform_fc_channels),
+            nn.Linear(in_features, self.deform_fc_channels),
             nn.ReLU(inplace=True),
-            nn.Linear(deform_fc_channels, bins * 1),
+            nn.Linear(self.deform_fc_channels, self.output_size[0] * self.output_size[1] * 1),
             nn.Sigmoid(),
         )
         self.mask_fc[2].weight.data.zero_()
         self.mask_fc[2].bias.data.zero_()
 
     def forward(self, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        _check_channels(type(self).__name__, input, self.output_channels)
-        x = deform_roi_pool(input, rois, None, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma)
-        rois_num = rois.size(0)
-        features = x.flatten(1)
-        offset = self.offset_fc(features).view(rois_num, 2, self.output_size[0], self.output_size[1])
-        mask = self.mask_fc(features).view(rois_num, 1, self.output_size[0], self.output_size[1])
-        d = deform_roi_pool(input, rois, offset, self.output_size, self.spatial_scale, self.sampling_ratio, self.gamma)
-        return d * mask
+        features = _first_pass(self, input, rois)
+        offset = self.offset_fc(features).view(rois.size(0), 2, *self.output_size)
+        mask = self.mask_fc(features).view(rois.size(0), 1, *self.output_size)
+        return super().forward(input, rois, offset) * mask
 
 
 # Fixed RoIs and offsets (no sample within 5e-4 px of an integer coordinate, where float32 rounding

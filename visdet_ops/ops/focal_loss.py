@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from . import example, note_device
-from ._registration import autocast_to, register_autocast, register_autograd
+from ._registration import float32_autocast, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"]
@@ -108,28 +108,6 @@ def _focal_loss_backward(backward_op):
     return backward
 
 
-def _focal_loss_autocast(op_name: str):
-    # input and weight go to float32 (float64 stays float64), as torch's own losses (binary_cross_entropy_with_logits,
-    # nll_loss) run in float32 under autocast: log-probabilities of confident logits and the sum over many anchors
-    # need float32. The loss is float32; the input's gradient comes back in its own dtype through the cast.
-    op = getattr(torch.ops.visdet_ops, op_name)
-
-    def make_kernel(device_type: str):
-        def kernel(input, target, gamma, alpha, weight, reduction):
-            return op(
-                autocast_to(torch.float32, input, device_type),
-                target,
-                gamma,
-                alpha,
-                autocast_to(torch.float32, weight, device_type),
-                reduction,
-            )
-
-        return kernel
-
-    return make_kernel
-
-
 # op name -> its eager entry point (register_autograd)
 _EAGER = {
     name: register_autograd(
@@ -140,9 +118,20 @@ _EAGER = {
     )
     for name in ("sigmoid_focal_loss", "softmax_focal_loss")
 }
+# Autocast: input and weight go to float32 (float64 stays float64), as torch's own losses
+# (binary_cross_entropy_with_logits, nll_loss) run in float32 under autocast: log-probabilities of confident logits
+# and the sum over many anchors need float32. The loss is float32; the input's gradient comes back in its own dtype
+# through the cast.
 for _name in _EAGER:
-    register_autocast(_name, _focal_loss_autocast(_name))
+    register_autocast(_name, float32_autocast(_name, "input", "weight"))
 del _name
+
+
+def _focal_loss(name: str, input, target, gamma, alpha, weight, reduction: str) -> torch.Tensor:
+    """What sigmoid_focal_loss and softmax_focal_loss do with their (mmcv) arguments."""
+    _check_reduction(name, reduction)
+    note_device(input)
+    return _EAGER[name](input, target, float(gamma), float(alpha), weight, reduction)
 
 
 def sigmoid_focal_loss(
@@ -164,9 +153,7 @@ def sigmoid_focal_loss(
             (background rows by 1).
         reduction: 'none' ([N, C]), 'mean' (sum / N) or 'sum'.
     """
-    _check_reduction("sigmoid_focal_loss", reduction)
-    note_device(input)
-    return _EAGER["sigmoid_focal_loss"](input, target, float(gamma), float(alpha), weight, reduction)
+    return _focal_loss("sigmoid_focal_loss", input, target, gamma, alpha, weight, reduction)
 
 
 def softmax_focal_loss(
@@ -187,9 +174,7 @@ def softmax_focal_loss(
         weight: optional [C] per-class weights; row n is scaled by weight[target[n]].
         reduction: 'none' ([N]), 'mean' (sum / N) or 'sum'.
     """
-    _check_reduction("softmax_focal_loss", reduction)
-    note_device(input)
-    return _EAGER["softmax_focal_loss"](input, target, float(gamma), float(alpha), weight, reduction)
+    return _focal_loss("softmax_focal_loss", input, target, gamma, alpha, weight, reduction)
 
 
 class _FocalLoss(nn.Module):

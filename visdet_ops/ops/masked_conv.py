@@ -165,14 +165,9 @@ class MaskedConv2d(nn.Conv2d):
         bias: bool = True,
     ):
         name = type(self).__name__
-        in_channels = _args.check_int(name, "in_channels", in_channels, _args.CHANNELS)
-        out_channels = _args.check_int(name, "out_channels", out_channels, _args.CHANNELS)
-        kernel_size = _args.check_pair(name, "kernel_size", kernel_size, _args.KERNEL_SIZE)
-        stride = _args.check_pair(name, "stride", stride, _args.STRIDE)
-        if not isinstance(padding, str):  # nn.Conv2d's 'same' / 'valid'
-            padding = _args.check_pair(name, "padding", padding, _args.PADDING)
-        dilation = _args.check_pair(name, "dilation", dilation, _args.DILATION)
-        groups = _args.check_int(name, "groups", groups, _args.GROUPS)
+        in_channels, out_channels, kernel_size, stride, padding, dilation, groups = _args.check_conv(
+            name, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, str_padding=True
+        )
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
 
     def forward(self, input: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import torch
 
 from . import _args, example, note_device, renamed_kwargs
-from ._registration import autocast_to, register_autocast
+from ._registration import float32_autocast, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["batched_nms", "nms", "nms_match"]
@@ -76,43 +76,9 @@ def _nms_match_fake(dets, iou_threshold):
 # docs/stable-abi.md): boxes and scores go to float32 (float64 stays float64), as torchvision's nms autocast kernel
 # does: box coordinates are never rounded to 16 bits, and IoUs are computed in float32 (the kernels' compute dtype
 # for 16-bit boxes anyway). The outputs are int64 indices.
-
-
-def _nms_autocast(device_type: str):
-    def kernel(boxes, scores, iou_threshold, offset=0):
-        return torch.ops.visdet_ops.nms(
-            autocast_to(torch.float32, boxes, device_type),
-            autocast_to(torch.float32, scores, device_type),
-            iou_threshold,
-            offset,
-        )
-
-    return kernel
-
-
-def _batched_nms_autocast(device_type: str):
-    def kernel(boxes, scores, idxs, iou_threshold, offset=0):
-        return torch.ops.visdet_ops.batched_nms(
-            autocast_to(torch.float32, boxes, device_type),
-            autocast_to(torch.float32, scores, device_type),
-            idxs,
-            iou_threshold,
-            offset,
-        )
-
-    return kernel
-
-
-def _nms_match_autocast(device_type: str):
-    def kernel(dets, iou_threshold):
-        return torch.ops.visdet_ops.nms_match(autocast_to(torch.float32, dets, device_type), iou_threshold)
-
-    return kernel
-
-
-register_autocast("nms", _nms_autocast)
-register_autocast("batched_nms", _batched_nms_autocast)
-register_autocast("nms_match", _nms_match_autocast)
+register_autocast("nms", float32_autocast("nms", "boxes", "scores"))
+register_autocast("batched_nms", float32_autocast("batched_nms", "boxes", "scores"))
+register_autocast("nms_match", float32_autocast("nms_match", "dets"))
 
 
 def _as_tensors(op: str, boxes, scores):

@@ -24,18 +24,23 @@ _POOL_MODES = ("avg", "max")
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The kernels' compute dtype: float32 for 16-bit floats."""
+    """The kernels' compute dtype: float32 for 16-bit floats (the RoI ops': roi_pool and deform_roi_pool too)."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _check_rois_fake(op: str, input, rois, pooled_height, pooled_width) -> None:
+    """The input, rois and output-size checks that the fake impls of roi_align and roi_pool share."""
+    torch._check(input.dim() == 4, lambda: f"{op}: input must have 4 dimensions, got {list(input.shape)}")
+    torch._check(
+        rois.dim() == 2 and rois.size(1) == 5, lambda: f"{op}: rois must have shape [K, 5], got {list(rois.shape)}"
+    )
+    _args.check_fake(op, "pooled_height", pooled_height, _args.POOLED_SIZE)
+    _args.check_fake(op, "pooled_width", pooled_width, _args.POOLED_SIZE)
 
 
 @torch.library.register_fake("visdet_ops::roi_align")
 def _roi_align_fake(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned):
-    torch._check(input.dim() == 4, lambda: f"roi_align: input must have 4 dimensions, got {list(input.shape)}")
-    torch._check(
-        rois.dim() == 2 and rois.size(1) == 5, lambda: f"roi_align: rois must have shape [K, 5], got {list(rois.shape)}"
-    )
-    _args.check_fake("roi_align", "pooled_height", pooled_height, _args.POOLED_SIZE)
-    _args.check_fake("roi_align", "pooled_width", pooled_width, _args.POOLED_SIZE)
+    _check_rois_fake("roi_align", input, rois, pooled_height, pooled_width)
     _args.check_fake("roi_align", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
     # Sample positions of max mode are kept in the compute dtype (exact for 16-bit input).

@@ -17,6 +17,7 @@ from torch import nn
 
 from . import _args, example, note_device
 from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
+from .roi_align import _check_rois_fake, _compute_dtype
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIPool", "roi_pool"]
@@ -24,12 +25,7 @@ __all__ = ["RoIPool", "roi_pool"]
 
 @torch.library.register_fake("visdet_ops::roi_pool")
 def _roi_pool_fake(input, rois, pooled_height, pooled_width, spatial_scale):
-    torch._check(input.dim() == 4, lambda: f"roi_pool: input must have 4 dimensions, got {list(input.shape)}")
-    torch._check(
-        rois.dim() == 2 and rois.size(1) == 5, lambda: f"roi_pool: rois must have shape [K, 5], got {list(rois.shape)}"
-    )
-    _args.check_fake("roi_pool", "pooled_height", pooled_height, _args.POOLED_SIZE)
-    _args.check_fake("roi_pool", "pooled_width", pooled_width, _args.POOLED_SIZE)
+    _check_rois_fake("roi_pool", input, rois, pooled_height, pooled_width)
     out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
     return out, input.new_empty(out.shape, dtype=torch.int32)
 
@@ -70,9 +66,8 @@ def _roi_pool_autocast(device_type: str):
     # to the kernels' compute dtype (float32 beside a 16-bit or float32 input), never to 16 bits. The output has
     # the input's dtype.
     def kernel(input, rois, pooled_height, pooled_width, spatial_scale):
-        compute = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
         return torch.ops.visdet_ops.roi_pool(
-            input, floating_to(compute, rois), pooled_height, pooled_width, spatial_scale
+            input, floating_to(_compute_dtype(input.dtype), rois), pooled_height, pooled_width, spatial_scale
         )
 
     return kernel

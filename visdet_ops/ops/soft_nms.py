@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import _args, benchmark, example, note_device, renamed_kwargs
-from ._registration import autocast_to, register_autocast
+from ._registration import float32_autocast, register_autocast
 from .nms import _SOFT_NMS_METHODS, _as_tensors, _check_boxes_fake, _check_offset
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
@@ -32,25 +32,7 @@ def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offse
 # Autocast (registered here for the classic and the stable build alike: docs/stable-abi.md): boxes and scores go to
 # float32 (float64 stays float64): coordinates are never rounded to 16 bits, IoUs and score decay are computed in
 # float32. Returns int64 indices and float32 scores.
-
-
-def _soft_nms_autocast(device_type: str):
-    def kernel(boxes, scores, iou_threshold, sigma, min_score, method, offset=0, idxs=None):
-        return torch.ops.visdet_ops.soft_nms(
-            autocast_to(torch.float32, boxes, device_type),
-            autocast_to(torch.float32, scores, device_type),
-            iou_threshold,
-            sigma,
-            min_score,
-            method,
-            offset,
-            idxs,
-        )
-
-    return kernel
-
-
-register_autocast("soft_nms", _soft_nms_autocast)
+register_autocast("soft_nms", float32_autocast("soft_nms", "boxes", "scores"))
 
 
 @renamed_kwargs("soft_nms", {"iou_thr": "iou_threshold"})
