@@ -2,6 +2,9 @@
 that the kernels cost little, so that what is timed is the dispatch, checks, allocation and autograd bookkeeping.
 
   python benchmarks/autograd_overhead.py [--repeats N]    prints one JSON line
+  python benchmarks/autograd_overhead.py --eager-vs-registered    the public functions' eager autograd entry point
+      (ops/_registration.register_autograd) against the same op called through its registered formula
+      (torch.ops.visdet_ops.<op>: torch.library.register_autograd's wrapper), interleaved in one process
 
 Run it once per build to compare (docs/stable-abi.md, "Measured"): the classic build with C++ autograd (before the
 port), and the classic and stable builds with autograd registered from Python (torch.library.register_autograd)."""
@@ -30,11 +33,59 @@ def median_us(fn, repeats: int, inner: int = 50) -> float:
     return statistics.median(samples)
 
 
+def eager_vs_registered(repeats: int) -> dict:
+    """Small forward + backward per op family, the eager entry point and the registered formula interleaved (the
+    machine's drift hits both): median µs per call of each, and what the entry point saves."""
+    gen = torch.Generator().manual_seed(0)
+    ops = torch.ops.visdet_ops
+
+    def grad(*shape):
+        return torch.randn(*shape, generator=gen).requires_grad_()
+
+    x, rois = grad(1, 4, 16, 16), torch.tensor([[0, 1.0, 1, 9, 9]] * 4)
+    xd, off, mask, w, b = grad(1, 4, 6, 6), grad(1, 18, 6, 6), grad(1, 9, 6, 6), grad(4, 4, 3, 3), grad(4)
+    logits, target = grad(64, 8), torch.randint(0, 9, (64,), generator=gen)
+    cases = {
+        "roi_pool": (
+            lambda: visdet_ops.roi_pool(x, rois, 7).sum().backward(),
+            lambda: ops.roi_pool(x, rois, 7, 7, 1.0)[0].sum().backward(),
+        ),
+        "roi_align": (
+            lambda: visdet_ops.roi_align(x, rois, 7, 1.0, 2).sum().backward(),
+            lambda: ops.roi_align(x, rois, 7, 7, 1.0, 2, "avg", True)[0].sum().backward(),
+        ),
+        "modulated_deform_conv2d": (
+            lambda: visdet_ops.modulated_deform_conv2d(xd, off, mask, w, b, 1, 1, 1, 1, 1).sum().backward(),
+            lambda: ops.deform_conv2d(xd, off, mask, w, b, 1, 1, 1, 1, 1, 1, 1, 1, 0).sum().backward(),
+        ),
+        "sigmoid_focal_loss": (
+            lambda: visdet_ops.sigmoid_focal_loss(logits, target).backward(),
+            lambda: ops.sigmoid_focal_loss(logits, target, 2.0, 0.25, None, "mean").backward(),
+        ),
+    }
+    result = {}
+    for name, (eager, registered) in cases.items():
+        for _ in range(20):
+            eager(), registered()
+        e, r = [], []
+        for _ in range(repeats):
+            e.append(median_us(eager, 1, inner=50))
+            r.append(median_us(registered, 1, inner=50))
+        e_us, r_us = statistics.median(e), statistics.median(r)
+        result[name] = {"eager_us": round(e_us, 1), "registered_us": round(r_us, 1), "saved_us": round(r_us - e_us, 1)}
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--eager-vs-registered", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.eager_vs_registered:
+        info = {"variant": visdet_ops.BUILD_INFO["VARIANT"], "torch": torch.__version__}
+        print(json.dumps({**info, **eager_vs_registered(max(args.repeats // 10, 5))}))
+        return
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(1, 4, 16, 16, generator=gen)
     rois = torch.tensor([[0, 1.0, 1, 9, 9], [0, 3, 2, 14, 12], [0, 0, 0, 15, 15], [0, 5, 5, 8, 11]])
