@@ -566,6 +566,22 @@ def test_exports():
     assert visdet_ops.multi_scale_deformable_attn_pytorch is not None
 
 
+def test_mmcv_module_path_imports():
+    """mmcv's `from mmcv.ops.multi_scale_deform_attn import ...` (its tests, Deformable DETR code) moves by
+    swapping `mmcv.ops` for `visdet_ops`: the same objects as the top-level names."""
+    from visdet_ops.multi_scale_deform_attn import (
+        MultiScaleDeformableAttention,
+        MultiScaleDeformableAttnFunction,
+        multi_scale_deformable_attn_pytorch,
+    )
+
+    assert MultiScaleDeformableAttention is visdet_ops.MultiScaleDeformableAttention
+    assert MultiScaleDeformableAttnFunction is visdet_ops.MultiScaleDeformableAttnFunction
+    assert multi_scale_deformable_attn_pytorch is visdet_ops.multi_scale_deformable_attn_pytorch
+    # importing the module shadows no exported name of the package
+    assert "multi_scale_deform_attn" not in visdet_ops.__all__
+
+
 def test_default_cuda_path_does_not_sync(rng):
     """Forward and backward with the level tables on the GPU make the host wait for nothing (the
     decoder of Deformable DETR calls the op with small inputs, where a sync per call dominated)."""
