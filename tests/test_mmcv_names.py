@@ -407,3 +407,24 @@ def test_migration_page_names_every_implemented_op():
     page = (Path(__file__).resolve().parents[1] / "docs" / "migration.md").read_text()
     missing = [name for name in IMPLEMENTED + sorted(MMCV_SUBMODULE_NAMES) if f"`{name}`" not in page]
     assert not missing, f"docs/migration.md does not name {missing}"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: visdet_ops.CornerPool("corner"),
+        lambda: visdet_ops.DeformConv2d(1, 1, 2, bias=True),
+        lambda: visdet_ops.DeformConv2d(3, 2, 3, groups=2),
+        lambda: visdet_ops.DeformConv2d(3, 4, 3, groups=3),
+        lambda: visdet_ops.ModulatedDeformConv2d(3, 2, 3, groups=2),
+        lambda: visdet_ops.RoIAlign(7, 1.0, pool_mode="sum"),
+        lambda: visdet_ops.sigmoid_focal_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), reduction="all"),
+        lambda: visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), mode="dice"),
+    ],
+)
+def test_argument_errors_are_also_assertion_errors(call):
+    """mmcv checks these arguments with `assert`: our errors name the argument and are ValueErrors, and also
+    AssertionErrors, so code written against mmcv (and mmcv's own tests) that catches AssertionError keeps working."""
+    with pytest.raises(ValueError) as info:
+        call()
+    assert isinstance(info.value, AssertionError)

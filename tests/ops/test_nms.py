@@ -371,6 +371,16 @@ def test_nms_match_numpy_empty_and_bad(device, rng):
         visdet_ops.nms_match(torch.zeros(3, device=device), 0.5)
     with pytest.raises(RuntimeError, match=r"nms_match: dets must have shape \[N, 5\]"):
         visdet_ops.nms_match(torch.zeros(3, 4, device=device), 0.5)
+    # mmcv asserts the shape: code (and mmcv's tests) catching AssertionError keeps working, NumPy input too.
+    with pytest.raises(
+        AssertionError, match=r"nms_match: dets must have shape \[N, 5\] \(x1, y1, x2, y2, score\), got \[2, 3\]"
+    ):
+        visdet_ops.nms_match(np.zeros((2, 3)), 0.5)
+    # The op itself (a direct torch.ops call) gives the same text.
+    with pytest.raises(
+        RuntimeError, match=r"nms_match: dets must have shape \[N, 5\] \(x1, y1, x2, y2, score\), got \[2, 3\]"
+    ):
+        torch.ops.visdet_ops.nms_match(torch.zeros(2, 3, device=device), 0.5)
 
 
 def test_nms_match_degenerate_and_nan(device, rng):

@@ -66,6 +66,18 @@ OFFSET = (0, 1)
 INT64 = (INT64_MIN, INT64_MAX)
 
 
+class ArgumentError(ValueError, AssertionError):
+    """A bad argument value, refused before any work, with a message naming the op, the argument, what was expected
+    and what came. A ValueError, and also an AssertionError: mmcv.ops checks its arguments with `assert`, so code
+    written against mmcv (and mmcv's own tests) that catches AssertionError keeps working (docs/migration.md)."""
+
+
+class ShapeError(RuntimeError, AssertionError):
+    """A tensor argument of the wrong shape, found by a public function before it calls the op, where mmcv asserts
+    the shape in Python: the op's own check (C++, for direct torch.ops calls) raises a RuntimeError with the same
+    text, so this is a RuntimeError, and an AssertionError for code written against mmcv."""
+
+
 def as_int(op: str, arg: str, value) -> int:
     """value as an int, or TypeError naming the argument."""
     if isinstance(value, (str, bytes)):
@@ -84,12 +96,12 @@ def as_int(op: str, arg: str, value) -> int:
 
 
 def check_int(op: str, arg: str, value, bounds: tuple[int, int]) -> int:
-    """value as an int within bounds (inclusive), else TypeError/ValueError
+    """value as an int within bounds (inclusive), else TypeError/ArgumentError (a ValueError)
     naming the op and the argument."""
     v = as_int(op, arg, value)
     lo, hi = bounds
     if not lo <= v <= hi:
-        raise ValueError(f"{op}: {arg} must be in [{lo}, {hi}], got {v}")
+        raise ArgumentError(f"{op}: {arg} must be in [{lo}, {hi}], got {v}")
     return v
 
 
@@ -101,7 +113,7 @@ def check_pair(op: str, arg: str, value, bounds: tuple[int, int]) -> tuple[int, 
             return v, v
         items = tuple(value)
         if len(items) != 2:
-            raise ValueError(f"{op}: {arg} must be an int or a pair of ints, got {value!r}")
+            raise ArgumentError(f"{op}: {arg} must be an int or a pair of ints, got {value!r}")
         return check_int(op, arg, items[0], bounds), check_int(op, arg, items[1], bounds)
     v = check_int(op, arg, value, bounds)
     return v, v

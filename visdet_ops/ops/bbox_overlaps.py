@@ -100,20 +100,20 @@ def bbox_overlaps(
         infinite coordinate gives NaN. Differentiable.
     """
     if mode not in _MODES:
-        raise ValueError(f"bbox_overlaps: mode must be one of {list(_MODES)}, got {mode!r}")
+        raise _args.ArgumentError(f"bbox_overlaps: mode must be one of {list(_MODES)}, got {mode!r}")
     if offset not in (0, 1):
         # mmdet's fifth positional argument is eps, not offset.
         hint = "; mmdet's eps is a keyword here: eps=..." if isinstance(offset, float) else ""
-        raise ValueError(f"bbox_overlaps: offset must be 0 or 1, got {offset!r}{hint}")
+        raise _args.ArgumentError(f"bbox_overlaps: offset must be 0 or 1, got {offset!r}{hint}")
     if is_aligned is not None:
         if aligned is not None and bool(aligned) != bool(is_aligned):
-            raise ValueError(
+            raise _args.ArgumentError(
                 f"bbox_overlaps: aligned={aligned!r} and is_aligned={is_aligned!r} disagree "
                 "(is_aligned is mmdet's name for aligned: give one of them)"
             )
         aligned = is_aligned
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
-        raise ValueError(f"bbox_overlaps: eps must be a finite number >= 0, got {eps!r}")
+        raise _args.ArgumentError(f"bbox_overlaps: eps must be a finite number >= 0, got {eps!r}")
     # mmcv accepts torch.FloatTensor([]) for "no boxes" (its docstring's example).
     if bboxes1.dim() == 1 and bboxes1.numel() == 0:
         bboxes1 = bboxes1.reshape(0, 4)

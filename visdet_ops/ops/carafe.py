@@ -216,7 +216,7 @@ class CARAFEPack(nn.Module):
         scale_factor = _args.check_int(name, "scale_factor", scale_factor, _args.CARAFE_SCALE)
         up_kernel = _args.check_int(name, "up_kernel", up_kernel, _args.CARAFE_KERNEL)
         if up_kernel % 2 == 0:  # carafe's rule, raised here rather than at the first forward
-            raise ValueError(f"{name}: up_kernel must be odd, got {up_kernel}")
+            raise _args.ArgumentError(f"{name}: up_kernel must be odd, got {up_kernel}")
         up_group = _args.check_int(name, "up_group", up_group, _args.CARAFE_GROUPS)
         encoder_kernel = _args.check_int(name, "encoder_kernel", encoder_kernel, _args.KERNEL_SIZE)
         encoder_dilation = _args.check_int(name, "encoder_dilation", encoder_dilation, _args.DILATION)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import example, note_device
+from . import _args, example, note_device
 from ._registration import register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
@@ -34,7 +34,7 @@ MODES = ("top", "bottom", "left", "right")
 
 def _check_mode(mode: str, who: str) -> None:
     if mode not in MODES:
-        raise ValueError(f"{who}: mode must be 'top', 'bottom', 'left' or 'right', got {mode!r}")
+        raise _args.ArgumentError(f"{who}: mode must be 'top', 'bottom', 'left' or 'right', got {mode!r}")
 
 
 @torch.library.register_fake("visdet_ops::corner_pool")

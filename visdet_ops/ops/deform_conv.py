@@ -202,7 +202,7 @@ def deform_conv2d(
         [N, C_out, OH, OW].
     """
     if bias not in (False, None):
-        raise ValueError(
+        raise _args.ArgumentError(
             "deform_conv2d: bias must be False (mmcv's DCNv1 has no bias); use modulated_deform_conv2d for one"
         )
     return _call(
@@ -285,9 +285,9 @@ def _init_conv(
     )
     deform_groups = _args.check_int(name, "deform_groups", deform_groups, _args.GROUPS)
     if in_channels % groups != 0:
-        raise ValueError(f"{name}: in_channels {in_channels} is not divisible by groups {groups}")
+        raise _args.ArgumentError(f"{name}: in_channels {in_channels} is not divisible by groups {groups}")
     if out_channels % groups != 0:
-        raise ValueError(f"{name}: out_channels {out_channels} is not divisible by groups {groups}")
+        raise _args.ArgumentError(f"{name}: out_channels {out_channels} is not divisible by groups {groups}")
     module.in_channels = in_channels
     module.out_channels = out_channels
     module.kernel_size = _pair(kernel_size)
@@ -325,7 +325,7 @@ class DeformConv2d(nn.Module):
         super().__init__()
         deform_groups = _deprecated_deformable_groups(type(self).__name__, deform_groups, deformable_groups)
         if bias:
-            raise ValueError(f"{type(self).__name__}: bias={bias} is not supported (mmcv's DCNv1 has no bias)")
+            raise _args.ArgumentError(f"{type(self).__name__}: bias={bias} is not supported (mmcv's DCNv1 has no bias)")
         _init_conv(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, deform_groups)
         self.im2col_step = _args.check_int(type(self).__name__, "im2col_step", im2col_step, _args.IM2COL_STEP_DCN)
         self.reset_parameters()

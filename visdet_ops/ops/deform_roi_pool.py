@@ -192,7 +192,7 @@ def _init_offset_fc(module: DeformRoIPool, output_channels, deform_fc_channels) 
 
 def _check_channels(name: str, input: torch.Tensor, output_channels: int) -> None:
     if input.dim() != 4 or input.size(1) != output_channels:
-        raise ValueError(
+        raise _args.ArgumentError(
             f"{name}: input must have shape [N, output_channels={output_channels}, H, W], got {list(input.shape)}"
         )
 

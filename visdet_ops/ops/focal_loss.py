@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import example, note_device
+from . import _args, example, note_device
 from ._registration import float32_autocast, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
@@ -36,7 +36,7 @@ _REDUCTIONS = ("none", "mean", "sum")
 
 def _check_reduction(name: str, reduction: str) -> None:
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"{name}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+        raise _args.ArgumentError(f"{name}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
 
 
 def _fake_checks(name: str, input, target, weight) -> None:

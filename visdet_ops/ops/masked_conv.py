@@ -138,7 +138,7 @@ def masked_conv2d(
     """
     stride_h, stride_w = _pair(stride)
     if stride_h != 1 or stride_w != 1:
-        raise ValueError(f"masked_conv2d: stride must be 1 (as in mmcv), got {stride!r}")
+        raise _args.ArgumentError(f"masked_conv2d: stride must be 1 (as in mmcv), got {stride!r}")
     pad_h, pad_w = _args.check_pair("masked_conv2d", "padding", padding, _args.INT64)
     note_device(features)
     return _masked_conv2d(features, mask, weight, bias, int(pad_h), int(pad_w))
@@ -174,12 +174,12 @@ class MaskedConv2d(nn.Conv2d):
         if mask is None:
             return super().forward(input)
         if self.stride != (1, 1) or self.dilation != (1, 1) or self.groups != 1:
-            raise ValueError(
+            raise _args.ArgumentError(
                 "MaskedConv2d: a masked forward needs stride=1, dilation=1 and groups=1, got "
                 f"stride={self.stride}, dilation={self.dilation}, groups={self.groups}"
             )
         if isinstance(self.padding, str) or self.padding_mode != "zeros":
-            raise ValueError(
+            raise _args.ArgumentError(
                 "MaskedConv2d: a masked forward needs numeric zero padding, got "
                 f"padding={self.padding!r}, padding_mode={self.padding_mode!r}"
             )

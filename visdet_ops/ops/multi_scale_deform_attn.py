@@ -218,7 +218,9 @@ class MultiScaleDeformableAttention(nn.Module):
         num_points = _args.check_int(name, "num_points", num_points, _args.NUM_POINTS)
         im2col_step = _args.check_int(name, "im2col_step", im2col_step, _args.IM2COL_STEP_MSDA)
         if embed_dims % num_heads != 0:
-            raise ValueError(f"embed_dims must be divisible by num_heads, but got {embed_dims} and {num_heads}")
+            raise _args.ArgumentError(
+                f"embed_dims must be divisible by num_heads, but got {embed_dims} and {num_heads}"
+            )
         dim_per_head = embed_dims // num_heads
         if dim_per_head & (dim_per_head - 1) != 0 or dim_per_head == 0:
             warnings.warn(
@@ -292,7 +294,7 @@ class MultiScaleDeformableAttention(nn.Module):
             if identity is None:
                 identity = residual
         if reference_points is None or spatial_shapes is None or level_start_index is None:
-            raise ValueError(
+            raise _args.ArgumentError(
                 "MultiScaleDeformableAttention: reference_points, spatial_shapes and level_start_index are required"
             )
         if value is None:
@@ -337,7 +339,7 @@ class MultiScaleDeformableAttention(nn.Module):
                 + sampling_offsets / self.num_points * reference_points[:, :, None, :, None, 2:] * 0.5
             )
         else:
-            raise ValueError(
+            raise _args.ArgumentError(
                 f"Last dim of reference_points must be 2 or 4, but get {reference_points.shape[-1]} instead."
             )
         output = multi_scale_deformable_attn(

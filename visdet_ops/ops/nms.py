@@ -97,7 +97,7 @@ def _as_tensors(op: str, boxes, scores):
 
 def _check_offset(op: str, offset) -> None:
     if offset not in (0, 1):
-        raise ValueError(f"{op}: offset must be 0 or 1, got {offset!r}")
+        raise _args.ArgumentError(f"{op}: offset must be 0 or 1, got {offset!r}")
 
 
 @renamed_kwargs("nms", {"iou_thr": "iou_threshold"})
@@ -151,7 +151,7 @@ def _nms_params(nms_cfg: Mapping, class_agnostic: bool) -> tuple[str, dict, bool
     max_num = _args.as_int("batched_nms", "max_num", cfg.pop("max_num", -1))
     if "iou_thr" in cfg:
         if "iou_threshold" in cfg:
-            raise ValueError("batched_nms: nms_cfg has both iou_thr and its new name iou_threshold; keep one")
+            raise _args.ArgumentError("batched_nms: nms_cfg has both iou_thr and its new name iou_threshold; keep one")
         warnings.warn(
             "batched_nms: nms_cfg key 'iou_thr' is deprecated (as in mmcv >= 1.4.4); use 'iou_threshold'",
             DeprecationWarning,
@@ -160,7 +160,7 @@ def _nms_params(nms_cfg: Mapping, class_agnostic: bool) -> tuple[str, dict, bool
         cfg["iou_threshold"] = cfg.pop("iou_thr")
     allowed = {"nms": _NMS_KEYS, "soft_nms": _SOFT_NMS_KEYS}.get(nms_type)
     if allowed is None:
-        raise ValueError(f"batched_nms: nms_cfg type must be 'nms' or 'soft_nms', got {nms_type!r}")
+        raise _args.ArgumentError(f"batched_nms: nms_cfg type must be 'nms' or 'soft_nms', got {nms_type!r}")
     unknown = sorted(set(cfg) - allowed)
     if unknown:
         raise TypeError(f"batched_nms: nms_cfg keys {unknown} are not understood by type={nms_type!r}")
@@ -216,7 +216,9 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
     if nms_type == "soft_nms":
         method = cfg.get("method", "linear")
         if method not in _SOFT_NMS_METHODS:
-            raise ValueError(f"batched_nms: soft_nms method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}")
+            raise _args.ArgumentError(
+                f"batched_nms: soft_nms method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}"
+            )
         offset = cfg.get("offset", 0)
         _check_offset("batched_nms", offset)
         # O(N) memory per call whatever N: no need to split.
@@ -282,6 +284,14 @@ def nms_match(dets, iou_threshold: float):
         # mmcv returns [] for any dets with shape[0] == 0 before looking at
         # the shape; empty selections in mmdet code are often 1-D.
         return []
+    # Checked here too (same text as the op's check): mmcv asserts dets' shape, so code written against mmcv
+    # expects an AssertionError.
+    if dets_t.dim() != 2:
+        raise _args.ShapeError(f"nms_match: dets must have 2 dimensions, got shape {list(dets_t.shape)}")
+    if dets_t.size(1) != 5:
+        raise _args.ShapeError(
+            f"nms_match: dets must have shape [N, 5] (x1, y1, x2, y2, score), got {list(dets_t.shape)}"
+        )
     note_device(dets_t)
     leader = torch.ops.visdet_ops.nms_match(dets_t.detach(), float(iou_threshold))
     n = leader.numel()

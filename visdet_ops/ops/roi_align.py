@@ -157,7 +157,7 @@ def roi_align(
         aligned: shift by half a pixel (True matches torchvision aligned=True).
     """
     if pool_mode not in _POOL_MODES:
-        raise ValueError(f"roi_align: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
+        raise _args.ArgumentError(f"roi_align: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
     out_h, out_w = _args.check_pair("roi_align", "output_size", output_size, _args.INT64)
     sampling_ratio = _args.check_int("roi_align", "sampling_ratio", sampling_ratio, _args.INT64)
     note_device(input)
@@ -181,9 +181,9 @@ class RoIAlign(nn.Module):
     ):
         super().__init__()
         if pool_mode not in _POOL_MODES:
-            raise ValueError(f"RoIAlign: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
+            raise _args.ArgumentError(f"RoIAlign: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
         if use_torchvision and pool_mode != "avg":
-            raise ValueError("RoIAlign: use_torchvision=True supports only pool_mode='avg'")
+            raise _args.ArgumentError("RoIAlign: use_torchvision=True supports only pool_mode='avg'")
         self.output_size = _args.check_pair("RoIAlign", "output_size", output_size, _args.POOLED_SIZE)
         self.spatial_scale = float(spatial_scale)
         self.sampling_ratio = _args.check_int("RoIAlign", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)

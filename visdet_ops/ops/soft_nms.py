@@ -61,7 +61,7 @@ def soft_nms(
     boxes, scores, is_numpy = _as_tensors("soft_nms", boxes, scores)
     _check_offset("soft_nms", offset)
     if method not in _SOFT_NMS_METHODS:
-        raise ValueError(f"soft_nms: method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}")
+        raise _args.ArgumentError(f"soft_nms: method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}")
     note_device(boxes)
     inds, new_scores = torch.ops.visdet_ops.soft_nms(
         boxes, scores, float(iou_threshold), float(sigma), float(min_score), method, int(offset)
