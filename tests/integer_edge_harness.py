@@ -165,7 +165,9 @@ for line in sys.stdin:
         harness.run_case(case, device, value, seed)
         result = {"ok": True}
     except BaseException as exc:  # report everything; the parent judges
-        result = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:4000]}
+        # The kind of error it is (a subclass counts: visdet_ops' ArgumentError is a ValueError), else its class.
+        kinds = [k.__name__ for k in (ValueError, TypeError, RuntimeError) if isinstance(exc, k)]
+        result = {"ok": False, "type": kinds[0] if kinds else type(exc).__name__, "message": str(exc)[:4000]}
     out.write(json.dumps(result) + "\n")
     out.flush()
 """
