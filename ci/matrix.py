@@ -215,7 +215,7 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
         if too_old:
             raise ValueError(
                 f"{where}: torch {', '.join(too_old)} is older than visdet-ops' floor "
-                f"{'.'.join(map(str, rules.MIN_TORCH))} (visdet_ops/_build_rules.py MIN_TORCH)"
+                f"{rules.min_torch()} (visdet_ops/_build_rules.py MIN_TORCH)"
             )
         version = Version(row["version"]) if "version" in row else None
         arch_list = tuple(row.get("arch_list", ()))

@@ -44,7 +44,7 @@ def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, c
                 "torch",
                 "FAIL",
                 f"torch {torch_version} is older than {min_torch()}, the oldest torch visdet-ops supports "
-                "(its ops register with torch.library.register_fake / register_autograd, new in 2.4)",
+                f"(its ops register with torch.library.register_fake / register_autograd, new in {min_torch()})",
             )
         )
     stable = bool(info.get("STABLE_ABI"))

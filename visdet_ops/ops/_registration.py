@@ -45,7 +45,7 @@ def register_autocast(op_name: str, make_kernel: Callable[[str], Callable]) -> N
         _AUTOCAST_LIBRARY.impl(op_name, autocast_kernel, key)
 
 
-def register_autograd(op_name: str, backward: Callable, setup_context: Callable, family: str) -> Callable:
+def register_autograd(op_name: str, backward: Callable, setup_context: Callable) -> Callable:
     """Registers backward/setup_context as the autograd formula of visdet_ops::<op_name>
     (torch.library.register_autograd: what torch.compile, opcheck and direct torch.ops calls use), makes the op's
     private backward op (visdet_ops::_<op_name>_backward, where the op has one) refuse double backward, and
@@ -62,7 +62,7 @@ def register_autograd(op_name: str, backward: Callable, setup_context: Callable,
     op = getattr(torch.ops.visdet_ops, op_name)
     torch.library.register_autograd(f"visdet_ops::{op_name}", backward, setup_context=setup_context)
     if hasattr(torch.ops.visdet_ops, f"_{op_name}_backward"):
-        torch.library.register_autograd(f"visdet_ops::_{op_name}_backward", refuse_double_backward(family))
+        torch.library.register_autograd(f"visdet_ops::_{op_name}_backward", refuse_double_backward(op_name))
 
     def forward(ctx, *args):
         with torch._C._AutoDispatchBelowAutograd():
@@ -119,6 +119,12 @@ def floating_to(dtype: torch.dtype, t: torch.Tensor | None) -> torch.Tensor | No
     return t.to(dtype)
 
 
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The kernels' compute dtype for a map of this dtype: float32 for 16-bit floats (what the RoI ops and MSDA read
+    RoIs and sampling locations in), else the dtype itself."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 def float32_autocast(op_name: str, *names: str) -> Callable[[str], Callable]:
     """make_kernel for register_autocast: the autocast kernel of visdet_ops::<op_name> that runs the op with its
     tensor arguments `names` (schema names) cast to float32 by autocast_to (float64 stays float64) and every other
@@ -126,13 +132,12 @@ def float32_autocast(op_name: str, *names: str) -> Callable[[str], Callable]:
     why float32."""
     op = getattr(torch.ops.visdet_ops, op_name)
     schema_names = [argument.name for argument in op.default._schema.arguments]
-    positions = {schema_names.index(name) for name in names}
+    pos = {schema_names.index(name) for name in names}
 
     def make_kernel(device_type: str):
-        def kernel(*args, **kwargs):
-            args = [autocast_to(torch.float32, a, device_type) if i in positions else a for i, a in enumerate(args)]
-            kwargs = {k: autocast_to(torch.float32, v, device_type) if k in names else v for k, v in kwargs.items()}
-            return op(*args, **kwargs)
+        def kernel(*args):
+            # register_autocast's wrapper passes the schema's arguments positionally.
+            return op(*(autocast_to(torch.float32, a, device_type) if i in pos else a for i, a in enumerate(args)))
 
         return kernel
 

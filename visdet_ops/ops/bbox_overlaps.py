@@ -56,7 +56,7 @@ def _backward(ctx, grad):
 
 
 # Autograd and autocast are registered here, for the classic and the stable build alike (docs/stable-abi.md).
-_bbox_overlaps = register_autograd("bbox_overlaps", _backward, _setup_context, "bbox_overlaps")
+_bbox_overlaps = register_autograd("bbox_overlaps", _backward, _setup_context)
 
 
 # Autocast: both box sets go to float32 (float64 stays float64): coordinates are never rounded to 16 bits, and an IoU

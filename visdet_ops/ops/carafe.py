@@ -119,7 +119,7 @@ def _carafe_autocast(op: str):
 # op name -> its eager entry point (register_autograd)
 _EAGER = {
     op: register_autograd(
-        op, _carafe_backward_formula(getattr(torch.ops.visdet_ops, f"_{op}_backward")), _carafe_setup_context, op
+        op, _carafe_backward_formula(getattr(torch.ops.visdet_ops, f"_{op}_backward")), _carafe_setup_context
     )
     for op in ("carafe", "carafe_naive")
 }

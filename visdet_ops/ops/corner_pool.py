@@ -64,7 +64,7 @@ def _corner_pool_backward(ctx, grad_output):
     return torch.ops.visdet_ops._corner_pool_backward(grad_output, input, ctx.mode), None
 
 
-_corner_pool = register_autograd("corner_pool", _corner_pool_backward, _corner_pool_setup_context, "corner_pool")
+_corner_pool = register_autograd("corner_pool", _corner_pool_backward, _corner_pool_setup_context)
 
 
 # mode -> (dim, flip) of mmcv's CornerPool.forward.

@@ -119,9 +119,7 @@ def _deform_conv2d_backward(ctx, grad_output):
     return (gi, go, None if mask is None else gm, gw, None if bias is None else gb) + (None,) * len(ctx.ints)
 
 
-_deform_conv2d = register_autograd(
-    "deform_conv2d", _deform_conv2d_backward, _deform_conv2d_setup_context, "deform_conv2d"
-)
+_deform_conv2d = register_autograd("deform_conv2d", _deform_conv2d_backward, _deform_conv2d_setup_context)
 
 
 def _deform_conv2d_autocast(device_type: str):

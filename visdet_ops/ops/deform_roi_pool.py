@@ -21,8 +21,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device
-from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
-from .roi_align import _compute_dtype
+from ._registration import alert_not_deterministic, compute_dtype, floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"]
@@ -84,9 +83,7 @@ def _deform_roi_pool_backward(ctx, grad_output):
     return grad_input, None, grad_offset if offset is not None else None, None, None, None, None, None
 
 
-_deform_roi_pool = register_autograd(
-    "deform_roi_pool", _deform_roi_pool_backward, _deform_roi_pool_setup_context, "deform_roi_pool"
-)
+_deform_roi_pool = register_autograd("deform_roi_pool", _deform_roi_pool_backward, _deform_roi_pool_setup_context)
 
 
 def _deform_roi_pool_autocast(device_type: str):
@@ -97,7 +94,7 @@ def _deform_roi_pool_autocast(device_type: str):
     def kernel(input, rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio, gamma):
         return torch.ops.visdet_ops.deform_roi_pool(
             input,
-            floating_to(_compute_dtype(input.dtype), rois),
+            floating_to(compute_dtype(input.dtype), rois),
             floating_to(input.dtype, offset),
             pooled_height,
             pooled_width,

@@ -114,7 +114,6 @@ _EAGER = {
         name,
         _focal_loss_backward(getattr(torch.ops.visdet_ops, f"_{name}_backward")),
         _focal_loss_setup_context(name),
-        name,
     )
     for name in ("sigmoid_focal_loss", "softmax_focal_loss")
 }

@@ -80,9 +80,7 @@ def _masked_conv2d_backward(ctx, grad_output):
     return grad_features, None, grad_weight, grad_bias if ctx.has_bias else None, None, None
 
 
-_masked_conv2d = register_autograd(
-    "masked_conv2d", _masked_conv2d_backward, _masked_conv2d_setup_context, "masked_conv2d"
-)
+_masked_conv2d = register_autograd("masked_conv2d", _masked_conv2d_backward, _masked_conv2d_setup_context)
 
 
 def _masked_conv2d_autocast(device_type: str):

@@ -12,7 +12,7 @@ from torch import nn
 
 from ..reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 from . import _args, example, note_device
-from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
+from ._registration import alert_not_deterministic, compute_dtype, floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = [
@@ -83,7 +83,7 @@ def _msda_backward(ctx, grad_output):
     return grad_value, None, None, grad_loc, grad_attn, None
 
 
-_multi_scale_deformable_attn = register_autograd(_OP, _msda_backward, _msda_setup_context, _OP)
+_multi_scale_deformable_attn = register_autograd(_OP, _msda_backward, _msda_setup_context)
 
 
 def _msda_autocast(device_type: str):
@@ -92,7 +92,7 @@ def _msda_autocast(device_type: str):
     # kernels read them in, so a location is never rounded to 16 bits. Sampling and accumulation are float32; the
     # output has value's dtype, each gradient its argument's dtype.
     def kernel(value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, step):
-        compute = torch.float32 if value.dtype in (torch.float16, torch.bfloat16) else value.dtype
+        compute = compute_dtype(value.dtype)
         if compute.is_floating_point:
             sampling_locations = floating_to(compute, sampling_locations)
             attention_weights = floating_to(compute, attention_weights)
@@ -153,7 +153,7 @@ def multi_scale_deformable_attn(
         value_level_start_index = torch.as_tensor(value_level_start_index, dtype=torch.int64)
     im2col_step = _args.check_int(_OP, "im2col_step", im2col_step, _args.INT64)
     note_device(value)
-    compute = torch.float32 if value.dtype in (torch.float16, torch.bfloat16) else value.dtype
+    compute = compute_dtype(value.dtype)
     if sampling_locations.dtype not in (value.dtype, compute):
         sampling_locations = sampling_locations.to(compute)
     if attention_weights.dtype not in (value.dtype, compute):

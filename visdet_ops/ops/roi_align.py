@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device, renamed_kwargs
-from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
+from ._registration import alert_not_deterministic, compute_dtype, floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIAlign", "roi_align"]
@@ -23,29 +23,14 @@ __all__ = ["RoIAlign", "roi_align"]
 _POOL_MODES = ("avg", "max")
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The kernels' compute dtype: float32 for 16-bit floats (the RoI ops': roi_pool and deform_roi_pool too)."""
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-
-
-def _check_rois_fake(op: str, input, rois, pooled_height, pooled_width) -> None:
-    """The input, rois and output-size checks that the fake impls of roi_align and roi_pool share."""
-    torch._check(input.dim() == 4, lambda: f"{op}: input must have 4 dimensions, got {list(input.shape)}")
-    torch._check(
-        rois.dim() == 2 and rois.size(1) == 5, lambda: f"{op}: rois must have shape [K, 5], got {list(rois.shape)}"
-    )
-    _args.check_fake(op, "pooled_height", pooled_height, _args.POOLED_SIZE)
-    _args.check_fake(op, "pooled_width", pooled_width, _args.POOLED_SIZE)
-
-
 @torch.library.register_fake("visdet_ops::roi_align")
 def _roi_align_fake(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned):
-    _check_rois_fake("roi_align", input, rois, pooled_height, pooled_width)
+    _args.check_rois_fake("roi_align", input, rois, pooled_height, pooled_width)
     _args.check_fake("roi_align", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
     # Sample positions of max mode are kept in the compute dtype (exact for 16-bit input).
     argmax_shape = out.shape if pool_mode == "max" else (0,)
-    argmax_dtype = _compute_dtype(input.dtype)
+    argmax_dtype = compute_dtype(input.dtype)
     return out, input.new_empty(argmax_shape, dtype=argmax_dtype), input.new_empty(argmax_shape, dtype=argmax_dtype)
 
 
@@ -111,7 +96,7 @@ def _roi_align_backward(ctx, grad_output, _grad_argmax_y, _grad_argmax_x):
     return grad_input, None, None, None, None, None, None, None
 
 
-_roi_align = register_autograd("roi_align", _roi_align_backward, _roi_align_setup_context, "roi_align")
+_roi_align = register_autograd("roi_align", _roi_align_backward, _roi_align_setup_context)
 
 
 def _roi_align_autocast(device_type: str):
@@ -121,7 +106,7 @@ def _roi_align_autocast(device_type: str):
     def kernel(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned):
         return torch.ops.visdet_ops.roi_align(
             input,
-            floating_to(_compute_dtype(input.dtype), rois),
+            floating_to(compute_dtype(input.dtype), rois),
             pooled_height,
             pooled_width,
             spatial_scale,

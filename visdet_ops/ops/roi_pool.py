@@ -16,8 +16,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device
-from ._registration import alert_not_deterministic, floating_to, register_autocast, register_autograd
-from .roi_align import _check_rois_fake, _compute_dtype
+from ._registration import alert_not_deterministic, compute_dtype, floating_to, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIPool", "roi_pool"]
@@ -25,7 +24,7 @@ __all__ = ["RoIPool", "roi_pool"]
 
 @torch.library.register_fake("visdet_ops::roi_pool")
 def _roi_pool_fake(input, rois, pooled_height, pooled_width, spatial_scale):
-    _check_rois_fake("roi_pool", input, rois, pooled_height, pooled_width)
+    _args.check_rois_fake("roi_pool", input, rois, pooled_height, pooled_width)
     out = input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
     return out, input.new_empty(out.shape, dtype=torch.int32)
 
@@ -58,7 +57,7 @@ def _roi_pool_backward(ctx, grad_output, _grad_argmax):
     return grad_input, None, None, None, None
 
 
-_roi_pool = register_autograd("roi_pool", _roi_pool_backward, _roi_pool_setup_context, "roi_pool")
+_roi_pool = register_autograd("roi_pool", _roi_pool_backward, _roi_pool_setup_context)
 
 
 def _roi_pool_autocast(device_type: str):
@@ -67,7 +66,7 @@ def _roi_pool_autocast(device_type: str):
     # the input's dtype.
     def kernel(input, rois, pooled_height, pooled_width, spatial_scale):
         return torch.ops.visdet_ops.roi_pool(
-            input, floating_to(_compute_dtype(input.dtype), rois), pooled_height, pooled_width, spatial_scale
+            input, floating_to(compute_dtype(input.dtype), rois), pooled_height, pooled_width, spatial_scale
         )
 
     return kernel
