@@ -9,7 +9,10 @@ the page for people moving code; it must name every implemented op.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +100,24 @@ IMPLEMENTED = IMPLEMENTED_FUNCTIONS + IMPLEMENTED_MODULES
 MMCV_SUBMODULE_NAMES = {
     "MultiScaleDeformableAttnFunction": "mmcv.ops.multi_scale_deform_attn",
     "multi_scale_deformable_attn_pytorch": "mmcv.ops.multi_scale_deform_attn",
+}
+
+# mmcv 2.2.0, mmcv/ops/__init__.py: the names it imports from each submodule whose op visdet_ops implements
+# (`from .nms import batched_nms, nms, ...`), plus MMCV_SUBMODULE_NAMES: code that imports them from the
+# submodule (`from mmcv.ops.nms import batched_nms`) moves by swapping mmcv.ops for visdet_ops.
+MMCV_MODULE_PATHS = {
+    "bbox": ["bbox_overlaps"],
+    "carafe": ["CARAFE", "CARAFENaive", "CARAFEPack", "carafe", "carafe_naive"],
+    "corner_pool": ["CornerPool"],
+    "deform_conv": ["DeformConv2d", "DeformConv2dPack", "deform_conv2d"],
+    "deform_roi_pool": ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"],
+    "focal_loss": ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"],
+    "masked_conv": ["MaskedConv2d", "masked_conv2d"],
+    "modulated_deform_conv": ["ModulatedDeformConv2d", "ModulatedDeformConv2dPack", "modulated_deform_conv2d"],
+    "multi_scale_deform_attn": ["MultiScaleDeformableAttention", *MMCV_SUBMODULE_NAMES],
+    "nms": ["batched_nms", "nms", "nms_match", "nms_quadri", "nms_rotated", "soft_nms"],
+    "roi_align": ["RoIAlign", "roi_align"],
+    "roi_pool": ["RoIPool", "roi_pool"],
 }
 
 # mmcv 2.2.0's positional parameters (name, default as written in its source;
@@ -380,6 +401,37 @@ def test_every_implemented_mmcv_name_imports(name):
 @pytest.mark.parametrize("name", sorted(MMCV_SUBMODULE_NAMES))
 def test_mmcv_submodule_names_import_from_the_top(name):
     assert callable(getattr(visdet_ops, name)) and name in visdet_ops.__all__
+
+
+@pytest.mark.parametrize("path", sorted(MMCV_MODULE_PATHS))
+def test_mmcv_module_paths_hold_mmcvs_names(path):
+    module = importlib.import_module(f"visdet_ops.{path}")
+    want = sorted(set(MMCV_MODULE_PATHS[path]) & (set(IMPLEMENTED) | set(MMCV_SUBMODULE_NAMES)))
+    # mmcv's names, and any extra is one of visdet_ops' own (multi_scale_deformable_attn, the registered op)
+    assert want and set(want) <= set(module.__all__) <= set(visdet_ops.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is getattr(visdet_ops, name), f"visdet_ops.{path}.{name}"
+    assert set(visdet_ops.MMCV_MODULE_PATHS) == set(MMCV_MODULE_PATHS)
+    # Where a function has the submodule's name (nms, roi_align, ...), the package attribute stays the function.
+    if path in visdet_ops.__all__:
+        assert callable(getattr(visdet_ops, path)) and not inspect.ismodule(getattr(visdet_ops, path))
+
+
+def test_mmcv_module_paths_in_a_fresh_process():
+    """Imported first thing, in mmcv's spellings: the submodule imports work and leave the functions in place."""
+    code = """
+import inspect
+from visdet_ops.nms import batched_nms, soft_nms
+from visdet_ops.roi_align import RoIAlign, roi_align
+import visdet_ops.carafe
+import visdet_ops.deform_roi_pool as drp
+import visdet_ops
+for name in ("nms", "roi_align", "roi_pool", "carafe", "deform_roi_pool"):
+    assert inspect.isfunction(getattr(visdet_ops, name)), (name, getattr(visdet_ops, name))
+assert roi_align is visdet_ops.roi_align and inspect.isfunction(drp)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.parametrize("qualname", sorted(MMCV_SIGNATURES))

@@ -71,4 +71,31 @@ else:
                 globals()[name] = getattr(module, name)
         return sorted(exported)
 
+    # mmcv's submodule paths (`from mmcv.ops.nms import batched_nms` becomes `from visdet_ops.nms import
+    # batched_nms`): modules of this package, imported before the ops are exported, as mmcv's own __init__ does.
+    # Five share a name with an op function (nms, roi_align, roi_pool, carafe, deform_roi_pool): importing a
+    # submodule sets the package's attribute of that name to the module, so the export below must come after,
+    # and later imports find them in sys.modules and leave the attribute alone: visdet_ops.nms stays the function.
+    MMCV_MODULE_PATHS = (
+        "bbox",
+        "carafe",
+        "corner_pool",
+        "deform_conv",
+        "deform_roi_pool",
+        "focal_loss",
+        "masked_conv",
+        "modulated_deform_conv",
+        "multi_scale_deform_attn",
+        "nms",
+        "roi_align",
+        "roi_pool",
+    )
+
+    def _import_mmcv_module_paths() -> None:
+        import importlib
+
+        for name in MMCV_MODULE_PATHS:
+            importlib.import_module(f"{__name__}.{name}")
+
+    _import_mmcv_module_paths()
     __all__ = ["BUILD_INFO", *_export_op_modules()]

@@ -1,0 +1,12 @@
+"""mmcv's module path `mmcv.ops.nms` (docs/migration.md, "Module paths")."""
+
+from __future__ import annotations
+
+from visdet_ops.ops.nms import (
+    batched_nms,
+    nms,
+    nms_match,
+)
+from visdet_ops.ops.soft_nms import soft_nms
+
+__all__ = ["batched_nms", "nms", "nms_match", "soft_nms"]
