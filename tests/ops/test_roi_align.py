@@ -53,21 +53,25 @@ def _near_tie(x, rois, output_size, scale, sampling_ratio, aligned, dtype) -> bo
     return True
 
 
-def _on_an_edge(x, rois, output_size, scale, sampling_ratio, pool_mode, aligned) -> bool:
+def _on_an_edge(x, rois, output_size, scale, sampling_ratio, pool_mode, aligned, device) -> bool:
     """Whether float32 and float64 evaluations of the op on the same values disagree: some sample sits,
     to rounding, on a discontinuity of RoIAlign itself, so rounding decides the answer. The sample
     validity test (y < -1 or y > H gives 0, else the clamped border pixel) jumps there, and 16-bit RoIs
     (few significant bits) land samples exactly on it: RoI x1=27.75, x2=40.25 at scale 0.5, 7 bins,
     aligned=False puts bin 3's one sample at x = 17.0 = W, inside in float32 and 1 ulp outside in float64
     (seed 2934499241, CI run 21). The float32 kernel itself is checked on continuous inputs by
-    test_forward_backward_match_reference, where such draws have probability zero."""
+    test_forward_backward_match_reference, where such draws have probability zero. Evaluated on the device
+    under test: its float32 arithmetic (fused multiply-adds on CUDA) decides which side a sample falls."""
     ph, pw = output_size
+    x, rois = x.to(device), rois.to(device)
     lo = torch.ops.visdet_ops.roi_align(x.float(), rois.float(), ph, pw, scale, sampling_ratio, pool_mode, aligned)
     hi = torch.ops.visdet_ops.roi_align(x, rois, ph, pw, scale, sampling_ratio, pool_mode, aligned)
     return not torch.allclose(lo[0].double(), hi[0], rtol=1e-4, atol=1e-4)
 
 
-def _case_without_near_ties(rng, output_size, scale, sampling_ratio, pool_mode, aligned, dtype, round_to=None):
+def _case_without_near_ties(
+    rng, output_size, scale, sampling_ratio, pool_mode, aligned, dtype, round_to=None, device="cpu"
+):
     """case(rng), redrawn while rounding decides the answer. In max mode: a bin whose two samples are within
     float32 rounding of each other (see _near_tie) may be picked differently by float32 and float64 (both
     right), and the gradient then lands on different pixels (seed 791606530). round_to: the 16-bit dtype
@@ -77,7 +81,7 @@ def _case_without_near_ties(rng, output_size, scale, sampling_ratio, pool_mode, 
         x, rois = case(rng)
         if round_to is not None:
             x, rois = x.to(round_to).double(), rois.to(round_to).double()
-            if _on_an_edge(x, rois, output_size, scale, sampling_ratio, pool_mode, aligned):
+            if _on_an_edge(x, rois, output_size, scale, sampling_ratio, pool_mode, aligned, device):
                 continue
         if pool_mode != "max" or not _near_tie(x, rois, output_size, scale, sampling_ratio, aligned, dtype):
             return x, rois
@@ -268,7 +272,9 @@ HALF_TOL = {torch.float16: dict(rtol=2e-3, atol=2e-3), torch.bfloat16: dict(rtol
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
 @pytest.mark.parametrize("aligned", [True, False])
 def test_half_matches_reference(device, rng, dtype16, pool_mode, aligned):
-    x, rois = _case_without_near_ties(rng, (7, 7), 0.5, 0, pool_mode, aligned, torch.float32, round_to=dtype16)
+    x, rois = _case_without_near_ties(
+        rng, (7, 7), 0.5, 0, pool_mode, aligned, torch.float32, round_to=dtype16, device=device
+    )
     want = roi_align_reference(x.requires_grad_(), rois, (7, 7), 0.5, 0, pool_mode, aligned)
     grad_out = torch.randn(want.shape, generator=rng, dtype=torch.float64).to(dtype16).double()
     (want_grad,) = torch.autograd.grad(want, x, grad_out)
