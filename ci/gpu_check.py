@@ -155,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         rc, took = run([sys.executable, "-m", "ci.abi_audit", str(wheel)], out / "abi-audit.log", env, ROOT, 300)
         report["steps"]["abi audit"] = {"rc": rc, "seconds": round(took, 1)}
     if wheel:
-        rc, took = install_wheel(wheel, Path("/tmp/visdet_ops_site"), out / "install.log", env, scratch)
-        env["PYTHONPATH"] = "/tmp/visdet_ops_site"
+        site = Path("/tmp/visdet_ops_site")
+        rc, took = install_wheel(wheel, site, out / "install.log", env, scratch)
+        env["PYTHONPATH"] = str(site)
         report["steps"]["install wheel"] = {"rc": rc, "seconds": round(took, 1), "wheel": wheel.name}
     else:
         build_env = dict(

@@ -69,7 +69,7 @@ def _on_an_edge(x, rois, output_size, scale, sampling_ratio, pool_mode, aligned,
     return not torch.allclose(lo[0].double(), hi[0], rtol=1e-4, atol=1e-4)
 
 
-def _case_without_near_ties(
+def _case_not_decided_by_rounding(
     rng, output_size, scale, sampling_ratio, pool_mode, aligned, dtype, round_to=None, device="cpu"
 ):
     """case(rng), redrawn while rounding decides the answer. In max mode: a bin whose two samples are within
@@ -95,7 +95,7 @@ def _case_without_near_ties(
 def test_forward_backward_match_reference(device, dtype, rng, pool_mode, aligned, sampling_ratio, output_size):
     scale = 0.5
     if dtype != torch.float64:
-        x, rois = _case_without_near_ties(rng, output_size, scale, sampling_ratio, pool_mode, aligned, dtype)
+        x, rois = _case_not_decided_by_rounding(rng, output_size, scale, sampling_ratio, pool_mode, aligned, dtype)
     else:
         x, rois = case(rng)
     want = roi_align_reference(x.requires_grad_(), rois, output_size, scale, sampling_ratio, pool_mode, aligned)
@@ -272,7 +272,7 @@ HALF_TOL = {torch.float16: dict(rtol=2e-3, atol=2e-3), torch.bfloat16: dict(rtol
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
 @pytest.mark.parametrize("aligned", [True, False])
 def test_half_matches_reference(device, rng, dtype16, pool_mode, aligned):
-    x, rois = _case_without_near_ties(
+    x, rois = _case_not_decided_by_rounding(
         rng, (7, 7), 0.5, 0, pool_mode, aligned, torch.float32, round_to=dtype16, device=device
     )
     want = roi_align_reference(x.requires_grad_(), rois, (7, 7), 0.5, 0, pool_mode, aligned)
