@@ -99,8 +99,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
 // --- bbox_overlaps, corner_pool, roi_align (port-a) -------------------------
 // A string schema argument ("str mode") as a kernel parameter: c10::string_view
 // is what the classic dispatcher unboxes on every torch of the classic matrix
-// (std::string_view from 2.6 on, c10's own class before).
-using StringView = c10::string_view;
+// (std::string_view from 2.6 on, c10's own class before), with no copy and no
+// leak (the stable build's StringArg says why it is a class of its own there).
+using StringArg = c10::string_view;
 
 // An uninitialised tensor of a run-time number of dimensions (bbox_overlaps'
 // batch dimensions).
@@ -148,7 +149,7 @@ inline Tensor sum(const Tensor& t, Sizes dims,
   return at::sum(t, dims, /*keepdim=*/false, dtype);
 }
 // --- focal_loss (port-c) ------------------------------------------------------
-// (StringView: port-a's alias above.)
+// (StringArg: port-a's alias above.)
 
 // Fills t with value in place and returns it.
 inline Tensor fill(const Tensor& t, double value) {

@@ -23,8 +23,10 @@
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #if !defined(TORCH_TARGET_VERSION)
@@ -210,9 +212,29 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
 }
 
 // --- bbox_overlaps, corner_pool, roi_align (port-a) -------------------------
-// A string schema argument ("str mode") as a kernel parameter: the stable
-// library unboxes std::string_view (into an owned std::string).
-using StringView = std::string_view;
+// A string schema argument ("str mode") as a kernel parameter: the string,
+// owned, unboxed by the ToImpl specialization at the end of this file.
+//
+// Not std::string_view, which TORCH_BOX unboxes through the headers'
+// ToImpl<std::string>: up to the 2.13 headers that copies the string into a
+// `new std::string`, returns a copy of it and never frees it
+// (pytorch/pytorch#191340, fixed in the 2.14 headers by #190493, not
+// backported). The conversion is header code compiled into this extension,
+// so every call of an op with a str argument leaked 48-160 bytes on every
+// torch >= the floor. Our own conversion uses the same shim functions
+// (torch_string_length, torch_string_c_str, torch_delete_string: all in the
+// floor's shim) and frees the handle, as the fixed header does.
+class StringArg {
+ public:
+  explicit StringArg(std::string value) : value_(std::move(value)) {}
+  operator std::string_view() const noexcept { return value_; }
+  friend bool operator==(const StringArg& a, std::string_view b) noexcept {
+    return std::string_view(a.value_) == b;
+  }
+
+ private:
+  std::string value_;
+};
 
 // An uninitialised tensor of a run-time number of dimensions (bbox_overlaps'
 // batch dimensions).
@@ -304,7 +326,7 @@ inline Tensor sum(const Tensor& t, Sizes dims,
       /*keepdim=*/false, dtype);
 }
 // --- focal_loss (port-c) ------------------------------------------------------
-// (StringView: port-a's alias above.)
+// (StringArg: port-a's type above.)
 
 // Fills t with value in place and returns it.
 inline Tensor fill(const Tensor& t, double value) {
@@ -401,3 +423,29 @@ inline void zero_fill(const Tensor& t) {
 
 }  // namespace host
 }  // namespace visdet_ops
+
+// The unboxing of host::StringArg (a str schema argument): the handle's text,
+// copied into the argument, then the handle freed. The same steps as the 2.14
+// headers' ToImpl<std::string>, on shim functions of the floor.
+HIDDEN_NAMESPACE_BEGIN(torch, stable, detail)
+template <>
+struct ToImpl<visdet_ops::host::StringArg> {
+  static visdet_ops::host::StringArg call(
+      StableIValue val, [[maybe_unused]] uint64_t extension_build_version,
+      [[maybe_unused]] bool is_internal) {
+    StringHandle handle = torch::stable::detail::to<StringHandle>(val);
+    size_t length = 0;
+    const char* data = nullptr;
+    // The handle is freed on every path, also when a query fails.
+    const bool ok =
+        torch_string_length(handle, &length) == AOTI_TORCH_SUCCESS &&
+        torch_string_c_str(handle, &data) == AOTI_TORCH_SUCCESS;
+    std::string value = ok ? std::string(data, length) : std::string();
+    TORCH_ERROR_CODE_CHECK(torch_delete_string(handle));
+    if (!ok) {
+      throw std::runtime_error("visdet_ops: could not read a str argument");
+    }
+    return visdet_ops::host::StringArg(std::move(value));
+  }
+};
+HIDDEN_NAMESPACE_END(torch, stable, detail)

@@ -20,7 +20,7 @@ using host::Tensor;
 
 constexpr const char* kOp = "bbox_overlaps";
 
-int parse_mode(host::StringView mode) {
+int parse_mode(host::StringArg mode) {
   if (mode == "iou") return bbox_overlaps_detail::kIoU;
   if (mode == "iof") return bbox_overlaps_detail::kIoF;
   if (mode == "giou") return bbox_overlaps_detail::kGIoU;
@@ -42,7 +42,7 @@ bool same_batch_dims(const Tensor& a, const Tensor& b) {
 
 BboxOverlapsPrepared bbox_overlaps_prepare(const Tensor& bboxes1,
                                            const Tensor& bboxes2,
-                                           host::StringView mode, bool aligned,
+                                           host::StringArg mode, bool aligned,
                                            int64_t offset, double eps,
                                            bool widen_16bit) {
   VISDET_CHECK(bboxes1.dim() >= 2 && bboxes1.size(-1) == 4, kOp,
@@ -97,7 +97,7 @@ Tensor BboxOverlapsPrepared::result() const {
 namespace {
 
 Tensor bbox_overlaps_cpu_kernel(const Tensor& bboxes1, const Tensor& bboxes2,
-                                host::StringView mode, bool aligned,
+                                host::StringArg mode, bool aligned,
                                 int64_t offset, double eps) {
   VISDET_CHECK(host::is_cpu(bboxes1),
                "bbox_overlaps: the CPU kernel needs CPU tensors, got bboxes1 "

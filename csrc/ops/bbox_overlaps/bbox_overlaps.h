@@ -22,7 +22,7 @@ struct BboxOverlapsPrepared {
 // computed in float32 (the CPU kernels); else in their own dtype (CUDA).
 BboxOverlapsPrepared bbox_overlaps_prepare(const host::Tensor& bboxes1,
                                            const host::Tensor& bboxes2,
-                                           host::StringView mode, bool aligned,
+                                           host::StringArg mode, bool aligned,
                                            int64_t offset, double eps,
                                            bool widen_16bit);
 

@@ -28,7 +28,7 @@ BoxDtype box_dtype(ScalarType t) {
 }
 
 Tensor bbox_overlaps_cuda_kernel(const Tensor& bboxes1, const Tensor& bboxes2,
-                                 host::StringView mode, bool aligned,
+                                 host::StringArg mode, bool aligned,
                                  int64_t offset, double eps) {
   VISDET_CHECK(host::is_cuda(bboxes1),
                "bbox_overlaps: the CUDA kernel needs CUDA tensors, got "

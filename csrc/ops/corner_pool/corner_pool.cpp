@@ -17,7 +17,7 @@ using host::Tensor;
 
 constexpr const char* kOp = "corner_pool";
 
-int parse_mode(host::StringView mode) {
+int parse_mode(host::StringArg mode) {
   using namespace corner_pool_detail;
   if (mode == "top") return kTop;
   if (mode == "bottom") return kBottom;
@@ -31,7 +31,7 @@ int parse_mode(host::StringView mode) {
 
 // Checks input ([N, C, H, W], floating) and mode and returns the lane view of
 // the scan.
-CornerPoolShape check_input(const Tensor& input, host::StringView mode,
+CornerPoolShape check_input(const Tensor& input, host::StringArg mode,
                             const char* arg) {
   using namespace corner_pool_detail;
   const int m = parse_mode(mode);
@@ -51,7 +51,7 @@ ScalarType compute_dtype(ScalarType dtype, bool widen_16bit) {
 }  // namespace
 
 CornerPoolForward corner_pool_prepare_forward(const Tensor& input,
-                                              host::StringView mode,
+                                              host::StringArg mode,
                                               bool widen_16bit) {
   CornerPoolForward f;
   f.shape = check_input(input, mode, "input");
@@ -70,7 +70,7 @@ Tensor CornerPoolForward::result() const {
 
 CornerPoolBackward corner_pool_prepare_backward(const Tensor& grad_output,
                                                 const Tensor& input,
-                                                host::StringView mode,
+                                                host::StringArg mode,
                                                 bool widen_16bit) {
   CornerPoolBackward b;
   b.shape = check_input(input, mode, "input");
@@ -107,7 +107,7 @@ int64_t grain_for(const CornerPoolShape& s) {
 }
 
 Tensor corner_pool_forward_cpu_kernel(const Tensor& input,
-                                      host::StringView mode) {
+                                      host::StringArg mode) {
   // float16 / bfloat16: through float32 (a max: exact), rounded back.
   const CornerPoolForward f =
       corner_pool_prepare_forward(input, mode, /*widen_16bit=*/true);
@@ -129,7 +129,7 @@ Tensor corner_pool_forward_cpu_kernel(const Tensor& input,
 
 Tensor corner_pool_backward_cpu_kernel(const Tensor& grad_output,
                                        const Tensor& input,
-                                       host::StringView mode) {
+                                       host::StringArg mode) {
   const CornerPoolBackward b = corner_pool_prepare_backward(
       grad_output, input, mode, /*widen_16bit=*/true);
   check_cpu_dtype(b.input);

@@ -22,7 +22,7 @@ struct CornerPoolForward {
 // 'right'). widen_16bit: float16 / bfloat16 are computed in float32 (the CPU
 // kernels; a max, so exact); else in their own dtype (CUDA).
 CornerPoolForward corner_pool_prepare_forward(const host::Tensor& input,
-                                              host::StringView mode,
+                                              host::StringArg mode,
                                               bool widen_16bit);
 
 // The same for the backward (grad_output must have input's shape, dtype and
@@ -36,7 +36,7 @@ struct CornerPoolBackward {
 
 CornerPoolBackward corner_pool_prepare_backward(const host::Tensor& grad_output,
                                                 const host::Tensor& input,
-                                                host::StringView mode,
+                                                host::StringArg mode,
                                                 bool widen_16bit);
 
 }  // namespace visdet_ops

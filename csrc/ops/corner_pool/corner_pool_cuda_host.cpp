@@ -13,7 +13,7 @@ namespace {
 using host::Tensor;
 
 Tensor corner_pool_forward_cuda_kernel(const Tensor& input,
-                                       host::StringView mode) {
+                                       host::StringArg mode) {
   const host::CudaDeviceGuard device_guard(input);
   // float16 / bfloat16 are read directly (compared in float).
   const CornerPoolForward f =
@@ -32,7 +32,7 @@ Tensor corner_pool_forward_cuda_kernel(const Tensor& input,
 
 Tensor corner_pool_backward_cuda_kernel(const Tensor& grad_output,
                                         const Tensor& input,
-                                        host::StringView mode) {
+                                        host::StringArg mode) {
   const host::CudaDeviceGuard device_guard(input);
   const CornerPoolBackward b = corner_pool_prepare_backward(
       grad_output, input, mode, /*widen_16bit=*/false);

@@ -23,7 +23,7 @@ using focal_loss_detail::kSum;
 using host::ScalarType;
 using host::Tensor;
 
-int parse_reduction(const char* op, host::StringView reduction) {
+int parse_reduction(const char* op, host::StringArg reduction) {
   if (reduction == "none") return kNone;
   if (reduction == "mean") return kMean;
   if (reduction == "sum") return kSum;
@@ -40,7 +40,7 @@ bool has_tensor(const std::optional<Tensor>& t) {
 int check_inputs(FocalKind kind, const Tensor& input, const Tensor& target,
                  double gamma, double alpha,
                  const std::optional<Tensor>& weight,
-                 host::StringView reduction) {
+                 host::StringArg reduction) {
   const char* op = focal_loss_op_name(kind);
   check_dim(input, 2, op, "input");
   check_floating(input, op, "input");
@@ -76,7 +76,7 @@ const char* focal_loss_op_name(FocalKind kind) {
 FocalLossForward focal_loss_prepare_forward(
     FocalKind kind, const Tensor& input, const Tensor& target, double gamma,
     double alpha, const std::optional<Tensor>& weight,
-    host::StringView reduction) {
+    host::StringArg reduction) {
   FocalLossForward f;
   f.kind = kind;
   f.reduction =
@@ -134,7 +134,7 @@ bool sync_target_checks_enabled() {
 FocalLossBackward focal_loss_prepare_backward(
     FocalKind kind, const Tensor& grad_output, const Tensor& input,
     const Tensor& target, double gamma, double alpha,
-    const std::optional<Tensor>& weight, host::StringView reduction) {
+    const std::optional<Tensor>& weight, host::StringArg reduction) {
   const char* op = focal_loss_op_name(kind);
   FocalLossBackward b;
   b.kind = kind;
@@ -190,7 +190,7 @@ Tensor focal_loss_forward_cpu_kernel(FocalKind kind, const Tensor& input,
                                      const Tensor& target, double gamma,
                                      double alpha,
                                      const std::optional<Tensor>& weight,
-                                     host::StringView reduction) {
+                                     host::StringArg reduction) {
   FocalLossForward f = focal_loss_prepare_forward(kind, input, target, gamma,
                                                   alpha, weight, reduction);
   VISDET_CHECK(host::is_cpu(f.input), focal_loss_op_name(kind),
@@ -242,7 +242,7 @@ Tensor focal_loss_backward_cpu_kernel(FocalKind kind, const Tensor& grad_output,
                                       const Tensor& input, const Tensor& target,
                                       double gamma, double alpha,
                                       const std::optional<Tensor>& weight,
-                                      host::StringView reduction) {
+                                      host::StringArg reduction) {
   FocalLossBackward b = focal_loss_prepare_backward(
       kind, grad_output, input, target, gamma, alpha, weight, reduction);
   VISDET_CHECK(host::is_cpu(b.input), focal_loss_op_name(kind),
@@ -294,7 +294,7 @@ std::optional<Tensor> float_if_reduced(const std::optional<Tensor>& t) {
 template <FocalKind kKind>
 Tensor forward_cpu_op(const Tensor& input, const Tensor& target, double gamma,
                       double alpha, const std::optional<Tensor>& weight,
-                      host::StringView reduction) {
+                      host::StringArg reduction) {
   if (is_reduced_float(input)) {
     check_inputs(kKind, input, target, gamma, alpha, weight, reduction);
     return host::to_dtype(
@@ -311,7 +311,7 @@ template <FocalKind kKind>
 Tensor backward_cpu_op(const Tensor& grad_output, const Tensor& input,
                        const Tensor& target, double gamma, double alpha,
                        const std::optional<Tensor>& weight,
-                       host::StringView reduction) {
+                       host::StringArg reduction) {
   if (is_reduced_float(input)) {
     check_inputs(kKind, input, target, gamma, alpha, weight, reduction);
     check_same_dtype(input, grad_output, focal_loss_op_name(kKind), "input",

@@ -32,7 +32,7 @@ struct FocalLossForward {
 FocalLossForward focal_loss_prepare_forward(
     FocalKind kind, const host::Tensor& input, const host::Tensor& target,
     double gamma, double alpha, const std::optional<host::Tensor>& weight,
-    host::StringView reduction);
+    host::StringArg reduction);
 
 // The result of an empty forward (checks the targets first): zeros for
 // 'none' and 'sum'; for 'mean' the sum divided by N, so NaN for N == 0 as in
@@ -70,6 +70,6 @@ struct FocalLossBackward {
 FocalLossBackward focal_loss_prepare_backward(
     FocalKind kind, const host::Tensor& grad_output, const host::Tensor& input,
     const host::Tensor& target, double gamma, double alpha,
-    const std::optional<host::Tensor>& weight, host::StringView reduction);
+    const std::optional<host::Tensor>& weight, host::StringArg reduction);
 
 }  // namespace visdet_ops

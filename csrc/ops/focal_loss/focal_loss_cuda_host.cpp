@@ -35,7 +35,7 @@ Tensor focal_loss_forward_cuda_kernel(FocalKind kind, const Tensor& input,
                                       const Tensor& target, double gamma,
                                       double alpha,
                                       const std::optional<Tensor>& weight,
-                                      host::StringView reduction) {
+                                      host::StringArg reduction) {
   check_on_cuda(kind, input, target, weight);
   const host::CudaDeviceGuard device_guard(input);
   FocalLossForward f = focal_loss_prepare_forward(kind, input, target, gamma,
@@ -83,7 +83,7 @@ Tensor focal_loss_forward_cuda_kernel(FocalKind kind, const Tensor& input,
 Tensor focal_loss_backward_cuda_kernel(
     FocalKind kind, const Tensor& grad_output, const Tensor& input,
     const Tensor& target, double gamma, double alpha,
-    const std::optional<Tensor>& weight, host::StringView reduction) {
+    const std::optional<Tensor>& weight, host::StringArg reduction) {
   check_on_cuda(kind, input, target, weight);
   check_same_device(input, grad_output, focal_loss_op_name(kind), "input",
                     "grad_output");
@@ -120,7 +120,7 @@ Tensor focal_loss_backward_cuda_kernel(
 template <FocalKind kKind>
 Tensor forward_cuda_op(const Tensor& input, const Tensor& target, double gamma,
                        double alpha, const std::optional<Tensor>& weight,
-                       host::StringView reduction) {
+                       host::StringArg reduction) {
   return focal_loss_forward_cuda_kernel(kKind, input, target, gamma, alpha,
                                         weight, reduction);
 }
@@ -129,7 +129,7 @@ template <FocalKind kKind>
 Tensor backward_cuda_op(const Tensor& grad_output, const Tensor& input,
                         const Tensor& target, double gamma, double alpha,
                         const std::optional<Tensor>& weight,
-                        host::StringView reduction) {
+                        host::StringArg reduction) {
   return focal_loss_backward_cuda_kernel(kKind, grad_output, input, target,
                                          gamma, alpha, weight, reduction);
 }

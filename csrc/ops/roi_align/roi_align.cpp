@@ -21,7 +21,7 @@ using host::Tensor;
 
 constexpr const char* kOp = "roi_align";
 
-int parse_pool_mode(host::StringView pool_mode) {
+int parse_pool_mode(host::StringArg pool_mode) {
   if (pool_mode == "max") return roi_align_detail::kMax;
   if (pool_mode == "avg") return roi_align_detail::kAvg;
   VISDET_CHECK(false, kOp, ": pool_mode must be 'avg' or 'max', got '",
@@ -47,7 +47,7 @@ void check_common(int64_t pooled_height, int64_t pooled_width,
 RoIAlignShape check_forward(const Tensor& input, const Tensor& rois,
                             int64_t pooled_height, int64_t pooled_width,
                             double spatial_scale, int64_t sampling_ratio,
-                            host::StringView pool_mode, bool aligned) {
+                            host::StringArg pool_mode, bool aligned) {
   check_dim(input, 4, kOp, "input");
   check_rois(rois);
   check_floating(input, kOp, "input");
@@ -74,7 +74,7 @@ RoIAlignShape check_backward(
     const Tensor& grad_output, const Tensor& rois,
     const Tensor& argmax_y, const Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
-    double spatial_scale, int64_t sampling_ratio, host::StringView pool_mode,
+    double spatial_scale, int64_t sampling_ratio, host::StringArg pool_mode,
     bool aligned) {
   check_rois(rois);
   check_dim(grad_output, 4, kOp, "grad_output");
@@ -132,7 +132,7 @@ RoIAlignForward roi_align_prepare_forward(const Tensor& input,
                                           int64_t pooled_width,
                                           double spatial_scale,
                                           int64_t sampling_ratio,
-                                          host::StringView pool_mode,
+                                          host::StringArg pool_mode,
                                           bool aligned) {
   RoIAlignForward f;
   f.shape = check_forward(input, rois, pooled_height, pooled_width,
@@ -161,7 +161,7 @@ RoIAlignBackward roi_align_prepare_backward(
     const Tensor& grad_output, const Tensor& rois,
     const Tensor& argmax_y, const Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
-    double spatial_scale, int64_t sampling_ratio, host::StringView pool_mode,
+    double spatial_scale, int64_t sampling_ratio, host::StringArg pool_mode,
     bool aligned) {
   RoIAlignBackward b;
   b.shape = check_backward(grad_output, rois, argmax_y, argmax_x, batch_size,
@@ -186,7 +186,7 @@ namespace {
 std::tuple<Tensor, Tensor, Tensor> roi_align_forward_cpu_kernel(
     const Tensor& input, const Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
-    host::StringView pool_mode, bool aligned) {
+    host::StringArg pool_mode, bool aligned) {
   const RoIAlignForward f =
       roi_align_prepare_forward(input, rois, pooled_height, pooled_width,
                                 spatial_scale, sampling_ratio, pool_mode,
@@ -218,7 +218,7 @@ Tensor roi_align_backward_cpu_kernel(
     const Tensor& grad_output, const Tensor& rois,
     const Tensor& argmax_y, const Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
-    double spatial_scale, int64_t sampling_ratio, host::StringView pool_mode,
+    double spatial_scale, int64_t sampling_ratio, host::StringArg pool_mode,
     bool aligned) {
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,

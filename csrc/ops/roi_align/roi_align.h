@@ -32,7 +32,7 @@ RoIAlignForward roi_align_prepare_forward(const host::Tensor& input,
                                           int64_t pooled_width,
                                           double spatial_scale,
                                           int64_t sampling_ratio,
-                                          host::StringView pool_mode,
+                                          host::StringArg pool_mode,
                                           bool aligned);
 
 // The same for the backward: contiguous inputs and a zeroed gradient buffer
@@ -51,7 +51,7 @@ RoIAlignBackward roi_align_prepare_backward(
     const host::Tensor& grad_output, const host::Tensor& rois,
     const host::Tensor& argmax_y, const host::Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
-    double spatial_scale, int64_t sampling_ratio, host::StringView pool_mode,
+    double spatial_scale, int64_t sampling_ratio, host::StringArg pool_mode,
     bool aligned);
 
 }  // namespace visdet_ops

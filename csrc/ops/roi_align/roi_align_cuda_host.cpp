@@ -19,7 +19,7 @@ using host::Tensor;
 std::tuple<Tensor, Tensor, Tensor> roi_align_forward_cuda_kernel(
     const Tensor& input, const Tensor& rois, int64_t pooled_height,
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
-    host::StringView pool_mode, bool aligned) {
+    host::StringArg pool_mode, bool aligned) {
   const host::CudaDeviceGuard device_guard(input);
   const RoIAlignForward f =
       roi_align_prepare_forward(input, rois, pooled_height, pooled_width,
@@ -44,7 +44,7 @@ Tensor roi_align_backward_cuda_kernel(
     const Tensor& grad_output, const Tensor& rois, const Tensor& argmax_y,
     const Tensor& argmax_x, int64_t batch_size, int64_t channels,
     int64_t height, int64_t width, double spatial_scale,
-    int64_t sampling_ratio, host::StringView pool_mode, bool aligned) {
+    int64_t sampling_ratio, host::StringArg pool_mode, bool aligned) {
   const host::CudaDeviceGuard device_guard(grad_output);
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,

@@ -24,7 +24,7 @@ namespace {
 
 constexpr const char* kOp = "soft_nms";
 
-int parse_method(host::StringView method) {
+int parse_method(host::StringArg method) {
   if (method == "naive") return soft_nms_detail::kNaive;
   if (method == "linear") return soft_nms_detail::kLinear;
   if (method == "gaussian") return soft_nms_detail::kGaussian;
@@ -38,7 +38,7 @@ int parse_method(host::StringView method) {
 
 SoftNmsPrepared soft_nms_prepare(const Tensor& boxes, const Tensor& scores,
                                  double iou_threshold, double sigma,
-                                 double min_score, host::StringView method,
+                                 double min_score, host::StringArg method,
                                  int64_t offset,
                                  const std::optional<Tensor>& idxs) {
   check_nms_inputs(kOp, boxes, scores, idxs, iou_threshold, offset);
@@ -141,7 +141,7 @@ namespace {
 
 std::tuple<Tensor, Tensor> soft_nms_cpu_kernel(
     const Tensor& boxes, const Tensor& scores, double iou_threshold,
-    double sigma, double min_score, host::StringView method, int64_t offset,
+    double sigma, double min_score, host::StringArg method, int64_t offset,
     const std::optional<Tensor>& idxs) {
   const SoftNmsPrepared p = soft_nms_prepare(
       boxes, scores, iou_threshold, sigma, min_score, method, offset, idxs);

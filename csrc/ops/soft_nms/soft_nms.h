@@ -25,7 +25,7 @@ struct SoftNmsPrepared {
 SoftNmsPrepared soft_nms_prepare(const host::Tensor& boxes,
                                  const host::Tensor& scores,
                                  double iou_threshold, double sigma,
-                                 double min_score, host::StringView method,
+                                 double min_score, host::StringArg method,
                                  int64_t offset,
                                  const std::optional<host::Tensor>& idxs);
 

@@ -16,7 +16,7 @@ using host::Tensor;
 
 std::tuple<Tensor, Tensor> soft_nms_cuda_kernel(
     const Tensor& boxes, const Tensor& scores, double iou_threshold,
-    double sigma, double min_score, host::StringView method, int64_t offset,
+    double sigma, double min_score, host::StringArg method, int64_t offset,
     const std::optional<Tensor>& idxs) {
   VISDET_CHECK(host::is_cuda(boxes),
                "soft_nms: the CUDA kernel needs CUDA tensors, got boxes on ",

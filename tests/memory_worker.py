@@ -1,0 +1,166 @@
+"""Memory per call of every registered op (tests/test_memory.py runs this in a fresh process).
+
+    python tests/memory_worker.py --device cpu [--calls 20000] [--seconds 0.5] [--ops visdet_ops::roi_align ...]
+
+The calls are the ones each op module's example case makes (visdet_ops.ops.EXAMPLES, float32), captured below
+autograd by a TorchDispatchMode: the op's own arguments, str ones included, replayed through the dispatcher as a
+user's call reaches it. Per op: warm-up calls, then up to `--calls` calls (fewer where they would take more than
+`--seconds`, but at least MIN_CALLS) between two readings of
+- host RSS (/proc/self/statm), what a user's monitoring sees;
+- glibc's bytes in use (mallinfo2: every live malloc block, to the byte), where the C library has it;
+- torch.cuda.memory_allocated() on CUDA (every live tensor of the caching allocator, to the byte).
+Prints one JSON object: {"ops": {qualname: {...}}, "str_ops": [...], "not_called": [...]}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+import visdet_ops  # noqa: F401  (loads _C: registers every op)
+from visdet_ops import _loader
+from visdet_ops.ops import EXAMPLES
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MIN_CALLS = 500
+
+
+def str_ops() -> list[str]:
+    """Every registered op with a str argument, read from its schema."""
+    found = []
+    for qualname in _loader.op_names():
+        packet = getattr(torch.ops.visdet_ops, qualname.split("::")[1])
+        for overload in packet.overloads():
+            schema = getattr(packet, overload)._schema
+            if any(isinstance(a.type, torch._C.StringType) for a in schema.arguments):
+                found.append(qualname)
+                break
+    return found
+
+
+class _Capture(TorchDispatchMode):
+    """The first call of each visdet_ops op, with its arguments detached (replayed below autograd)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: dict[str, tuple] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.namespace == "visdet_ops":
+            qualname = f"visdet_ops::{func._schema.name.split('::')[1]}"
+            if qualname not in self.calls:
+
+                def keep(x):
+                    return x.detach().clone() if isinstance(x, torch.Tensor) else x
+
+                self.calls[qualname] = (func, tree_map(keep, args), tree_map(keep, kwargs))
+        return func(*args, **kwargs)
+
+
+def capture(device: torch.device) -> dict[str, tuple]:
+    mode = _Capture()
+    gen = torch.Generator().manual_seed(0)
+    with mode:
+        for example in EXAMPLES.values():
+            error = example.run(device, torch.float32, gen)
+            if error is not None:
+                raise SystemExit(f"{example.family} example failed on {device}: {error}")
+    return mode.calls
+
+
+def _mallinfo2():
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                "keepcost",
+            )
+        ]  # fmt: skip
+
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):  # not glibc, or glibc < 2.33
+        return None
+    fn.restype = MallInfo2
+    return fn
+
+
+MALLINFO2 = _mallinfo2()
+
+
+def reading(device: torch.device) -> dict[str, int | None]:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * PAGE
+    heap = None
+    if MALLINFO2 is not None:
+        info = MALLINFO2()
+        heap = info.uordblks + info.hblkhd
+    cuda = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+    return {"rss": rss, "heap": heap, "cuda": cuda}
+
+
+def measure(call: tuple, device: torch.device, max_calls: int, seconds: float) -> dict:
+    """Calls the op at most max_calls times, fewer where that would take longer than `seconds` (the bytes-in-use
+    reading is exact, so a few hundred calls show a leak of a byte a call), after a tenth as many warm-up calls."""
+    func, args, kwargs = call
+    func(*args, **kwargs)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    started = time.perf_counter()
+    for _ in range(10):
+        func(*args, **kwargs)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    per_call = (time.perf_counter() - started) / 10
+    calls = max(MIN_CALLS, min(max_calls, int(seconds / max(per_call, 1e-9))))
+    for _ in range(max(calls // 10, 10)):
+        func(*args, **kwargs)
+    before = reading(device)
+    started = time.perf_counter()
+    for _ in range(calls):
+        func(*args, **kwargs)
+    took = time.perf_counter() - started
+    after = reading(device)
+    growth = {k: (None if before[k] is None else after[k] - before[k]) for k in before}
+    return {"calls": calls, "seconds": took, **{f"{k}_growth": v for k, v in growth.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--calls", type=int, default=20000, help="calls per op, at most")
+    parser.add_argument("--seconds", type=float, default=0.5, help="time per op, about (at least MIN_CALLS calls)")
+    parser.add_argument("--ops", nargs="*", help="qualnames (default: every captured op)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    device = torch.device(args.device)
+    captured = capture(device)  # with autograd: the examples' backward calls the backward ops
+    wanted = args.ops or sorted(captured)
+    results = {q: measure(captured[q], device, args.calls, args.seconds) for q in wanted if q in captured}
+    print(
+        json.dumps(
+            {
+                "ops": results,
+                "str_ops": str_ops(),
+                "not_called": sorted(set(_loader.op_names()) - set(captured)),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
