@@ -2,9 +2,12 @@
 per-minor (classic) build of the same tree, on the same GPU, one run after the other.
 
   python benchmarks/compare.py CLASSIC/bench.json STABLE/bench.json [--limit 0.03] [--out FILE.md]
+  python benchmarks/compare.py --classic C1.json C2.json C3.json --stable S1.json S2.json S3.json
 
-For every (op, case) row of both runs: our median time in each, their ratio (stable / classic), and, where the row
-has a peer, whether the stable build is still at least as fast as the peer of its own run. Prints a markdown table
+Several runs of each build (alternating rounds, as ci/gpu_check.py --rounds makes them) are merged row by row: the
+median over the runs of each run's median time, ours and the peer's, so that one noisy run does not decide a row.
+For every (op, case) row of both builds: our time in each, their ratio (stable / classic), and, where the row
+has a peer, whether the stable build is still at least as fast as the peer of its own runs. Prints a markdown table
 and a summary line; exit 1 when a row is slower than `limit` (3%: issue 13) or falls behind its peer where the
 classic build was ahead.
 """
@@ -21,6 +24,21 @@ from pathlib import Path
 def _rows(path: Path) -> dict[tuple[str, str], dict]:
     data = json.loads(path.read_text())
     return {(r["op"], r["case"]): r for r in data["results"] if "ours" in r}
+
+
+def _merged(paths: list[Path]) -> dict[tuple[str, str], dict]:
+    """The rows of several runs of one build: per row and per key (ours, peer), the median of the runs' medians.
+    A row missing from one run is kept from the others."""
+    runs = [_rows(p) for p in paths]
+    merged = {}
+    for key in sorted(set().union(*runs)):
+        row = {}
+        for field in ("ours", "peer"):
+            values = [m for run in runs if key in run and (m := _ms(run[key], field))]
+            if values:
+                row[field] = {"median_ms": statistics.median(values), "runs": len(values)}
+        merged[key] = row
+    return merged
 
 
 def _ms(row: dict, key: str) -> float | None:
@@ -57,12 +75,18 @@ def compare(classic: dict, stable: dict, limit: float) -> tuple[list[str], list[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("classic", type=Path)
-    parser.add_argument("stable", type=Path)
+    parser.add_argument("classic", type=Path, nargs="?", help="one run of the classic build")
+    parser.add_argument("stable", type=Path, nargs="?", help="one run of the stable build")
+    parser.add_argument("--classic", dest="classic_runs", type=Path, nargs="+", default=[], help="runs, merged")
+    parser.add_argument("--stable", dest="stable_runs", type=Path, nargs="+", default=[], help="runs, merged")
     parser.add_argument("--limit", type=float, default=0.03, help="allowed slowdown of a row (default 0.03)")
     parser.add_argument("--out", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
-    lines, problems, ratios = compare(_rows(args.classic), _rows(args.stable), args.limit)
+    classic_runs = [p for p in [args.classic, *args.classic_runs] if p]
+    stable_runs = [p for p in [args.stable, *args.stable_runs] if p]
+    if not classic_runs or not stable_runs:
+        parser.error("give at least one run of each build")
+    lines, problems, ratios = compare(_merged(classic_runs), _merged(stable_runs), args.limit)
     summary = (
         f"{len(ratios)} rows; stable / classic: median {statistics.median(ratios):.3f}, "
         f"max {max(ratios):.3f}, min {min(ratios):.3f}; {len(problems)} problem(s)"

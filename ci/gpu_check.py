@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="WHEEL",
         help="after the benchmarks, run them again with this stable wheel and compare (benchmarks/compare.py)",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="with --compare-stable: alternating benchmark rounds of each build"
+    )
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--skip-sanitizer", action="store_true")
     parser.add_argument("--skip-tests", action="store_true", help="sanitize and bench only")
@@ -206,19 +209,36 @@ def main(argv: list[str] | None = None) -> int:
         rc, took = run([sys.executable, "benchmarks/bench.py", "--out", str(out)], out / "bench.log", env, scratch, 600)
         report["steps"]["benchmarks"] = {"rc": rc, "seconds": round(took, 1)}
     if args.compare_stable and not args.skip_bench:
-        stable_site, stable_out = Path("/tmp/visdet_ops_stable_site"), out / "stable"
+        # Alternating rounds (this build, the stable wheel, this build, ...): a drift of the GPU's clocks or of the
+        # machine over the minutes of the runs falls on both builds alike; compare.py merges the rounds per row.
+        stable_site = Path("/tmp/visdet_ops_stable_site")
         rc, took = install_wheel(args.compare_stable.resolve(), stable_site, out / "install-stable.log", env, scratch)
         stable_env = dict(env, PYTHONPATH=str(stable_site))
+        classic_runs, stable_runs, seconds = [out / "bench.json"], [], 0.0
+        for n in range(args.rounds):
+            if rc != 0:
+                break
+            if n > 0:
+                round_out = out / f"classic-{n + 1}"
+                rc, took = run(
+                    [sys.executable, "benchmarks/bench.py", "--out", str(round_out)],
+                    out / f"bench-{n + 1}.log", env, scratch, 600,
+                )  # fmt: skip
+                classic_runs.append(round_out / "bench.json")
+                seconds += took
+            if rc == 0:
+                round_out = out / ("stable" if n == 0 else f"stable-{n + 1}")
+                rc, took = run(
+                    [sys.executable, "benchmarks/bench.py", "--out", str(round_out)],
+                    out / f"bench-stable{'' if n == 0 else f'-{n + 1}'}.log", stable_env, scratch, 600,
+                )  # fmt: skip
+                stable_runs.append(round_out / "bench.json")
+                seconds += took
+        report["steps"]["benchmarks, stable wheel"] = {"rc": rc, "seconds": round(seconds, 1), "rounds": args.rounds}
         if rc == 0:
             rc, took = run(
-                [sys.executable, "benchmarks/bench.py", "--out", str(stable_out)],
-                out / "bench-stable.log", stable_env, scratch, 600,
-            )  # fmt: skip
-        report["steps"]["benchmarks, stable wheel"] = {"rc": rc, "seconds": round(took, 1)}
-        if rc == 0:
-            rc, took = run(
-                [sys.executable, "benchmarks/compare.py", str(out / "bench.json"), str(stable_out / "bench.json"),
-                 "--out", str(out / "compare.md")],
+                [sys.executable, "benchmarks/compare.py", "--classic", *map(str, classic_runs),
+                 "--stable", *map(str, stable_runs), "--out", str(out / "compare.md")],
                 out / "compare.log", env, scratch, 60,
             )  # fmt: skip
             report["steps"]["stable vs this build (3%)"] = {"rc": rc, "seconds": round(took, 1)}

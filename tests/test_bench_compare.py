@@ -40,3 +40,16 @@ def test_falling_behind_the_peer_fails(tmp_path):
     classic = _run(tmp_path, "classic", [("nms", "a", 1.0, 1.01)])
     behind = _run(tmp_path, "behind", [("nms", "a", 1.02, 1.01)])
     assert compare.main([str(classic), str(behind), "--limit", "0.05"]) == 1
+
+
+def test_rounds_are_merged_by_their_median(tmp_path):
+    """One slow stable round out of three does not decide the row; a row slow in most rounds does."""
+    compare = _compare_module()
+    classic = [_run(tmp_path, f"c{n}", [("nms", "a", 1.0, 2.0)]) for n in range(3)]
+    one_slow = [_run(tmp_path, f"s{n}", [("nms", "a", t, 2.0)]) for n, t in enumerate((1.01, 1.2, 0.99))]
+    args = ["--classic", *map(str, classic), "--stable", *map(str, one_slow)]
+    assert compare.main(args) == 0
+    mostly_slow = [_run(tmp_path, f"m{n}", [("nms", "a", t, 2.0)]) for n, t in enumerate((1.05, 1.2, 0.99))]
+    assert compare.main(["--classic", *map(str, classic), "--stable", *map(str, mostly_slow)]) == 1
+    merged = compare._merged(mostly_slow)
+    assert merged[("nms", "a")]["ours"]["median_ms"] == 1.05
