@@ -58,6 +58,14 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "the arch tests/test_cuda_sources.py compiles for (default: the newest SASS arch of the matrix row)",
     ),
     "VISDET_OPS_TEST_SEED": ("tests", "replays the random seed a failing test printed"),
+    "VISDET_OPS_MEMORY_CALLS": (
+        "tests",
+        "tests/test_memory.py: calls per op and measuring window, at most (default 20000; more for a soak run)",
+    ),
+    "VISDET_OPS_MEMORY_SECONDS": (
+        "tests",
+        "tests/test_memory.py: seconds per op and window, about (default 0.5; at least 500 calls whatever it says)",
+    ),
 }
 
 
