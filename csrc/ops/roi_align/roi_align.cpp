@@ -205,11 +205,14 @@ std::tuple<Tensor, Tensor, Tensor> roi_align_forward_cpu_kernel(
         T* out = host::mutable_data<T>(f.output);
         A* ay = f.is_max() ? host::mutable_data<A>(f.argmax_y) : nullptr;
         A* ax = f.is_max() ? host::mutable_data<A>(f.argmax_x) : nullptr;
-        const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
-        host::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-          roi_align_forward_cpu<T>(in, r, s, static_cast<A>(spatial_scale),
-                                   begin, end, out, ay, ax);
-        });
+        // Over (RoI, channel) planes: a range computes each of its RoIs'
+        // samples once and reads every channel through them.
+        host::parallel_for(0, s.num_rois * s.channels, 1,
+                           [&](int64_t begin, int64_t end) {
+                             roi_align_forward_cpu<T>(
+                                 in, r, s, static_cast<A>(spatial_scale),
+                                 begin, end, out, ay, ax);
+                           });
       });
   return f.outputs();
 }

@@ -68,6 +68,34 @@ VISDET_HOST_DEVICE VISDET_INLINE A sample_coord(A start, I bin_index, A bin,
          (static_cast<A>(i) + A(0.5)) * bin / static_cast<A>(grid);
 }
 
+// One axis of a bilinear sample: the two neighbouring indices and their
+// weights (l for `high`, h = 1 - l for `low`). Returns false when the
+// coordinate lies outside [-1, size] (the sample's value is 0). Separable:
+// the CPU loops compute each axis once per RoI and reuse it for every channel.
+template <typename A, typename I>
+struct AxisWeights {
+  I low, high;
+  A l, h;
+};
+
+template <typename A, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE bool bilinear_axis(I size, A v,
+                                                    AxisWeights<A, I>* a) {
+  // Written as a negated range test so that NaN is rejected too.
+  if (!(v >= A(-1) && v <= static_cast<A>(size))) return false;
+  if (v <= A(0)) v = A(0);
+  a->low = static_cast<I>(v);
+  if (a->low >= size - 1) {
+    a->high = a->low = size - 1;
+    v = static_cast<A>(a->low);
+  } else {
+    a->high = a->low + 1;
+  }
+  a->l = v - static_cast<A>(a->low);
+  a->h = A(1) - a->l;
+  return true;
+}
+
 // Bilinear weights and corner indices of the sample (y, x) on an h x w map.
 // Returns false when the sample lies outside [-1, h] x [-1, w] (value 0).
 // I is the index type: int32_t when every offset fits (much cheaper integer
@@ -78,38 +106,31 @@ struct Bilinear {
   A w1, w2, w3, w4;
 };
 
+// The four weights of the axes (ay, ax): w1..w4 for the corners (low, low),
+// (low, high), (high, low), (high, high) as (y, x).
+template <typename A, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE Bilinear<A, I> bilinear_corners(
+    const AxisWeights<A, I>& ay, const AxisWeights<A, I>& ax) {
+  Bilinear<A, I> b;
+  b.y_low = ay.low;
+  b.y_high = ay.high;
+  b.x_low = ax.low;
+  b.x_high = ax.high;
+  b.w1 = ay.h * ax.h;
+  b.w2 = ay.h * ax.l;
+  b.w3 = ay.l * ax.h;
+  b.w4 = ay.l * ax.l;
+  return b;
+}
+
 template <typename A, typename I>
 VISDET_HOST_DEVICE VISDET_INLINE bool bilinear_weights(I height, I width, A y,
                                                        A x, Bilinear<A, I>* b) {
-  // Written as a negated range test so that NaN is rejected too.
-  if (!(y >= A(-1) && y <= static_cast<A>(height) && x >= A(-1) &&
-        x <= static_cast<A>(width))) {
+  AxisWeights<A, I> ay, ax;
+  if (!bilinear_axis(height, y, &ay) || !bilinear_axis(width, x, &ax)) {
     return false;
   }
-  if (y <= A(0)) y = A(0);
-  if (x <= A(0)) x = A(0);
-  b->y_low = static_cast<I>(y);
-  b->x_low = static_cast<I>(x);
-  if (b->y_low >= height - 1) {
-    b->y_high = b->y_low = height - 1;
-    y = static_cast<A>(b->y_low);
-  } else {
-    b->y_high = b->y_low + 1;
-  }
-  if (b->x_low >= width - 1) {
-    b->x_high = b->x_low = width - 1;
-    x = static_cast<A>(b->x_low);
-  } else {
-    b->x_high = b->x_low + 1;
-  }
-  const A ly = y - static_cast<A>(b->y_low);
-  const A lx = x - static_cast<A>(b->x_low);
-  const A hy = A(1) - ly;
-  const A hx = A(1) - lx;
-  b->w1 = hy * hx;
-  b->w2 = hy * lx;
-  b->w3 = ly * hx;
-  b->w4 = ly * lx;
+  *b = bilinear_corners(ay, ax);
   return true;
 }
 

@@ -22,7 +22,8 @@ struct RoIAlignShape {
   }
 };
 
-// Output elements [begin, end) of the [K, C, PH, PW] output. T: float,
+// The (RoI, channel) planes [begin, end) of the [K, C, PH, PW] output (plane
+// k * C + c). T: float,
 // double, HostHalf, HostBFloat16 (read directly, computed in float); rois,
 // argmax_y/argmax_x and grad_input in acc_t<T>, as on CUDA.
 template <typename T>

@@ -164,11 +164,14 @@ std::tuple<Tensor, Tensor> roi_pool_forward_cpu_kernel(
         const A* r = host::const_data<A>(f.rois);
         T* out = host::mutable_data<T>(f.output);
         int32_t* am = host::mutable_data<int32_t>(f.argmax);
-        const int64_t grain = std::max<int64_t>(1, s.pooled_h * s.pooled_w);
-        host::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-          roi_pool_forward_cpu<T>(in, r, s, static_cast<A>(spatial_scale),
-                                  begin, end, out, am);
-        });
+        // Over (RoI, channel) planes: a range finds each of its RoIs' bins
+        // once and scans every channel through them.
+        host::parallel_for(0, s.num_rois * s.channels, 1,
+                           [&](int64_t begin, int64_t end) {
+                             roi_pool_forward_cpu<T>(
+                                 in, r, s, static_cast<A>(spatial_scale),
+                                 begin, end, out, am);
+                           });
       });
   return f.outputs();
 }

@@ -1,36 +1,133 @@
+#include <algorithm>
+#include <vector>
+
 #include "roi_pool_kernel.h"
 #include "roi_pool_launch.h"
 
 namespace visdet_ops {
 
+namespace {
+
+// Channels computed together: a bin's rows and columns are found once per RoI
+// and scanned for every channel of the block at the same offsets.
+constexpr int kChannelBlock = 8;
+
+// roi_pool_forward_element for every bin of n (<= kChannelBlock) planes of one
+// valid, non-empty RoI, in the same order per channel (the same results).
+template <typename T>
+void forward_planes(const T* const* planes, int n, const int64_t* h_range,
+                    const int64_t* w_range, const RoIPoolShape& s, T* out,
+                    int32_t* argmax) {
+  using A = acc_t<T>;
+  const int64_t plane_out = s.pooled_h * s.pooled_w;
+  int64_t index = 0;
+  for (int64_t ph = 0; ph < s.pooled_h; ++ph) {
+    const int64_t h_start = h_range[2 * ph], h_end = h_range[2 * ph + 1];
+    for (int64_t pw = 0; pw < s.pooled_w; ++pw, ++index) {
+      const int64_t w_start = w_range[2 * pw], w_end = w_range[2 * pw + 1];
+      const bool empty = h_end <= h_start || w_end <= w_start;
+      A best[kChannelBlock];
+      int32_t best_index[kChannelBlock];
+      for (int j = 0; j < n; ++j) {
+        best[j] = empty ? A(0) : lowest_value<A>();
+        best_index[j] = -1;
+      }
+      for (int64_t h = h_start; h < h_end; ++h) {
+        for (int64_t w = w_start; w < w_end; ++w) {
+          const int64_t offset = h * s.width + w;
+          for (int j = 0; j < n; ++j) {
+            const A v = to_acc(planes[j][offset]);
+            if (v > best[j]) {
+              best[j] = v;
+              best_index[j] = static_cast<int32_t>(offset);
+            }
+          }
+        }
+      }
+      for (int j = 0; j < n; ++j) {
+        out[j * plane_out + index] = from_acc<T>(best[j]);
+        argmax[j * plane_out + index] = best_index[j];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Planes [begin, end) of the [K * C] (RoI, channel) planes: each RoI's bins
+// are found once per range, then every channel is scanned through them.
 template <typename T>
 void roi_pool_forward_cpu(const T* input, const acc_t<T>* rois,
                           const RoIPoolShape& s, acc_t<T> spatial_scale,
                           int64_t begin, int64_t end, T* output,
                           int32_t* argmax) {
-  for (int64_t index = begin; index < end; ++index) {
-    roi_pool_detail::roi_pool_forward_element<T, int64_t>(
-        index, input, rois, s.batch_size, s.channels, s.height, s.width,
-        s.pooled_h, s.pooled_w, spatial_scale, output, argmax);
+  using A = acc_t<T>;
+  using namespace roi_pool_detail;
+  const int64_t plane_out = s.pooled_h * s.pooled_w;
+  const int64_t plane_in = s.height * s.width;
+  std::vector<int64_t> h_range(2 * s.pooled_h), w_range(2 * s.pooled_w);
+  for (int64_t plane = begin; plane < end;) {
+    const int64_t k = plane / s.channels;
+    const int64_t c_end = std::min(end, (k + 1) * s.channels);
+    const A* roi = rois + k * 5;
+    const bool invalid = roi_flags(roi, s.batch_size) != 0;
+    const RoIPoolGeometry<A> g =
+        roi_pool_geometry(roi, spatial_scale, s.pooled_h, s.pooled_w);
+    if (invalid || g.empty_roi) {
+      // An invalid RoI gives NaN and reads no input; an empty one gives 0.
+      const A value = invalid ? quiet_nan<A>() : A(0);
+      for (int64_t i = plane * plane_out; i < c_end * plane_out; ++i) {
+        output[i] = from_acc<T>(value);
+        argmax[i] = -1;
+      }
+      plane = c_end;
+      continue;
+    }
+    for (int64_t ph = 0; ph < s.pooled_h; ++ph) {
+      h_range[2 * ph] = bin_start(g.y1, g.bin_h, ph, s.height);
+      h_range[2 * ph + 1] = bin_end(g.y1, g.bin_h, ph, s.height);
+    }
+    for (int64_t pw = 0; pw < s.pooled_w; ++pw) {
+      w_range[2 * pw] = bin_start(g.x1, g.bin_w, pw, s.width);
+      w_range[2 * pw + 1] = bin_end(g.x1, g.bin_w, pw, s.width);
+    }
+    const int64_t batch = static_cast<int64_t>(to_acc(roi[0]));
+    while (plane < c_end) {
+      const int n =
+          static_cast<int>(std::min<int64_t>(kChannelBlock, c_end - plane));
+      const T* planes[kChannelBlock];
+      for (int j = 0; j < n; ++j) {
+        planes[j] = input + (batch * s.channels + (plane + j) % s.channels) *
+                                plane_in;
+      }
+      forward_planes<T>(planes, n, h_range.data(), w_range.data(), s,
+                        output + plane * plane_out, argmax + plane * plane_out);
+      plane += n;
+    }
   }
 }
 
+// roi_pool_backward_element for channels [c_begin, c_end) of every RoI, with
+// the RoI's checks made once per RoI instead of once per element (the same
+// additions in the same order).
 template <typename T>
 void roi_pool_backward_cpu(const T* grad_output, const acc_t<T>* rois,
                            const int32_t* argmax, const RoIPoolShape& s,
                            int64_t c_begin, int64_t c_end,
                            acc_t<T>* grad_input) {
-  auto add = [grad_input](int64_t offset, acc_t<T> value) {
-    grad_input[offset] += value;
-  };
   const int64_t plane = s.pooled_h * s.pooled_w;
+  const int64_t plane_in = s.height * s.width;
   for (int64_t k = 0; k < s.num_rois; ++k) {
+    const acc_t<T>* roi = rois + k * 5;
+    if (roi_flags(roi, s.batch_size) != 0) continue;
+    const int64_t batch = static_cast<int64_t>(to_acc(roi[0]));
     for (int64_t c = c_begin; c < c_end; ++c) {
       const int64_t first = (k * s.channels + c) * plane;
+      acc_t<T>* grad = grad_input + (batch * s.channels + c) * plane_in;
       for (int64_t index = first; index < first + plane; ++index) {
-        roi_pool_detail::roi_pool_backward_element<T, int64_t>(
-            index, grad_output, rois, argmax, s.batch_size, s.channels,
-            s.height, s.width, s.pooled_h, s.pooled_w, add);
+        const int32_t chosen = argmax[index];
+        if (chosen < 0 || static_cast<int64_t>(chosen) >= plane_in) continue;
+        grad[chosen] += to_acc(grad_output[index]);
       }
     }
   }

@@ -55,6 +55,42 @@ VISDET_HOST_DEVICE VISDET_INLINE I clip_to_index(A v, I limit) {
   return static_cast<I>(v);
 }
 
+// The scaled origin and bin sizes of a valid RoI; empty_roi when it has no
+// area (x2 + 1 <= x1 or y2 + 1 <= y1 after scaling: every bin gives 0).
+template <typename A>
+struct RoIPoolGeometry {
+  A x1, y1, bin_w, bin_h;
+  bool empty_roi;
+};
+
+template <typename A, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE RoIPoolGeometry<A> roi_pool_geometry(
+    const A* roi, A spatial_scale, I pooled_h, I pooled_w) {
+  RoIPoolGeometry<A> g;
+  g.x1 = mul_rounded(to_acc(roi[1]), spatial_scale);
+  g.y1 = mul_rounded(to_acc(roi[2]), spatial_scale);
+  const A x2 = mul_rounded(to_acc(roi[3]) + A(1), spatial_scale);
+  const A y2 = mul_rounded(to_acc(roi[4]) + A(1), spatial_scale);
+  const A roi_w = x2 - g.x1;
+  const A roi_h = y2 - g.y1;
+  g.empty_roi = !(roi_w > A(0) && roi_h > A(0));
+  g.bin_w = roi_w / static_cast<A>(pooled_w);
+  g.bin_h = roi_h / static_cast<A>(pooled_h);
+  return g;
+}
+
+// Bin p of an axis covers [bin_start, bin_end), clipped to [0, limit].
+template <typename A, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE I bin_start(A origin, A bin, I p, I limit) {
+  return clip_to_index<A, I>(floor(mul_rounded(static_cast<A>(p), bin) + origin),
+                             limit);
+}
+template <typename A, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE I bin_end(A origin, A bin, I p, I limit) {
+  return clip_to_index<A, I>(
+      ceil(mul_rounded(static_cast<A>(p + 1), bin) + origin), limit);
+}
+
 // One output element: index enumerates [K, C, PH, PW] in row-major order.
 // The output is the largest input value in the bin (in row-major order, the
 // first of equal ones) and argmax its offset h * width + w in the input plane;
@@ -79,27 +115,17 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_element(
     return;
   }
   const I batch = static_cast<I>(to_acc(roi[0]));
-  const A x1 = mul_rounded(to_acc(roi[1]), spatial_scale);
-  const A y1 = mul_rounded(to_acc(roi[2]), spatial_scale);
-  const A x2 = mul_rounded(to_acc(roi[3]) + A(1), spatial_scale);
-  const A y2 = mul_rounded(to_acc(roi[4]) + A(1), spatial_scale);
-  const A roi_w = x2 - x1;
-  const A roi_h = y2 - y1;
-  if (!(roi_w > A(0) && roi_h > A(0))) {
+  const RoIPoolGeometry<A> g = roi_pool_geometry(roi, spatial_scale, pooled_h,
+                                                 pooled_w);
+  if (g.empty_roi) {
     output[index] = from_acc<T>(A(0));
     argmax[index] = -1;
     return;
   }
-  const A bin_w = roi_w / static_cast<A>(pooled_w);
-  const A bin_h = roi_h / static_cast<A>(pooled_h);
-  const I w_start = clip_to_index<A, I>(
-      floor(mul_rounded(static_cast<A>(pw), bin_w) + x1), width);
-  const I w_end = clip_to_index<A, I>(
-      ceil(mul_rounded(static_cast<A>(pw + 1), bin_w) + x1), width);
-  const I h_start = clip_to_index<A, I>(
-      floor(mul_rounded(static_cast<A>(ph), bin_h) + y1), height);
-  const I h_end = clip_to_index<A, I>(
-      ceil(mul_rounded(static_cast<A>(ph + 1), bin_h) + y1), height);
+  const I w_start = bin_start(g.x1, g.bin_w, pw, width);
+  const I w_end = bin_end(g.x1, g.bin_w, pw, width);
+  const I h_start = bin_start(g.y1, g.bin_h, ph, height);
+  const I h_end = bin_end(g.y1, g.bin_h, ph, height);
   const bool empty = h_end <= h_start || w_end <= w_start;
 
   const T* plane = input + (batch * channels + c) * height * width;

@@ -19,7 +19,8 @@ struct RoIPoolShape {
   }
 };
 
-// Output elements [begin, end) of the [K, C, PH, PW] output and its argmax
+// The (RoI, channel) planes [begin, end) (plane k * C + c) of the [K, C, PH, PW]
+// output and its argmax
 // (offset h * width + w of the chosen input element in its plane, -1 if none).
 // T: float, double, HostHalf, HostBFloat16 (read directly); rois and
 // grad_input in acc_t<T>, as on CUDA.
