@@ -86,16 +86,20 @@ def roi_pool_cases(gen, tv):
 def nms_cases(gen, tv):
     for n in (1000, 5000):
         boxes, scores = _boxes(gen, n)
-        yield f"nms {n} boxes, iou 0.5", lambda b=boxes, s=scores: visdet_ops.nms(b, s, 0.5), (
-            lambda b=boxes, s=scores: tv.nms(b, s, 0.5)
+        yield (
+            f"nms {n} boxes, iou 0.5",
+            lambda b=boxes, s=scores: visdet_ops.nms(b, s, 0.5),
+            (lambda b=boxes, s=scores: tv.nms(b, s, 0.5)),
         )
     for n, classes in ((20000, 80), (80000, 80)):
         boxes, scores = _boxes(gen, n)
         idxs = torch.randint(0, classes, (n,), generator=gen)
         cfg = {"type": "nms", "iou_threshold": 0.5}
-        yield f"batched_nms {n} boxes in {classes} classes", (
-            lambda b=boxes, s=scores, i=idxs: visdet_ops.batched_nms(b, s, i, dict(cfg))
-        ), lambda b=boxes, s=scores, i=idxs: tv.batched_nms(b, s, i, 0.5)
+        yield (
+            f"batched_nms {n} boxes in {classes} classes",
+            (lambda b=boxes, s=scores, i=idxs: visdet_ops.batched_nms(b, s, i, dict(cfg))),
+            lambda b=boxes, s=scores, i=idxs: tv.batched_nms(b, s, i, 0.5),
+        )
 
 
 @case("deform_conv")
@@ -104,9 +108,11 @@ def deform_conv_cases(gen, tv):
     weight = torch.randn(64, 64, 3, 3, generator=gen) * 0.05
     offset = torch.randn(2, 18, 32, 32, generator=gen)
     mask = torch.rand(2, 9, 32, 32, generator=gen)
-    yield "DCNv2 forward, 2x64x32x32, 3x3", (
-        lambda: visdet_ops.modulated_deform_conv2d(x, offset, mask, weight, None, 1, 1, 1, 1, 1)
-    ), lambda: tv.deform_conv2d(x, offset, weight, None, padding=(1, 1), mask=mask)
+    yield (
+        "DCNv2 forward, 2x64x32x32, 3x3",
+        (lambda: visdet_ops.modulated_deform_conv2d(x, offset, mask, weight, None, 1, 1, 1, 1, 1)),
+        lambda: tv.deform_conv2d(x, offset, weight, None, padding=(1, 1), mask=mask),
+    )
 
 
 def _time(fn) -> float:
