@@ -197,9 +197,10 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
         nms_cfg: dict with `type` ('nms' or 'soft_nms', default 'nms'),
             `iou_threshold` (alias `iou_thr`), the op's own keys (nms: offset,
             score_threshold; soft_nms: sigma, min_score, method, offset),
-            `split_thr` (default 10000: above it, classes are processed in
-            chunks of at most split_thr boxes, bounding nms's O(N^2/8) bytes
-            of scratch), `max_num` (keep at most this many, after merging),
+            `split_thr` (default 10000: above it, CUDA processes classes in
+            chunks of at most split_thr boxes, bounding its O(N^2/8) bytes of
+            scratch; the CPU kernel needs O(N) and takes all at once),
+            `max_num` (keep at most this many, after merging),
             `class_agnostic`. None: no suppression, boxes sorted by score.
             The dict is not modified.
         class_agnostic: ignore idxs (nms_cfg's own key wins).
@@ -244,7 +245,9 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
             b, s, c = boxes[candidates], scores[candidates], idxs[candidates]
         if class_agnostic:
             keep = torch.ops.visdet_ops.nms(b, s, iou, int(offset))
-        elif b.size(0) < split_thr:
+        elif b.size(0) < split_thr or b.device.type == "cpu":
+            # The CPU kernel runs class by class in O(N) memory: splitting would only add calls. (Same result:
+            # each class is suppressed on its own either way.)
             keep = torch.ops.visdet_ops.batched_nms(b, s, c, iou, int(offset))
         else:
             kept = [
