@@ -8,46 +8,35 @@ namespace visdet_ops {
 
 namespace {
 
-// Channels computed together: a bin's rows and columns are found once per RoI
-// and scanned for every channel of the block at the same offsets.
-constexpr int kChannelBlock = 8;
-
-// roi_pool_forward_element for every bin of n (<= kChannelBlock) planes of one
-// valid, non-empty RoI, in the same order per channel (the same results).
+// roi_pool_forward_element for every bin of one plane of a valid, non-empty
+// RoI, in the same order (the same results). One channel at a time: each
+// bin's scan is a tight loop over contiguous rows with the running maximum in
+// registers (a block of channels per scan was slower on some CPUs).
 template <typename T>
-void forward_planes(const T* const* planes, int n, const int64_t* h_range,
-                    const int64_t* w_range, const RoIPoolShape& s, T* out,
-                    int32_t* argmax) {
+void forward_plane(const T* plane, const int64_t* h_range,
+                   const int64_t* w_range, const RoIPoolShape& s, T* out,
+                   int32_t* argmax) {
   using A = acc_t<T>;
-  const int64_t plane_out = s.pooled_h * s.pooled_w;
   int64_t index = 0;
   for (int64_t ph = 0; ph < s.pooled_h; ++ph) {
     const int64_t h_start = h_range[2 * ph], h_end = h_range[2 * ph + 1];
     for (int64_t pw = 0; pw < s.pooled_w; ++pw, ++index) {
       const int64_t w_start = w_range[2 * pw], w_end = w_range[2 * pw + 1];
       const bool empty = h_end <= h_start || w_end <= w_start;
-      A best[kChannelBlock];
-      int32_t best_index[kChannelBlock];
-      for (int j = 0; j < n; ++j) {
-        best[j] = empty ? A(0) : lowest_value<A>();
-        best_index[j] = -1;
-      }
+      A best = empty ? A(0) : lowest_value<A>();
+      int32_t best_index = -1;
       for (int64_t h = h_start; h < h_end; ++h) {
+        const T* row = plane + h * s.width;
         for (int64_t w = w_start; w < w_end; ++w) {
-          const int64_t offset = h * s.width + w;
-          for (int j = 0; j < n; ++j) {
-            const A v = to_acc(planes[j][offset]);
-            if (v > best[j]) {
-              best[j] = v;
-              best_index[j] = static_cast<int32_t>(offset);
-            }
+          const A v = to_acc(row[w]);
+          if (v > best) {
+            best = v;
+            best_index = static_cast<int32_t>(h * s.width + w);
           }
         }
       }
-      for (int j = 0; j < n; ++j) {
-        out[j * plane_out + index] = from_acc<T>(best[j]);
-        argmax[j * plane_out + index] = best_index[j];
-      }
+      out[index] = from_acc<T>(best);
+      argmax[index] = best_index;
     }
   }
 }
@@ -92,17 +81,11 @@ void roi_pool_forward_cpu(const T* input, const acc_t<T>* rois,
       w_range[2 * pw + 1] = bin_end(g.x1, g.bin_w, pw, s.width);
     }
     const int64_t batch = static_cast<int64_t>(to_acc(roi[0]));
-    while (plane < c_end) {
-      const int n =
-          static_cast<int>(std::min<int64_t>(kChannelBlock, c_end - plane));
-      const T* planes[kChannelBlock];
-      for (int j = 0; j < n; ++j) {
-        planes[j] = input + (batch * s.channels + (plane + j) % s.channels) *
-                                plane_in;
-      }
-      forward_planes<T>(planes, n, h_range.data(), w_range.data(), s,
-                        output + plane * plane_out, argmax + plane * plane_out);
-      plane += n;
+    for (; plane < c_end; ++plane) {
+      const int64_t c = plane % s.channels;
+      forward_plane<T>(input + (batch * s.channels + c) * plane_in,
+                       h_range.data(), w_range.data(), s,
+                       output + plane * plane_out, argmax + plane * plane_out);
     }
   }
 }
