@@ -214,31 +214,25 @@ def main(argv: list[str] | None = None) -> int:
         stable_site = Path("/tmp/visdet_ops_stable_site")
         rc, took = install_wheel(args.compare_stable.resolve(), stable_site, out / "install-stable.log", env, scratch)
         stable_env = dict(env, PYTHONPATH=str(stable_site))
-        classic_runs, stable_runs, seconds = [out / "bench.json"], [], 0.0
+        runs = {"classic": [out / "bench.json"], "stable": []}  # this build's first round ran above
+        seconds = 0.0
         for n in range(args.rounds):
-            if rc != 0:
-                break
-            if n > 0:
-                round_out = out / f"classic-{n + 1}"
+            suffix = "" if n == 0 else f"-{n + 1}"
+            for build, build_env in (("classic", env), ("stable", stable_env)):
+                if rc != 0 or (build == "classic" and n == 0):
+                    continue
+                dest = out / f"{build}{suffix}"
                 rc, took = run(
-                    [sys.executable, "benchmarks/bench.py", "--out", str(round_out)],
-                    out / f"bench-{n + 1}.log", env, scratch, 600,
+                    [sys.executable, "benchmarks/bench.py", "--out", str(dest)],
+                    out / f"bench-{build}{suffix}.log", build_env, scratch, 600,
                 )  # fmt: skip
-                classic_runs.append(round_out / "bench.json")
-                seconds += took
-            if rc == 0:
-                round_out = out / ("stable" if n == 0 else f"stable-{n + 1}")
-                rc, took = run(
-                    [sys.executable, "benchmarks/bench.py", "--out", str(round_out)],
-                    out / f"bench-stable{'' if n == 0 else f'-{n + 1}'}.log", stable_env, scratch, 600,
-                )  # fmt: skip
-                stable_runs.append(round_out / "bench.json")
+                runs[build].append(dest / "bench.json")
                 seconds += took
         report["steps"]["benchmarks, stable wheel"] = {"rc": rc, "seconds": round(seconds, 1), "rounds": args.rounds}
         if rc == 0:
             rc, took = run(
-                [sys.executable, "benchmarks/compare.py", "--classic", *map(str, classic_runs),
-                 "--stable", *map(str, stable_runs), "--out", str(out / "compare.md")],
+                [sys.executable, "benchmarks/compare.py", "--classic", *map(str, runs["classic"]),
+                 "--stable", *map(str, runs["stable"]), "--out", str(out / "compare.md")],
                 out / "compare.log", env, scratch, 60,
             )  # fmt: skip
             report["steps"]["stable vs this build (3%)"] = {"rc": rc, "seconds": round(took, 1)}
