@@ -151,15 +151,26 @@ def find_python(version: str) -> str:
     raise SystemExit(f"no working python{version} found (PATH, {pyenv_root}/versions): install CPython {version}")
 
 
-def _copy_tree(dest: Path) -> Path:
-    """The files a clean checkout has (tracked and not ignored), as the release job checks them out."""
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    ).stdout.split("\0")  # fmt: skip
+def _copy_tree(dest: Path, root: Path = ROOT) -> Path:
+    """The files a clean checkout has (tracked and not ignored), as the release job checks them out. git decides
+    which files those are; a tree that is not a git checkout (a `git archive` export, a tarball) stops here with
+    one line saying so, not with git's traceback."""
+    try:
+        listing = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=root, capture_output=True, text=True,
+        )  # fmt: skip
+    except FileNotFoundError:
+        listing = None
+    if listing is None or listing.returncode != 0:
+        raise SystemExit(
+            f"release rehearsal: {root} is not a git checkout (an exported tree?); it copies the files a clean "
+            "checkout has, which git lists: run it from a git clone (git clone <repo> && nox -s release-rehearsal)"
+        )
+    files = listing.stdout.split("\0")
     shutil.rmtree(dest, ignore_errors=True)
     for rel in filter(None, files):
-        src = ROOT / rel
+        src = root / rel
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)

@@ -209,3 +209,32 @@ def test_cibuildwheel_passes_the_stable_switch_into_its_container():
     env = release.build_environment(m.flavour("cu130"), m.stable_variant("cu13").torch, stable=True)
     assert env["VISDET_OPS_STABLE_ABI"] == "1" and env["TORCH_CUDA_ARCH_LIST"]
     assert set(env) <= set(release.cibw_config()["environment-pass"])
+
+
+def test_rehearsal_from_an_exported_tree_says_it_needs_a_git_checkout(tmp_path):
+    """An exported tree (git archive, a tarball) has no git metadata: the rehearsal stops with one line naming the
+    tree and what to do, not with git's CalledProcessError traceback; a git checkout is copied file by file."""
+    import subprocess
+
+    import pytest
+
+    from ci import release
+
+    exported = tmp_path / "exported"
+    (exported / "ci").mkdir(parents=True)
+    (exported / "ci" / "matrix.toml").write_text("schema = 1\n")
+    with pytest.raises(SystemExit) as stop:
+        release._copy_tree(tmp_path / "copy", root=exported)
+    message = str(stop.value)
+    assert "not a git checkout" in message and str(exported) in message and "\n" not in message
+
+    checkout = tmp_path / "checkout"
+    (checkout / "ci").mkdir(parents=True)
+    (checkout / "ci" / "matrix.toml").write_text("schema = 1\n")
+    (checkout / ".gitignore").write_text("build/\n")
+    (checkout / "build").mkdir()
+    (checkout / "build" / "junk.o").write_text("")
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    copy = release._copy_tree(tmp_path / "copy", root=checkout)
+    assert (copy / "ci" / "matrix.toml").read_text() == "schema = 1\n"
+    assert not (copy / "build").exists()
