@@ -11,33 +11,40 @@ namespace {
 
 // Greedy NMS over the sorted positions members[0..count) (ascending, so in
 // descending score order): a kept box suppresses every later member it
-// overlaps. keep[] is indexed by sorted position. The members' boxes and
-// areas are gathered first, so the O(count^2) loop reads contiguous memory
-// (a class's boxes are spread over the sorted array).
+// overlaps. keep[] is indexed by sorted position. The members' coordinates
+// and areas are gathered first into one array each (a class's boxes are
+// spread over the sorted array), and the inner loop has no branch, so the
+// compiler vectorizes the O(count^2) part.
 template <typename T>
 void nms_members(const T* boxes_sorted, const int64_t* members, int64_t count,
                  T iou_threshold, T offset, uint8_t* keep) {
-  std::vector<T> boxes(static_cast<std::size_t>(4 * count));
-  std::vector<T> areas(static_cast<std::size_t>(count));
-  std::vector<uint8_t> suppressed(static_cast<std::size_t>(count), 0);
-  for (int64_t a = 0; a < count; ++a) {
+  const std::size_t n = static_cast<std::size_t>(count);
+  std::vector<T> x1(n), y1(n), x2(n), y2(n), areas(n);
+  std::vector<uint8_t> suppressed(n, 0);
+  for (std::size_t a = 0; a < n; ++a) {
     const T* src = boxes_sorted + 4 * members[a];
-    std::copy(src, src + 4, boxes.begin() + 4 * a);
-    areas[static_cast<std::size_t>(a)] = nms_detail::box_area(src, offset);
+    x1[a] = src[0];
+    y1[a] = src[1];
+    x2[a] = src[2];
+    y2[a] = src[3];
+    areas[a] = nms_detail::box_area(src, offset);
   }
-  for (int64_t a = 0; a < count; ++a) {
-    if (suppressed[static_cast<std::size_t>(a)]) continue;
+  uint8_t* __restrict sup = suppressed.data();
+  const T* __restrict px1 = x1.data();
+  const T* __restrict py1 = y1.data();
+  const T* __restrict px2 = x2.data();
+  const T* __restrict py2 = y2.data();
+  const T* __restrict par = areas.data();
+  for (std::size_t a = 0; a < n; ++a) {
+    if (sup[a]) continue;
     keep[members[a]] = 1;
-    const T* box = boxes.data() + 4 * a;
-    const T area = areas[static_cast<std::size_t>(a)];
-    for (int64_t b = a + 1; b < count; ++b) {
-      if (suppressed[static_cast<std::size_t>(b)]) continue;
-      // nms_detail::suppresses, with the areas computed once.
-      if (nms_detail::overlaps_with_areas<false>(
-              box, boxes.data() + 4 * b, area,
-              areas[static_cast<std::size_t>(b)], iou_threshold, offset)) {
-        suppressed[static_cast<std::size_t>(b)] = 1;
-      }
+    const T box[4] = {px1[a], py1[a], px2[a], py2[a]};
+    const T area = par[a];
+    // Branch-free: marking an already suppressed box again changes nothing.
+    for (std::size_t b = a + 1; b < n; ++b) {
+      const T other[4] = {px1[b], py1[b], px2[b], py2[b]};
+      sup[b] |= static_cast<uint8_t>(nms_detail::overlaps_with_areas<false>(
+          box, other, area, par[b], iou_threshold, offset));
     }
   }
 }
