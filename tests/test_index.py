@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -214,10 +215,6 @@ def test_cibuildwheel_passes_the_stable_switch_into_its_container():
 def test_rehearsal_from_an_exported_tree_says_it_needs_a_git_checkout(tmp_path):
     """An exported tree (git archive, a tarball) has no git metadata: the rehearsal stops with one line naming the
     tree and what to do, not with git's CalledProcessError traceback; a git checkout is copied file by file."""
-    import subprocess
-
-    import pytest
-
     from ci import release
 
     exported = tmp_path / "exported"
