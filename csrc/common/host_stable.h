@@ -99,11 +99,65 @@ inline std::ostream& operator<<(std::ostream& out, const DeviceText& d) {
 }
 inline DeviceText device_of(const Tensor& t) { return DeviceText{t.device()}; }
 
+namespace detail {
+
+// A new uninitialised contiguous tensor: aoti_torch_empty_strided, one
+// direct shim call (at::empty_strided, the op at::empty runs). Not the
+// floor's torch::stable::new_empty / new_zeros / empty: those box their
+// arguments and call the dispatcher by op name (a schema lookup per call),
+// and new_empty then dispatches again to aten::empty. That cost about 6,000
+// instructions per allocation against at::empty's 1,000 (callgrind, a
+// corner_pool call on CPU), and the host layers allocate every output.
+// Strides as at::empty gives them (a size-0 or size-1 dimension counts as 1).
+inline Tensor new_contiguous(const int64_t* sizes, size_t ndim,
+                             ScalarType dtype, int32_t device_type,
+                             int32_t device_index) {
+  constexpr size_t kInline = 8;
+  std::array<int64_t, kInline> inline_strides{};
+  std::vector<int64_t> heap_strides;
+  int64_t* strides = inline_strides.data();
+  if (ndim > kInline) {
+    heap_strides.resize(ndim);
+    strides = heap_strides.data();
+  }
+  int64_t stride = 1;
+  for (size_t i = ndim; i-- > 0;) {
+    strides[i] = stride;
+    stride *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+  const int32_t code =
+      torch::stable::detail::to<int32_t>(torch::stable::detail::from(dtype));
+  AtenTensorHandle handle = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
+      static_cast<int64_t>(ndim), sizes, strides, code, device_type,
+      device_index, &handle));
+  return Tensor(handle);
+}
+
+// The same, on the device of like.
+inline Tensor new_contiguous_like(const int64_t* sizes, size_t ndim,
+                                  ScalarType dtype, const Tensor& like) {
+  int32_t device_type = 0;
+  int32_t device_index = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+  TORCH_ERROR_CODE_CHECK(
+      aoti_torch_get_device_index(like.get(), &device_index));
+  return new_contiguous(sizes, ndim, dtype, device_type, device_index);
+}
+
+}  // namespace detail
+
 inline Tensor empty(Sizes sizes, ScalarType dtype, const Tensor& like) {
-  return torch::stable::new_empty(like, sizes, dtype);
+  return detail::new_contiguous_like(sizes.begin(), sizes.size(), dtype, like);
+}
+// t = 0 in place (aoti_torch_zero_: at::zero_, not a boxed call by name).
+inline void zero_fill(const Tensor& t) {
+  TORCH_ERROR_CODE_CHECK(aoti_torch_zero_(t.get()));
 }
 inline Tensor zeros(Sizes sizes, ScalarType dtype, const Tensor& like) {
-  return torch::stable::new_zeros(like, sizes, dtype);
+  Tensor t = empty(sizes, dtype, like);
+  zero_fill(t);
+  return t;
 }
 inline Tensor empty_like(const Tensor& t) { return torch::stable::empty_like(t); }
 
@@ -240,8 +294,7 @@ class StringArg {
 // batch dimensions).
 inline Tensor empty_of_sizes(const std::vector<int64_t>& sizes,
                              ScalarType dtype, const Tensor& like) {
-  return torch::stable::new_empty(
-      like, torch::headeronly::IntHeaderOnlyArrayRef(sizes), dtype);
+  return detail::new_contiguous_like(sizes.data(), sizes.size(), dtype, like);
 }
 // --- end bbox_overlaps, corner_pool, roi_align ------------------------------
 // ---- masked_conv2d (csrc/ops/masked_conv) -------------------------------
@@ -367,9 +420,8 @@ inline Tensor to_device(const Tensor& t, const Tensor& like,
 // An uninitialised CPU tensor (host-side tables such as soft_nms' segment
 // offsets, whatever the device of the op's inputs).
 inline Tensor empty_cpu(Sizes sizes, ScalarType dtype) {
-  return torch::stable::empty(
-      sizes, dtype, std::nullopt,
-      torch::stable::Device(torch::headeronly::DeviceType::CPU));
+  return detail::new_contiguous(sizes.begin(), sizes.size(), dtype,
+                                aoti_torch_device_type_cpu(), -1);
 }
 // aten::sort.stable(Tensor self, *, bool? stable, int dim=-1,
 //                   bool descending=False) -> (Tensor values, Tensor indices)
@@ -415,10 +467,6 @@ inline Tensor add(const Tensor& a, const Tensor& b) {
 inline void copy_into(const Tensor& dst, const Tensor& src) {
   Tensor d = dst;  // torch::stable::copy_ takes a non-const reference
   torch::stable::copy_(d, src);
-}
-inline void zero_fill(const Tensor& t) {
-  Tensor d = t;
-  torch::stable::zero_(d);
 }
 
 }  // namespace host
