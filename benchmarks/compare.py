@@ -10,6 +10,11 @@ For every (op, case) row of both builds: our time in each, their ratio (stable /
 has a peer, whether the stable build is still at least as fast as the peer of its own runs. Prints a markdown table
 and a summary line; exit 1 when a row is slower than `limit` (3%: issue 13) or falls behind its peer where the
 classic build was ahead.
+
+With two or more runs of each build, the table also gives each row's noise floor: the larger, over the two builds,
+of the gap between the merged halves of that build's own runs (runs 1, 3, 5, ... against 2, 4, 6, ...). A row
+whose stable / classic gap is under its noise floor is one the runs cannot tell apart from a build compared with
+itself; the summary counts the rows over the limit that stand above their noise floor.
 """
 
 from __future__ import annotations
@@ -41,15 +46,32 @@ def _merged(paths: list[Path]) -> dict[tuple[str, str], dict]:
     return merged
 
 
+def _noise(paths: list[Path]) -> dict[tuple[str, str], float]:
+    """Per row, |1 - merged(odd runs) / merged(even runs)| of one build's runs (our time)."""
+    if len(paths) < 2:
+        return {}
+    first, second = _merged(paths[0::2]), _merged(paths[1::2])
+    noise = {}
+    for key in set(first) & set(second):
+        a, b = _ms(first[key], "ours"), _ms(second[key], "ours")
+        if a and b:
+            noise[key] = abs(1 - a / b)
+    return noise
+
+
 def _ms(row: dict, key: str) -> float | None:
     value = row.get(key)
     return None if not isinstance(value, dict) else value.get("median_ms")
 
 
-def compare(classic: dict, stable: dict, limit: float) -> tuple[list[str], list[str], list[float]]:
+def compare(
+    classic: dict, stable: dict, limit: float, noise: dict | None = None
+) -> tuple[list[str], list[str], list[float]]:
+    noise = noise or {}
     lines = [
-        "| op | case | classic ms | stable ms | stable / classic | peer ms (stable run) | stable vs peer |",
-        "|---|---|---|---|---|---|---|",
+        "| op | case | classic ms | stable ms | stable / classic | noise floor | peer ms (stable run) "
+        "| stable vs peer |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     problems, ratios = [], []
     for key in sorted(set(classic) & set(stable)):
@@ -60,11 +82,15 @@ def compare(classic: dict, stable: dict, limit: float) -> tuple[list[str], list[
         ratios.append(ratio)
         peer = _ms(stable[key], "peer")
         speedup = f"{peer / s:.2f}x" if peer else "-"
+        floor = noise.get(key)
+        floor_text = f"{floor:.1%}" if floor is not None else "-"
         lines.append(
-            f"| {key[0]} | {key[1]} | {c:.4f} | {s:.4f} | {ratio:.3f} | {f'{peer:.4f}' if peer else '-'} | {speedup} |"
+            f"| {key[0]} | {key[1]} | {c:.4f} | {s:.4f} | {ratio:.3f} | {floor_text} | "
+            f"{f'{peer:.4f}' if peer else '-'} | {speedup} |"
         )
         if ratio > 1 + limit:
-            problems.append(f"{key[0]} / {key[1]}: stable {ratio:.3f}x the classic time")
+            within = f" (under its noise floor {floor:.1%})" if floor is not None and ratio - 1 <= floor else ""
+            problems.append(f"{key[0]} / {key[1]}: stable {ratio:.3f}x the classic time{within}")
         classic_peer = _ms(classic[key], "peer")
         if peer and classic_peer and c <= classic_peer and s > peer:
             problems.append(f"{key[0]} / {key[1]}: stable {s:.4f} ms behind its peer {peer:.4f} ms")
@@ -86,10 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     stable_runs = [p for p in [args.stable, *args.stable_runs] if p]
     if not classic_runs or not stable_runs:
         parser.error("give at least one run of each build")
-    lines, problems, ratios = compare(_merged(classic_runs), _merged(stable_runs), args.limit)
+    noise = _noise(classic_runs)
+    for key, value in _noise(stable_runs).items():
+        noise[key] = max(value, noise.get(key, 0.0))
+    lines, problems, ratios = compare(_merged(classic_runs), _merged(stable_runs), args.limit, noise)
+    above = [p for p in problems if "noise floor" not in p]
     summary = (
         f"{len(ratios)} rows; stable / classic: median {statistics.median(ratios):.3f}, "
-        f"max {max(ratios):.3f}, min {min(ratios):.3f}; {len(problems)} problem(s)"
+        f"max {max(ratios):.3f}, min {min(ratios):.3f}; {len(problems)} problem(s), "
+        f"{len(problems) - len(above)} of them under the row's noise floor"
         if ratios
         else "no common rows"
     )

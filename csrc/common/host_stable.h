@@ -182,8 +182,62 @@ inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
   Tensor self = t;  // torch::stable::narrow takes a non-const reference
   return torch::stable::narrow(self, dim, start, length);
 }
+
+namespace detail {
+
+// Views without the dispatcher. The floor's torch::stable::view, transpose
+// and select (and copy_) box their arguments and call the dispatcher by op
+// name, a schema lookup per call; the deform_conv host loop makes dozens of
+// such calls per step. aoti_torch__reinterpret_tensor makes the same view
+// (t's storage, the given sizes and strides, t's offset plus an increment)
+// in one direct shim call. The views stay inside the host layers: the
+// kernels run below autograd, so no view tracking is lost.
+inline Tensor reinterpret(const Tensor& t, const int64_t* sizes,
+                          const int64_t* strides, size_t ndim,
+                          int64_t offset_increment) {
+  AtenTensorHandle handle = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch__reinterpret_tensor(
+      t.get(), static_cast<int64_t>(ndim), sizes, strides, offset_increment,
+      &handle));
+  return Tensor(handle);
+}
+
+inline int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  const int64_t wrapped = dim < 0 ? dim + ndim : dim;
+  VISDET_CHECK(wrapped >= 0 && wrapped < ndim, "visdet_ops: ", op,
+               ": dimension ", dim, " out of range for a ", ndim,
+               "-d tensor");
+  return wrapped;
+}
+
+// t's sizes and strides, copied (the shim's pointers are borrowed).
+struct Geometry {
+  std::vector<int64_t> sizes, strides;
+  explicit Geometry(const Tensor& t) {
+    const auto s = t.sizes();
+    const auto st = t.strides();
+    sizes.assign(s.begin(), s.end());
+    strides.assign(st.begin(), st.end());
+  }
+  Tensor of(const Tensor& t, int64_t offset_increment) const {
+    return reinterpret(t, sizes.data(), strides.data(), sizes.size(),
+                       offset_increment);
+  }
+};
+
+}  // namespace detail
+
 inline Tensor select(const Tensor& t, int64_t dim, int64_t index) {
-  return torch::stable::select(t, dim, index);
+  detail::Geometry g(t);
+  const int64_t d =
+      detail::wrap_dim(dim, static_cast<int64_t>(g.sizes.size()), "select");
+  const int64_t size = g.sizes[d];
+  VISDET_CHECK(index >= -size && index < size, "visdet_ops: select: index ",
+               index, " out of range for size ", size);
+  const int64_t offset = (index < 0 ? index + size : index) * g.strides[d];
+  g.sizes.erase(g.sizes.begin() + d);
+  g.strides.erase(g.strides.begin() + d);
+  return g.of(t, offset);
 }
 
 namespace detail {
@@ -301,14 +355,39 @@ inline Tensor empty_of_sizes(const std::vector<int64_t>& sizes,
 // Views, the active positions and their row map, the GEMMs (host_classic.h
 // has the at:: calls). Functional overloads without Scalar arguments only:
 // gt against a 0-d CPU tensor, aten::linear for addmm(bias, input, weight^T).
+// A view of a contiguous t with the given sizes (no -1) through one direct
+// shim call; anything else (a strided t, an inferred size) through
+// aten::view, which also raises its own errors.
 inline Tensor view(const Tensor& t, Sizes sizes) {
-  return torch::stable::view(t, sizes);
+  int64_t numel = 1;
+  bool explicit_sizes = true;
+  for (const int64_t s : sizes) {
+    explicit_sizes = explicit_sizes && s >= 0;
+    numel *= s;
+  }
+  if (!explicit_sizes || !t.is_contiguous() || numel != t.numel()) {
+    return torch::stable::view(t, sizes);
+  }
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= sizes.begin()[i] > 1 ? sizes.begin()[i] : 1;
+  }
+  return detail::reinterpret(t, sizes.begin(), strides.data(), sizes.size(),
+                             0);
 }
 inline Tensor reshape(const Tensor& t, Sizes sizes) {
   return torch::stable::reshape(t, sizes);
 }
 inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
-  return torch::stable::transpose(t, dim0, dim1);
+  detail::Geometry g(t);
+  const auto ndim = static_cast<int64_t>(g.sizes.size());
+  const int64_t a = detail::wrap_dim(dim0, ndim, "transpose");
+  const int64_t b = detail::wrap_dim(dim1, ndim, "transpose");
+  std::swap(g.sizes[a], g.sizes[b]);
+  std::swap(g.strides[a], g.strides[b]);
+  return g.of(t, 0);
 }
 // aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False)
 inline Tensor expand(const Tensor& t, Sizes sizes) {
@@ -465,8 +544,10 @@ inline Tensor add(const Tensor& a, const Tensor& b) {
 }
 // dst = src (broadcasting src), in place.
 inline void copy_into(const Tensor& dst, const Tensor& src) {
-  Tensor d = dst;  // torch::stable::copy_ takes a non-const reference
-  torch::stable::copy_(d, src);
+  // aoti_torch_copy_: at::copy_ in one shim call (torch::stable::copy_ is a
+  // boxed call by name at the floor).
+  TORCH_ERROR_CODE_CHECK(
+      aoti_torch_copy_(dst.get(), src.get(), /*non_blocking=*/0));
 }
 
 }  // namespace host
