@@ -53,3 +53,19 @@ def test_rounds_are_merged_by_their_median(tmp_path):
     assert compare.main(["--classic", *map(str, classic), "--stable", *map(str, mostly_slow)]) == 1
     merged = compare._merged(mostly_slow)
     assert merged[("nms", "a")]["ours"]["median_ms"] == 1.05
+
+
+def test_noise_floor_labels_a_gap_the_rounds_cannot_tell_and_still_fails(tmp_path, capsys):
+    """The noise floor is the gap between the halves of one build's own rounds; a row over the limit but under it
+    is labelled as such, and still counts as a problem (the rule is not met, only not decided)."""
+    compare = _compare_module()
+    classic = [_run(tmp_path, f"c{n}", [("nms", "a", t, 2.0)]) for n, t in enumerate((1.0, 1.1, 1.0, 1.1))]
+    stable = [_run(tmp_path, f"s{n}", [("nms", "a", t, 2.0)]) for n, t in enumerate((1.1, 1.1, 1.1, 1.1))]
+    noise = compare._noise(classic)
+    assert abs(noise[("nms", "a")] - (1 - 1.0 / 1.1)) < 1e-9
+    assert compare.main(["--classic", *map(str, classic), "--stable", *map(str, stable)]) == 1
+    out = capsys.readouterr().out
+    assert "under its noise floor" in out and "1 of them under the row's noise floor" in out
+    steady = [_run(tmp_path, f"d{n}", [("nms", "a", 1.0, 2.0)]) for n in range(4)]
+    assert compare.main(["--classic", *map(str, steady), "--stable", *map(str, stable)]) == 1
+    assert "under its noise floor" not in capsys.readouterr().out
