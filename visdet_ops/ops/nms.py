@@ -131,8 +131,10 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
     if max_num > 0:
         inds = inds[:max_num]
     if valid_inds is not None:
-        inds = valid_inds[inds]
-    dets = torch.cat((boxes[inds], scores[inds].reshape(-1, 1)), dim=1)
+        inds = valid_inds.index_select(0, inds)
+    # index_select, not boxes[inds]: the same rows with less host work per call (advanced indexing parses its index
+    # in Python and runs aten::index).
+    dets = torch.cat((boxes.index_select(0, inds), scores.index_select(0, inds).unsqueeze(1)), dim=1)
     if is_numpy:
         return dets.cpu().numpy(), inds.cpu().numpy()
     return dets, inds
