@@ -109,6 +109,15 @@ namespace detail {
 // instructions per allocation against at::empty's 1,000 (callgrind, a
 // corner_pool call on CPU), and the host layers allocate every output.
 // Strides as at::empty gives them (a size-0 or size-1 dimension counts as 1).
+inline void contiguous_strides(const int64_t* sizes, size_t ndim,
+                               int64_t* strides) {
+  int64_t stride = 1;
+  for (size_t i = ndim; i-- > 0;) {
+    strides[i] = stride;
+    stride *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+}
+
 inline Tensor new_contiguous(const int64_t* sizes, size_t ndim,
                              ScalarType dtype, int32_t device_type,
                              int32_t device_index) {
@@ -120,11 +129,7 @@ inline Tensor new_contiguous(const int64_t* sizes, size_t ndim,
     heap_strides.resize(ndim);
     strides = heap_strides.data();
   }
-  int64_t stride = 1;
-  for (size_t i = ndim; i-- > 0;) {
-    strides[i] = stride;
-    stride *= sizes[i] > 1 ? sizes[i] : 1;
-  }
+  contiguous_strides(sizes, ndim, strides);
   const int32_t code =
       torch::stable::detail::to<int32_t>(torch::stable::detail::from(dtype));
   AtenTensorHandle handle = nullptr;
@@ -369,11 +374,7 @@ inline Tensor view(const Tensor& t, Sizes sizes) {
     return torch::stable::view(t, sizes);
   }
   std::vector<int64_t> strides(sizes.size());
-  int64_t stride = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= sizes.begin()[i] > 1 ? sizes.begin()[i] : 1;
-  }
+  detail::contiguous_strides(sizes.begin(), sizes.size(), strides.data());
   return detail::reinterpret(t, sizes.begin(), strides.data(), sizes.size(),
                              0);
 }
