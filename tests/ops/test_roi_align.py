@@ -143,6 +143,46 @@ def test_opcheck(device, rng, pool_mode):
     torch.library.opcheck(torch.ops.visdet_ops.roi_align.default, args)
 
 
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_backward_paths_and_strided_grad(device, dtype, rng, pool_mode):
+    """The CUDA backward's paths: one block per RoI and 16 channels (37 here: a partial last group) sums into a
+    shared-memory tile of the RoI's footprint, in several channel passes when the footprint is large, or adds to
+    global memory directly when one channel's footprint does not fit (6,144 float / 3,072 double pixels: here the
+    RoI over the whole map). Tiny RoIs, large ones, RoIs partly outside, adaptive and fixed sampling. The gradient
+    is read through its strides: a transposed and an expanded one give what their contiguous copies give."""
+    x = torch.randn(2, 37, 90, 100, generator=rng, dtype=torch.float64)
+    boxes = [[0, 10.0, 12.0, 12.5, 13.0], [1, 4.0, 6.0, 40.0, 34.0], [0, 20.0, 8.0, 44.0, 50.0],
+             [1, -3.0, -2.0, 98.5, 88.0], [0, 70.0, 60.0, 130.0, 120.0]]  # fmt: skip
+    rois = torch.tensor(boxes, dtype=torch.float64)
+    channels, height, width = x.shape[1:]
+    if pool_mode == "max":
+        # Samples clamped onto the border (outside the map, or past its last row / column) tie exactly in float64
+        # and within rounding in float32, which may then pick another sample: keep max mode's RoIs inside.
+        rois[:, 1::2] = rois[:, 1::2].clamp(1, width - 2)
+        rois[:, 2::2] = rois[:, 2::2].clamp(1, height - 2)
+    tol = TOL[dtype]
+    for sr in (0, 2):
+        for _ in range(20):  # as _case_not_decided_by_rounding: float32 may break a near-tie another way
+            if pool_mode == "avg" or dtype == torch.float64:
+                break
+            if not _near_tie(x, rois, (7, 6), 1.0, sr, True, dtype, device):
+                break
+            x = torch.randn(x.shape, generator=rng, dtype=torch.float64)
+        want = roi_align_reference(x.requires_grad_(), rois, (7, 6), 1.0, sr, pool_mode, True)
+        grad_t = torch.randn(5, channels, 6, 7, generator=rng, dtype=torch.float64).transpose(2, 3)
+        (want_grad,) = torch.autograd.grad(want, x, grad_t, retain_graph=True)
+        (want_ones,) = torch.autograd.grad(want, x, torch.ones_like(want))
+        xd = x.detach().to(device, dtype).requires_grad_()
+        got = visdet_ops.roi_align(xd, rois.to(device, dtype), (7, 6), 1.0, sr, pool_mode, True)
+        torch.testing.assert_close(got.detach().cpu().double(), want.detach(), **tol)
+        gd = grad_t.to(device, dtype)
+        assert not gd.is_contiguous()
+        (got_grad,) = torch.autograd.grad(got, xd, gd, retain_graph=True)
+        torch.testing.assert_close(got_grad.cpu().double(), want_grad, **tol)
+        (got_ones,) = torch.autograd.grad(got.sum(), xd)  # an expanded, stride-0 gradient
+        torch.testing.assert_close(got_ones.cpu().double(), want_ones, **tol)
+
+
 def test_empty_rois(device, dtype):
     x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
     out = visdet_ops.roi_align(x, torch.empty(0, 5, device=device, dtype=dtype), 7)

@@ -162,18 +162,22 @@ RoIAlignBackward roi_align_prepare_backward(
     const Tensor& argmax_y, const Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
     double spatial_scale, int64_t sampling_ratio, host::StringArg pool_mode,
-    bool aligned) {
+    bool aligned, BackwardFor device) {
   RoIAlignBackward b;
   b.shape = check_backward(grad_output, rois, argmax_y, argmax_x, batch_size,
                            channels, height, width, spatial_scale,
                            sampling_ratio, pool_mode, aligned);
   const ScalarType compute = roi_compute_dtype(host::dtype_of(grad_output));
-  b.grad_output = host::contiguous(grad_output);
+  const bool cuda = device == BackwardFor::kCuda;
+  b.grad_output = cuda ? grad_output : host::contiguous(grad_output);
   b.rois = host::contiguous(host::to_dtype(rois, compute));
   b.argmax_y = host::contiguous(argmax_y);
   b.argmax_x = host::contiguous(argmax_x);
   b.grad_accum =
-      host::zeros({batch_size, channels, height, width}, compute, grad_output);
+      cuda ? host::empty({batch_size, channels, height, width}, compute,
+                         grad_output)
+           : host::zeros({batch_size, channels, height, width}, compute,
+                         grad_output);
   return b;
 }
 
@@ -225,7 +229,8 @@ Tensor roi_align_backward_cpu_kernel(
     bool aligned) {
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
-      width, spatial_scale, sampling_ratio, pool_mode, aligned);
+      width, spatial_scale, sampling_ratio, pool_mode, aligned,
+      BackwardFor::kCpu);
   if (b.shape.output_numel() == 0) return b.grad_input();
   host::dispatch_floating_types<HostHalf, HostBFloat16>(
       host::dtype_of(grad_output), "roi_align_backward_cpu", [&](auto tag) {

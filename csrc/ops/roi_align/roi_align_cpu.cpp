@@ -178,26 +178,32 @@ void roi_align_backward_cpu(const T* grad_output, const acc_t<T>* rois,
                             int64_t c_begin, int64_t c_end,
                             acc_t<T>* grad_input) {
   using A = acc_t<T>;
-  auto add = [grad_input](int64_t offset, A value) {
-    grad_input[offset] += value;
-  };
   const int64_t plane = s.pooled_h * s.pooled_w;
   if (s.pool_mode == roi_align_detail::kMax) {
     // One scatter per output element, at its recorded sample.
     for (int64_t k = 0; k < s.num_rois; ++k) {
+      const acc_t<T>* roi = rois + k * 5;
+      if (roi_flags(roi, s.batch_size) != 0) continue;
+      const auto batch = static_cast<int64_t>(roi[0]);
       for (int64_t c = c_begin; c < c_end; ++c) {
+        A* gi = grad_input + (batch * s.channels + c) * s.height * s.width;
+        auto add = [gi, &s](int64_t y, int64_t x, A value) {
+          gi[y * s.width + x] += value;
+        };
         const int64_t first = (k * s.channels + c) * plane;
         for (int64_t index = first; index < first + plane; ++index) {
-          roi_align_detail::roi_align_backward_element<T, int64_t>(
-              index, grad_output, rois, argmax_y, argmax_x, s.batch_size,
-              s.channels, s.height, s.width, s.pooled_h, s.pooled_w,
-              spatial_scale, s.sampling_ratio, s.pool_mode, s.aligned, add);
+          roi_align_detail::roi_align_backward_max_bin<A, int64_t>(
+              s.height, s.width, argmax_y[index], argmax_x[index],
+              to_acc(grad_output[index]), add);
         }
       }
     }
     return;
   }
-  // Average mode: roi_align_backward_element's scatter, with the RoI's
+  auto add = [grad_input](int64_t offset, A value) {
+    grad_input[offset] += value;
+  };
+  // Average mode: roi_align_backward_avg_bin's scatter, with the RoI's
   // samples computed once for the channel range (same order, same bits).
   RoISamples<A> r;
   for (int64_t k = 0; k < s.num_rois; ++k) {

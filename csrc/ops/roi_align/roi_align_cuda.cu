@@ -22,28 +22,147 @@ __global__ void roi_align_forward_kernel(const T* __restrict__ input,
   });
 }
 
+// The backward, one block per (RoI, group of kGroupChannels channels).
+// Each output bin scatters its gradient into the 4 pixels around each of its
+// samples; nearby samples share pixels, so a direct atomicAdd per sample and
+// corner makes many contended global atomics (three quarters of the time at
+// FPN sizes). Instead the block accumulates into a shared-memory tile of the
+// RoI's footprint (the pixels its samples can touch, axis_footprint) and then
+// adds each touched pixel to global memory once. A footprint larger than the
+// tile, or a sample outside it (only through rounding), falls back to a
+// direct global atomicAdd. grad_output is read through its strides: the
+// expanded gradient of out.sum() is not copied.
+//
 // grad_input is in the compute type (a float32 buffer for 16-bit storage):
 // float atomics are native on every supported arch, 16-bit ones are slow
 // before sm_80 (bfloat16) and would round every partial sum to 8-11 bits.
+constexpr int kGroupChannels = 16;
+constexpr int kTileBytes = 24 * 1024;
+
 template <typename T, typename I>
-__global__ void roi_align_backward_kernel(const T* __restrict__ grad_output,
-                                          const acc_t<T>* __restrict__ rois,
-                                          const acc_t<T>* argmax_y,
-                                          const acc_t<T>* argmax_x,
-                                          RoIAlignShape s,
-                                          acc_t<T> spatial_scale,
-                                          acc_t<T>* grad_input) {
-  auto add = [grad_input](I offset, acc_t<T> value) {
-    atomicAdd(grad_input + offset, value);
-  };
-  cuda::grid_stride_loop<I>(static_cast<I>(s.output_numel()), [&](I index) {
-    roi_align_detail::roi_align_backward_element<T, I>(
-        index, grad_output, rois, argmax_y, argmax_x, s.batch_size,
-        static_cast<I>(s.channels), static_cast<I>(s.height),
-        static_cast<I>(s.width), static_cast<I>(s.pooled_h),
-        static_cast<I>(s.pooled_w), spatial_scale, s.sampling_ratio,
-        s.pool_mode, s.aligned, add);
-  });
+__global__ void __launch_bounds__(cuda::kThreadsPerBlock)
+    roi_align_backward_kernel(const T* __restrict__ grad_output,
+                              RoIAlignGradStrides gs,
+                              const acc_t<T>* __restrict__ rois,
+                              const acc_t<T>* argmax_y,
+                              const acc_t<T>* argmax_x, RoIAlignShape s,
+                              acc_t<T> spatial_scale, acc_t<T>* grad_input) {
+  using A = acc_t<T>;
+  using roi_align_detail::RoIGeometry;
+  __shared__ __align__(16) unsigned char tile_bytes[kTileBytes];
+  A* tile = reinterpret_cast<A*>(tile_bytes);
+  constexpr int kCapacity = kTileBytes / static_cast<int>(sizeof(A));
+
+  const I height = static_cast<I>(s.height), width = static_cast<I>(s.width);
+  const I pooled_h = static_cast<I>(s.pooled_h);
+  const I pooled_w = static_cast<I>(s.pooled_w);
+  const I bins = pooled_h * pooled_w;
+  const int64_t groups = (s.channels + kGroupChannels - 1) / kGroupChannels;
+  const int64_t work = s.num_rois * groups;
+  const bool is_max = s.pool_mode == roi_align_detail::kMax;
+
+  for (int64_t w = blockIdx.x; w < work; w += gridDim.x) {
+    const int64_t k = w / groups;
+    const int64_t c0 = (w % groups) * kGroupChannels;
+    const int nc = static_cast<int>(min_of<int64_t>(kGroupChannels,
+                                                    s.channels - c0));
+    const A* roi = rois + k * 5;
+    // Uniform over the block: every thread skips the same RoI.
+    if (roi_flags(roi, s.batch_size) != 0) continue;
+    const RoIGeometry<A> g = roi_align_detail::roi_geometry(
+        roi, spatial_scale, s.pooled_h, s.pooled_w, s.sampling_ratio,
+        s.aligned, s.height, s.width);
+    const I batch = static_cast<I>(g.batch);
+    const I items = static_cast<I>(nc) * bins;
+
+    // The gradient of bin (cl, ph, pw) and where it adds: grad_output through
+    // its strides; argmax in the forward's contiguous [K, C, PH, PW] layout.
+    auto bin = [&](I item, auto add_to_plane) {
+      const I pw = item % pooled_w;
+      const I ph = (item / pooled_w) % pooled_h;
+      const I cl = item / bins;
+      const int64_t c = c0 + cl;
+      const A grad = to_acc(grad_output[k * gs.k + c * gs.c + ph * gs.h +
+                                        pw * gs.w]);
+      auto add = [&](I y, I x, A v) { add_to_plane(cl, y, x, v); };
+      if (is_max) {
+        const I index = ((static_cast<I>(k) * static_cast<I>(s.channels) +
+                          static_cast<I>(c)) * pooled_h + ph) * pooled_w + pw;
+        roi_align_detail::roi_align_backward_max_bin<A, I>(
+            height, width, argmax_y[index], argmax_x[index], grad, add);
+      } else {
+        roi_align_detail::roi_align_backward_avg_bin<A, I>(
+            g, height, width, ph, pw, grad, add);
+      }
+    };
+    auto global_add = [&](I cl, I y, I x, A v) {
+      const I plane = (batch * static_cast<I>(s.channels) +
+                       static_cast<I>(c0) + cl) * height * width;
+      atomicAdd(grad_input + plane + y * width + x, v);
+    };
+
+    // The footprint: first and last sample coordinate along each axis.
+    int64_t y0 = 0, y1 = -1, x0 = 0, x1 = -1;
+    const bool bounded =
+        g.grid_h > 0 && g.grid_w > 0 &&
+        roi_align_detail::axis_footprint(
+            roi_align_detail::sample_coord(g.start_h, 0, g.bin_h, 0, g.grid_h),
+            roi_align_detail::sample_coord(g.start_h, s.pooled_h - 1, g.bin_h,
+                                           g.grid_h - 1, g.grid_h),
+            s.height, &y0, &y1) &&
+        roi_align_detail::axis_footprint(
+            roi_align_detail::sample_coord(g.start_w, 0, g.bin_w, 0, g.grid_w),
+            roi_align_detail::sample_coord(g.start_w, s.pooled_w - 1, g.bin_w,
+                                           g.grid_w - 1, g.grid_w),
+            s.width, &x0, &x1);
+    const int64_t fh = y1 - y0 + 1, fw = x1 - x0 + 1;
+    const int64_t area = bounded ? fh * fw : 0;
+    if (!bounded || area > kCapacity) {
+      // An empty grid scatters nothing (max mode then has argmax -1 too);
+      // a footprint larger than the tile adds straight to global memory.
+      if (g.grid_h > 0 && g.grid_w > 0) {
+        for (I item = threadIdx.x; item < items; item += blockDim.x) {
+          bin(item, global_add);
+        }
+      }
+      continue;
+    }
+    const int tile_area = static_cast<int>(area);
+    const int per_pass = min_of(nc, kCapacity / tile_area);
+    const I fy0 = static_cast<I>(y0), fx0 = static_cast<I>(x0);
+    const I tile_h = static_cast<I>(fh), tile_w = static_cast<I>(fw);
+    for (int cp = 0; cp < nc; cp += per_pass) {
+      const int np = min_of(per_pass, nc - cp);
+      for (int i = threadIdx.x; i < np * tile_area; i += blockDim.x) {
+        tile[i] = A(0);
+      }
+      __syncthreads();
+      auto shared_add = [&](I cl, I y, I x, A v) {
+        const I ty = y - fy0, tx = x - fx0;
+        if (ty >= 0 && ty < tile_h && tx >= 0 && tx < tile_w) {
+          atomicAdd(tile + ((cl - cp) * tile_h + ty) * tile_w + tx, v);
+        } else {
+          global_add(cl, y, x, v);
+        }
+      };
+      const I first = static_cast<I>(cp) * bins;
+      const I last = static_cast<I>(cp + np) * bins;
+      for (I item = first + threadIdx.x; item < last; item += blockDim.x) {
+        bin(item, shared_add);
+      }
+      __syncthreads();
+      for (int i = threadIdx.x; i < np * tile_area; i += blockDim.x) {
+        const A v = tile[i];
+        if (v != A(0)) {
+          const int cl = cp + i / tile_area;
+          const int r = i % tile_area;
+          global_add(static_cast<I>(cl), fy0 + static_cast<I>(r / tile_w),
+                     fx0 + static_cast<I>(r % tile_w), v);
+        }
+      }
+      __syncthreads();
+    }
+  }
 }
 
 // 32-bit indexing when every output index and every input offset (plus one
@@ -82,6 +201,7 @@ cudaError_t roi_align_forward_cuda_launch(const T* input, const acc_t<T>* rois,
 
 template <typename T>
 cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
+                                           const RoIAlignGradStrides& strides,
                                            const acc_t<T>* rois,
                                            const acc_t<T>* argmax_y,
                                            const acc_t<T>* argmax_x,
@@ -89,17 +209,30 @@ cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
                                            double spatial_scale,
                                            acc_t<T>* grad_input,
                                            cudaStream_t stream) {
-  const int64_t n = s.output_numel();
-  if (n == 0) return cudaSuccess;
-  const auto scale = static_cast<acc_t<T>>(spatial_scale);
+  using A = acc_t<T>;
+  // The kernel adds into grad_input: zero it here (cheaper on the host than a
+  // zeros() through the dispatcher), also when there is nothing to add.
+  const int64_t grad_numel = s.batch_size * s.channels * s.height * s.width;
+  const cudaError_t zeroed = cudaMemsetAsync(
+      grad_input, 0, static_cast<size_t>(grad_numel) * sizeof(A), stream);
+  if (zeroed != cudaSuccess || s.output_numel() == 0) return zeroed;
+  const auto scale = static_cast<A>(spatial_scale);
+  const int64_t work =
+      s.num_rois * ((s.channels + kGroupChannels - 1) / kGroupChannels);
+  // One block per (RoI, channel group), capped (the kernel loops over the
+  // rest).
+  const auto blocks = static_cast<unsigned int>(
+      min_of<int64_t>(work, int64_t{65535} * 8));
   if (fits_int32(s)) {
     roi_align_backward_kernel<T, int32_t>
-        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-            grad_output, rois, argmax_y, argmax_x, s, scale, grad_input);
+        <<<blocks, cuda::kThreadsPerBlock, 0, stream>>>(
+            grad_output, strides, rois, argmax_y, argmax_x, s, scale,
+            grad_input);
   } else {
     roi_align_backward_kernel<T, int64_t>
-        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
-            grad_output, rois, argmax_y, argmax_x, s, scale, grad_input);
+        <<<blocks, cuda::kThreadsPerBlock, 0, stream>>>(
+            grad_output, strides, rois, argmax_y, argmax_x, s, scale,
+            grad_input);
   }
   return cudaGetLastError();
 }
@@ -109,7 +242,8 @@ cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
       const T*, const acc_t<T>*, const RoIAlignShape&, double, T*, acc_t<T>*,       \
       acc_t<T>*, cudaStream_t);                                              \
   template cudaError_t roi_align_backward_cuda_launch<T>(                    \
-      const T*, const acc_t<T>*, const acc_t<T>*, const acc_t<T>*,                  \
+      const T*, const RoIAlignGradStrides&, const acc_t<T>*, const acc_t<T>*, \
+      const acc_t<T>*,                                                       \
       const RoIAlignShape&, double, acc_t<T>*, cudaStream_t);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)

@@ -48,15 +48,17 @@ Tensor roi_align_backward_cuda_kernel(
   const host::CudaDeviceGuard device_guard(grad_output);
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
-      width, spatial_scale, sampling_ratio, pool_mode, aligned);
-  if (b.shape.output_numel() == 0) return b.grad_input();
+      width, spatial_scale, sampling_ratio, pool_mode, aligned,
+      BackwardFor::kCuda);
+  // No early return for K == 0: the launcher zeroes grad_accum then.
   const cudaStream_t stream = host::current_cuda_stream(grad_output);
   host::dispatch_floating_types<__half, __nv_bfloat16>(
       host::dtype_of(grad_output), "roi_align_backward_cuda", [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = acc_t<T>;
         VISDET_CUDA_CHECK(roi_align_backward_cuda_launch<T>(
-            host::const_data<T>(b.grad_output), host::const_data<A>(b.rois),
+            host::const_data<T>(b.grad_output), b.grad_strides(),
+            host::const_data<A>(b.rois),
             b.is_max() ? host::const_data<A>(b.argmax_y) : nullptr,
             b.is_max() ? host::const_data<A>(b.argmax_x) : nullptr, b.shape,
             spatial_scale, host::mutable_data<A>(b.grad_accum), stream));

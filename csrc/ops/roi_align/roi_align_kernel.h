@@ -214,54 +214,61 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
   }
 }
 
-// Backward of one output element: calls add(offset, value) (value in the
-// compute type A) for each input element it contributes to (an atomic add on
-// CUDA, a plain add on the CPU). An invalid RoI contributes nothing, so the
-// backward is safe on any rois without a host-side check.
-template <typename T, typename I, typename AddFn>
-VISDET_HOST_DEVICE VISDET_INLINE void roi_align_backward_element(
-    I index, const T* grad_output, const acc_t<T>* rois, const acc_t<T>* argmax_y,
-    const acc_t<T>* argmax_x, int64_t batch_size, I channels, I height,
-    I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
-    int64_t sampling_ratio, int pool_mode, bool aligned, AddFn add) {
-  using A = acc_t<T>;
-  const I pw = index % pooled_w;
-  const I ph = (index / pooled_w) % pooled_h;
-  const I c = (index / pooled_w / pooled_h) % channels;
-  const I k = index / pooled_w / pooled_h / channels;
+// Backward of one output bin (ph, pw) of a valid RoI with geometry g, whose
+// output gradient is `grad`: calls add(y, x, value) (value in the compute
+// type A) for each pixel (y, x) of the RoI's (batch, channel) plane it
+// contributes to. The caller adds into that plane: plainly on the CPU, with
+// atomics on CUDA (into a shared-memory tile of the RoI's footprint or into
+// global memory). In max mode (y, x) is the sample the forward recorded
+// (argmax, -1 for an empty bin); avg mode shares grad among the bin's samples.
+template <typename A, typename I, typename AddFn>
+VISDET_HOST_DEVICE VISDET_INLINE void scatter_sample(I height, I width, A y,
+                                                     A x, A value, AddFn add) {
+  Bilinear<A, I> b;
+  if (!bilinear_weights(height, width, y, x, &b)) return;
+  add(b.y_low, b.x_low, value * b.w1);
+  add(b.y_low, b.x_high, value * b.w2);
+  add(b.y_high, b.x_low, value * b.w3);
+  add(b.y_high, b.x_high, value * b.w4);
+}
 
-  const acc_t<T>* roi = rois + k * 5;
-  if (roi_flags(roi, batch_size) != 0) return;
-  const A grad = to_acc(grad_output[index]);
-  const I batch = static_cast<I>(to_acc(roi[0]));
-  const I plane_offset = (batch * channels + c) * height * width;
+template <typename A, typename I, typename AddFn>
+VISDET_HOST_DEVICE VISDET_INLINE void roi_align_backward_max_bin(
+    I height, I width, A argmax_y, A argmax_x, A grad, AddFn add) {
+  if (argmax_y != A(-1)) scatter_sample(height, width, argmax_y, argmax_x,
+                                        grad, add);
+}
 
-  auto scatter = [&](A y, A x, A g) {
-    Bilinear<A, I> b;
-    if (!bilinear_weights(height, width, y, x, &b)) return;
-    add(plane_offset + b.y_low * width + b.x_low, g * b.w1);
-    add(plane_offset + b.y_low * width + b.x_high, g * b.w2);
-    add(plane_offset + b.y_high * width + b.x_low, g * b.w3);
-    add(plane_offset + b.y_high * width + b.x_high, g * b.w4);
-  };
-
-  if (pool_mode == kMax) {
-    const A y = argmax_y[index];
-    const A x = argmax_x[index];
-    if (y != A(-1)) scatter(y, x, grad);
-    return;
-  }
-  const RoIGeometry<A> g = roi_geometry(roi, spatial_scale, pooled_h, pooled_w,
-                                        sampling_ratio, aligned, height, width);
+template <typename A, typename I, typename AddFn>
+VISDET_HOST_DEVICE VISDET_INLINE void roi_align_backward_avg_bin(
+    const RoIGeometry<A>& g, I height, I width, I ph, I pw, A grad,
+    AddFn add) {
   const int count = max_of(g.grid_h * g.grid_w, 1);
   const A share = grad / static_cast<A>(count);
   for (int iy = 0; iy < g.grid_h; ++iy) {
     const A y = sample_coord(g.start_h, ph, g.bin_h, iy, g.grid_h);
     for (int ix = 0; ix < g.grid_w; ++ix) {
       const A x = sample_coord(g.start_w, pw, g.bin_w, ix, g.grid_w);
-      scatter(y, x, share);
+      scatter_sample(height, width, y, x, share, add);
     }
   }
+}
+
+// The pixels [lo, hi] of one axis of `size` that bilinear samples with
+// coordinates in [first, last] can touch (bilinear_axis's clamping is
+// monotonic, so the ends bound every sample between them). False when the
+// range is empty or not a number.
+template <typename A>
+VISDET_HOST_DEVICE VISDET_INLINE bool axis_footprint(A first, A last,
+                                                     int64_t size, int64_t* lo,
+                                                     int64_t* hi) {
+  if (!(first <= last) || size <= 0) return false;
+  const A top = static_cast<A>(size - 1);
+  const A f = first < A(0) ? A(0) : (first > top ? top : first);
+  const A l = last < A(0) ? A(0) : (last > top ? top : last);
+  *lo = static_cast<int64_t>(f);
+  *hi = min_of(static_cast<int64_t>(l) + 1, size - 1);
+  return true;
 }
 
 }  // namespace roi_align_detail

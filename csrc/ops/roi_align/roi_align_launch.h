@@ -22,6 +22,12 @@ struct RoIAlignShape {
   }
 };
 
+// Strides of grad_output [K, C, PH, PW] in elements: the CUDA backward reads
+// it in place (the gradient of out.sum() is an expanded, stride-0 tensor).
+struct RoIAlignGradStrides {
+  int64_t k, c, h, w;
+};
+
 // The (RoI, channel) planes [begin, end) of the [K, C, PH, PW] output (plane
 // k * C + c). T: float,
 // double, HostHalf, HostBFloat16 (read directly, computed in float); rois,
@@ -55,9 +61,12 @@ cudaError_t roi_align_forward_cuda_launch(const T* input, const acc_t<T>* rois,
                                           cudaStream_t stream);
 
 // grad_input (acc_t<T>: a float32 buffer for the 16-bit types, converted by
-// the caller) must be zeroed by the caller; accumulates with atomicAdd.
+// the caller) may be uninitialised: the launcher zeroes it on `stream`, then
+// accumulates with atomicAdd. grad_output is read through `strides`;
+// argmax_y/argmax_x are contiguous.
 template <typename T>
 cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
+                                           const RoIAlignGradStrides& strides,
                                            const acc_t<T>* rois,
                                            const acc_t<T>* argmax_y,
                                            const acc_t<T>* argmax_x,
