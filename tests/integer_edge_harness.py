@@ -5,7 +5,16 @@ op's rows live in its test file, tests/ops/test_<module>.py, as `INTEGER_EDGE_RO
 One row per (op or module, integer argument): a small valid call with that argument replaced by the value under
 test, and the range the argument accepts. Each row is tried with 0, -1, 2^31, 2^40, 2^63 - 1 and the values just
 past its bounds. A value in range must give a sane result (compared with the float64 reference); a value out of
-range must raise ValueError, TypeError or RuntimeError whose message names the argument.
+range must raise ValueError, TypeError or RuntimeError whose message names the argument: one of the row's names,
+as a whole word (`stride` is not named by `stride_h`, nor `output_size` by `pooled_height`).
+
+A row's id is `<entry>-<argument>`. A public entry point's row (a function or module of visdet_ops) names the
+argument as the user wrote it: `<argument>` is a parameter of `<entry>` (a key of its config dict where the row says
+so) and the message must name exactly that, never the op's schema name. A registered op's row (`op.<op>-...`,
+direct torch.ops.visdet_ops calls) names the schema's argument (pooled_height, pad_w, ...) or the public pair it is
+one side of (`names`).
+tests/test_integer_edges.py checks that every integer parameter of every public entry point has its row and that
+each public row names its parameter.
 
 Every case runs in a worker subprocess (one per device, reused across cases and test files, restarted after a
 hang or a crash) with its own timeout, so a runaway kernel or a crash fails that case instead of stalling or
@@ -18,6 +27,7 @@ import atexit
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,7 +50,7 @@ ANY = (_args.INT64_MIN, _args.INT64_MAX)
 @dataclass(frozen=True)
 class Row:
     id: str
-    names: tuple[str, ...]  # the error message must contain one of these
+    names: tuple[str, ...]  # the error message must name one of these (as a whole word)
     bounds: tuple[int, int]
     call: Callable  # call(device, value, gen): runs the op, asserts a sane result
     at_bound: tuple[int, ...] = ()  # in-range values also tried (cheap ones only)
@@ -69,25 +79,33 @@ def close(got, want, **kw):
     torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-9, atol=1e-10, **kw)
 
 
-# The names a message may use for an argument: the functional wrappers pass
-# output_size, padding, ... on to the op, whose C++ check names its own
-# arguments (pooled_height, pad_h, ...); an older check may name the pair.
-_ALIASES = dict(
-    output_size=("output_size", "pooled_height", "pooled_width"),
-    padding=("padding", "pad_h", "pad_w"),
-    stride_h=("stride",),
-    stride_w=("stride",),
-    pad_h=("padding", "pad_h"),
-    pad_w=("padding", "pad_w"),
-    dilation_h=("dilation",),
-    dilation_w=("dilation",),
-    pooled_height=("pooled_height", "output_size"),
-    pooled_width=("pooled_width", "output_size"),
+# A registered op's integer arguments that stand for one side of a public pair argument: the op's own check names
+# the pair for a value below the range (`masked_conv2d: padding must be >= 0, got (1, -1)`, `roi_pool: output_size
+# must be positive, got (0, 3)`), the schema's argument for one above (`pad_w must be in [0, 65536]`).
+_PAIR_OF_SCHEMA_ARGUMENT = dict(
+    pooled_height="output_size",
+    pooled_width="output_size",
+    pad_h="padding",
+    pad_w="padding",
+    stride_h="stride",
+    stride_w="stride",
+    dilation_h="dilation",
+    dilation_w="dilation",
 )
 
 
 def names(arg: str) -> tuple[str, ...]:
-    return _ALIASES.get(arg, (arg,))
+    """The names an error about `arg` may use. A public function's or module's argument: `arg` itself, nothing
+    else (tests/test_integer_edges.py checks that every public row says so). A registered op's schema argument
+    (`op.*` rows, direct torch.ops calls): itself, or the public pair it is one side of."""
+    pair = _PAIR_OF_SCHEMA_ARGUMENT.get(arg)
+    return (arg,) if pair is None else (arg, pair)
+
+
+def message_names(message: str, name: str) -> bool:
+    """Whether message names the argument `name` as a whole word (also as `name[i]`): `stride_h` does not name
+    `stride`, `pooled_height` does not name `output_size`."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", message) is not None
 
 
 def kw_row(id_, arg, bounds, fn, **extra):
@@ -300,9 +318,8 @@ def integer_edge_test(rows: list[Row]):
         assert result["type"] in ("ValueError", "TypeError", "RuntimeError"), (
             f"{where}: expected ValueError, TypeError or RuntimeError, got {result['type']}: {result['message']}"
         )
-        accepted = {alias for name in row.names for alias in names(name)}
-        assert any(name in result["message"] for name in accepted), (
-            f"{where}: the message does not name {' or '.join(sorted(accepted))}: {result['message']}"
+        assert any(message_names(result["message"], name) for name in row.names), (
+            f"{where}: the message does not name {' or '.join(row.names)}: {result['message']}"
         )
 
     return test_integer_edge

@@ -4,10 +4,15 @@ in tests/integer_edge_harness.py (its docstring: what a row checks, and the work
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import re
+
 import pytest
 import torch
 
-from visdet_ops.ops import _args
+import visdet_ops
+from visdet_ops.ops import EXAMPLES, _args
 
 from . import integer_edge_harness as edges
 
@@ -73,6 +78,194 @@ def test_huge_roi_is_bounded(device, op_index):
     assert not result.get("timeout"), f"{where}: no result within {edges.CASE_TIMEOUT_S} s"
     assert "crash" not in result, f"{where}: the process died ({result.get('crash')})\n{result.get('stderr')}"
     assert result["ok"], f"{where}: {result['type']}: {result['message']}"
+
+
+# ---------------------------------------------------------------- every public entry point names the user's argument
+
+# Arguments that take an int or an (h, w) pair: typed neither by a default nor by an annotation in mmcv's signatures.
+_PAIR_ARGUMENTS = ("output_size", "kernel_size", "stride", "padding", "dilation")
+# Public rows whose argument is not a parameter of the entry point itself: row id -> where the user writes it.
+_NOT_A_PARAMETER = {
+    "batched_nms-split_thr": "a key of nms_cfg",
+    "batched_nms-max_num": "a key of nms_cfg",
+    "batched_nms-offset": "a key of nms_cfg",
+}
+
+
+def _op_test_module(family: str):
+    """tests/ops/test_<family>.py, imported as pytest names it (tests.ops.test_<family>)."""
+    return importlib.import_module(f"{__package__}.ops.test_{family}")
+
+
+def _public_rows() -> list[edges.Row]:
+    rows = []
+    for family in sorted(EXAMPLES):
+        rows += [r for r in getattr(_op_test_module(family), "INTEGER_EDGE_ROWS", []) if not r.id.startswith("op.")]
+    return rows
+
+
+def _parameters(entry) -> dict[str, inspect.Parameter]:
+    """The parameters a user passes to a public function or module class (a *Pack class passes its *args and
+    **kwargs on to its base: the first class in the MRO with a signature of its own)."""
+    if not inspect.isclass(entry):
+        return dict(inspect.signature(entry).parameters)
+    for cls in entry.__mro__:
+        if "__init__" in vars(cls):
+            params = dict(inspect.signature(cls.__init__).parameters)
+            params.pop("self", None)
+            if any(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()):
+                return params
+    return {}
+
+
+def _is_integer_parameter(name: str, param: inspect.Parameter) -> bool:
+    """Annotated int (`int`, `int | None`), else an int default (not a bool) or an int-or-pair argument."""
+    if name in _PAIR_ARGUMENTS:
+        return True
+    if param.annotation is not param.empty:
+        return re.search(r"\bint\b", str(param.annotation)) is not None
+    return isinstance(param.default, int) and not isinstance(param.default, bool)
+
+
+def test_every_integer_parameter_of_every_public_entry_point_has_a_row():
+    """Each integer parameter of each public function and module constructor of an op module has an integer-edge
+    row `<name>-<parameter>` in the op's test file."""
+    have = {row.id for row in _public_rows()}
+    missing = []
+    for family in sorted(EXAMPLES):
+        module = importlib.import_module(f"visdet_ops.ops.{family}")
+        for name in module.__all__:
+            for param_name, param in _parameters(getattr(module, name)).items():
+                if _is_integer_parameter(param_name, param) and f"{name}-{param_name}" not in have:
+                    missing.append(f"{name}-{param_name} (tests/ops/test_{family}.py)")
+    assert not missing, f"integer parameters without an integer-edge row: {missing}"
+
+
+def test_public_rows_name_the_users_argument():
+    """A public entry point's row expects its error to name the parameter the user wrote, exactly: no schema name
+    (pooled_height, pad_w), no alias."""
+    wrong = []
+    for row in _public_rows():
+        entry, _, arg = row.id.partition("-")
+        if row.names != (arg,):
+            wrong.append(f"{row.id}: names {row.names}, not ({arg!r},)")
+        elif row.id not in _NOT_A_PARAMETER and arg not in _parameters(getattr(visdet_ops, entry)):
+            wrong.append(f"{row.id}: {arg} is not a parameter of visdet_ops.{entry}")
+    assert not wrong, wrong
+
+
+def test_message_names_whole_words():
+    assert edges.message_names("deform_conv2d: padding must be in [0, 65536], got (1, 2)", "padding")
+    assert edges.message_names("x: padding[1] must be", "padding")
+    assert not edges.message_names("deform_conv2d: stride_h must be in [1, 65536], got 0", "stride")
+    assert not edges.message_names("roi_align: pooled_height must be in [1, 4096], got 0", "output_size")
+
+
+def _dcn_call(device, fn, **kw):
+    x = torch.randn(1, 2, 5, 5, device=device)
+    weight = torch.randn(2, 2, 3, 3, device=device)
+    offset = torch.zeros(1, 18, 3, 3, device=device)
+    if fn == "modulated_deform_conv2d":
+        return visdet_ops.modulated_deform_conv2d(x, offset, torch.ones(1, 9, 3, 3, device=device), weight, **kw)
+    return getattr(visdet_ops, fn)(x, offset, weight, **kw)
+
+
+def _roi_call(device, fn, output_size):
+    x, rois = torch.rand(1, 2, 8, 8, device=device), torch.tensor([[0.0, 1, 1, 6, 6]], device=device)
+    if fn == "deform_roi_pool":
+        return visdet_ops.deform_roi_pool(x, rois, None, output_size)
+    return getattr(visdet_ops, fn)(x, rois, output_size)
+
+
+_PUBLIC_MESSAGES = [
+    # issue 25's two cases: the op's check named pad_w and pooled_height
+    (
+        lambda d: _dcn_call(d, "deform_conv2d", padding=2**31),
+        "deform_conv2d: padding must be in [0, 65536], got (2147483648, 2147483648)",
+    ),
+    (
+        lambda d: _roi_call(d, "roi_align", (2**31, 7)),
+        "roi_align: output_size must be in [1, 4096], got (2147483648, 7)",
+    ),
+    (
+        lambda d: _dcn_call(d, "deform_conv2d", stride=(1, 2**16 + 1)),
+        "deform_conv2d: stride must be in [1, 65536], got (1, 65537)",
+    ),
+    (
+        lambda d: _dcn_call(d, "modulated_deform_conv2d", dilation=(2**40, 1)),
+        "modulated_deform_conv2d: dilation must be in [1, 65536], got (1099511627776, 1)",
+    ),
+    (
+        lambda d: _dcn_call(d, "deform_conv2d", padding=(0, -1)),
+        "deform_conv2d: padding must be non-negative, got (0, -1)",
+    ),
+    (
+        lambda d: _dcn_call(d, "modulated_deform_conv2d", groups=2**31),
+        "modulated_deform_conv2d: groups must be in [1, 1048576], got 2147483648",
+    ),
+    (
+        lambda d: visdet_ops.masked_conv2d(
+            torch.rand(1, 2, 5, 5, device=d),
+            torch.ones(1, 5, 5, device=d),
+            torch.rand(3, 2, 3, 3, device=d),
+            None,
+            2**63 - 1,
+        ),
+        "masked_conv2d: padding must be in [0, 65536], got (9223372036854775807, 9223372036854775807)",
+    ),
+    (lambda d: _roi_call(d, "roi_pool", (7, 4097)), "roi_pool: output_size must be in [1, 4096], got (7, 4097)"),
+    (lambda d: _roi_call(d, "roi_align", 0), "roi_align: output_size must be positive, got (0, 0)"),
+    (
+        lambda d: _roi_call(d, "deform_roi_pool", 2**40),
+        "deform_roi_pool: output_size must be in [1, 4096], got (1099511627776, 1099511627776)",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_PUBLIC_MESSAGES)))
+def test_public_functions_name_the_users_argument(device, case):
+    """The whole message, in the user's words, and the error kinds: a RuntimeError as the op's own check raises, a
+    ValueError and an AssertionError as the constructors' (mmcv asserts)."""
+    call, message = _PUBLIC_MESSAGES[case]
+    with pytest.raises(_args.OpArgumentError) as info:
+        call(device)
+    assert str(info.value) == message
+    assert isinstance(info.value, RuntimeError) and isinstance(info.value, ValueError)
+    assert isinstance(info.value, AssertionError)
+
+
+def test_public_functions_check_before_any_work():
+    """The integer arguments are refused before a tensor is looked at (nothing is passed but the bad value)."""
+    with pytest.raises(_args.OpArgumentError, match="deform_conv2d: dilation must be"):
+        visdet_ops.deform_conv2d(None, None, None, dilation=(1, 2**31))
+    with pytest.raises(_args.OpArgumentError, match="roi_pool: output_size must be"):
+        visdet_ops.roi_pool(None, None, (2**31, 7))
+    with pytest.raises(_args.OpArgumentError, match="masked_conv2d: padding must be"):
+        visdet_ops.masked_conv2d(None, None, None, None, (2**31, 0))
+
+
+def test_modules_name_the_users_argument():
+    """The constructors: the class name and the argument as written (a ValueError, not a RuntimeError)."""
+    cases = [
+        (lambda: visdet_ops.DeformConv2d(2, 2, 3, padding=2**31), "DeformConv2d: padding must be in [0, 65536]"),
+        (lambda: visdet_ops.ModulatedDeformConv2dPack(2, 2, 3, stride=(1, 0)), "stride must be positive, got (1, 0)"),
+        (lambda: visdet_ops.MaskedConv2d(2, 2, 3, dilation=2**40), "MaskedConv2d: dilation must be in [1, 65536]"),
+        (lambda: visdet_ops.RoIAlign((2**31, 7)), "RoIAlign: output_size must be in [1, 4096], got (2147483648, 7)"),
+        (lambda: visdet_ops.RoIPool(0), "RoIPool: output_size must be positive, got (0, 0)"),
+        (lambda: visdet_ops.DeformRoIPoolPack(2**31, 4), "DeformRoIPoolPack: output_size must be in [1, 4096]"),
+    ]
+    for make, message in cases:
+        with pytest.raises(_args.ArgumentError) as info:
+            make()
+        assert message in str(info.value)
+        assert not isinstance(info.value, RuntimeError)
+
+
+def test_op_calls_keep_the_schema_names():
+    """Direct torch.ops calls reach the C++ check, which names the schema's argument (the backstop)."""
+    x, rois = torch.rand(1, 2, 8, 8), torch.tensor([[0.0, 1, 1, 6, 6]])
+    with pytest.raises(RuntimeError, match=r"roi_align: pooled_height must be in \[1, 4096\], got 2147483648"):
+        torch.ops.visdet_ops.roi_align(x, rois, 2**31, 7, 1.0, 0, "avg", True)
 
 
 def test_python_and_cpp_bounds_agree():

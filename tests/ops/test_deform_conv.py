@@ -814,7 +814,6 @@ _DCN_OP_BOUNDS = dict(
     groups=_args.GROUPS,
     deform_groups=_args.GROUPS,
 )
-# The names a message may use for an argument: the functional wrappers pass
 
 
 INTEGER_EDGE_ROWS = [
@@ -874,19 +873,18 @@ INTEGER_EDGE_ROWS = [
             lambda d, v, g, cls=cls, arg=arg: _dcn_module(d, g, cls, **{arg: v}),
             at_bound=(1,),
         )
-        for cls in ("DeformConv2d", "ModulatedDeformConv2d")
-        for arg, b in DCN_MODULE_ARGS
-    ),
-    edges.Row(
-        "DeformConv2d-im2col_step",
-        ("im2col_step",),
-        _args.IM2COL_STEP_DCN,
-        lambda d, v, g: _dcn_module(d, g, "DeformConv2d", im2col_step=v),
+        for cls in ("DeformConv2d", "ModulatedDeformConv2d", "DeformConv2dPack", "ModulatedDeformConv2dPack")
+        # deformable_groups: mmcv's deprecated name of deform_groups, reported under that name
+        for arg, b in (*DCN_MODULE_ARGS, ("deformable_groups", _args.GROUPS))
     ),
     *(
-        edges.Row(f"{cls}-{arg}", (arg,), b, lambda d, v, g, cls=cls, arg=arg: _dcn_module(d, g, cls, **{arg: v}))
-        for cls in ("DeformConv2dPack", "ModulatedDeformConv2dPack")
-        for arg, b in (("in_channels", _args.CHANNELS), ("kernel_size", _args.KERNEL_SIZE), ("padding", _args.PADDING))
+        edges.Row(
+            f"{cls}-im2col_step",
+            ("im2col_step",),
+            _args.IM2COL_STEP_DCN,
+            lambda d, v, g, cls=cls: _dcn_module(d, g, cls, im2col_step=v),
+        )
+        for cls in ("DeformConv2d", "DeformConv2dPack")
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)

@@ -745,14 +745,14 @@ def _deform_roi_pool_backward_op(device, gen, sr):
     torch.testing.assert_close(goff.cpu(), woff, rtol=1e-6, atol=1e-8)
 
 
-def _deform_roi_pool_pack(device, gen, cls_name, output_channels=3, deform_fc_channels=16):
+def _deform_roi_pool_pack(device, gen, cls_name, output_size=2, output_channels=3, deform_fc_channels=16, **kw):
     from visdet_ops.ops import deform_roi_pool as mod
 
-    m = getattr(mod, cls_name)(2, output_channels, deform_fc_channels).to(device).double()
+    m = getattr(mod, cls_name)(output_size, output_channels, deform_fc_channels, **kw).to(device).double()
     x, rois = edges.roi_inputs(device, gen, c=m.output_channels)
     got = m(x, rois)
     # The last layers start at zero: plain RoIAlign aligned=True (times the 0.5 mask).
-    want = mod.deform_roi_pool(x, rois, None, 2, 1.0, 0, 0.1)
+    want = mod.deform_roi_pool(x, rois, None, m.output_size, 1.0, m.sampling_ratio, 0.1)
     edges.close(got, want * (0.5 if cls_name.startswith("Modulated") else 1.0))
 
 
@@ -807,6 +807,17 @@ INTEGER_EDGE_ROWS = [
         )
         for cls in ("DeformRoIPoolPack", "ModulatedDeformRoIPoolPack")
         for arg in ("output_channels", "deform_fc_channels")
+    ),
+    *(
+        edges.Row(
+            f"{cls}-{arg}",
+            (arg,),
+            b,
+            lambda d, v, g, cls=cls, arg=arg: _deform_roi_pool_pack(d, g, cls, **{arg: v}),
+            at_bound=(1, 3),
+        )
+        for cls in ("DeformRoIPoolPack", "ModulatedDeformRoIPoolPack")
+        for arg, b in (("output_size", _args.POOLED_SIZE), ("sampling_ratio", _args.SAMPLING_RATIO))
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)

@@ -166,7 +166,7 @@ def test_bad_inputs():
         (dict(bias=torch.zeros(4, dtype=torch.float64)), "features and bias must have the same dtype"),
         (dict(weight=w.double()), "features and weight must have the same dtype"),
         (dict(features=x.long(), weight=w.long(), bias=b.long()), "features must be a floating point tensor"),
-        (dict(padding=-1), r"padding must be >= 0"),
+        (dict(padding=-1), r"masked_conv2d: padding must be non-negative, got \(-1, -1\)"),
         (dict(weight=torch.zeros(4, 3, 9, 9)), "the kernel is larger than the padded input"),
     ]
     for kwargs, match in cases:
@@ -283,12 +283,12 @@ def _masked_inputs(device, gen, pad):
     return x.to(device), mask.to(device), w.to(device), b.to(device)
 
 
-def _masked_conv(device, gen, padding):
+def _masked_conv(device, gen, padding, stride=1):
     from visdet_ops.ops.masked_conv import masked_conv2d
     from visdet_ops.reference.masked_conv import masked_conv2d_reference
 
     x, mask, w, b = _masked_inputs(device, gen, padding)
-    got = masked_conv2d(x, mask, w, b, padding)
+    got = masked_conv2d(x, mask, w, b, padding, stride)
     p = edges.small(padding, 0, 4, 1)
     edges.close(got, masked_conv2d_reference(x.cpu(), mask.cpu(), w.cpu(), b.cpu(), (p, p)))
 
@@ -318,6 +318,8 @@ INTEGER_EDGE_ROWS = [
     edges.Row(
         "masked_conv2d-padding", ("padding",), _args.PADDING, lambda d, v, g: _masked_conv(d, g, v), at_bound=(1, 2)
     ),
+    # mmcv's masked_conv2d takes only stride 1
+    edges.Row("masked_conv2d-stride", ("stride",), (1, 1), lambda d, v, g: _masked_conv(d, g, 1, v), at_bound=(1,)),
     edges.Row(
         "op.masked_conv2d-pad_h",
         edges.names("pad_h"),

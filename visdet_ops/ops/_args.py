@@ -2,18 +2,31 @@
 one table of accepted ranges and one checker.
 
 The C++ host layer checks the ops' own integer arguments against the same
-numbers (csrc/common/checks.h, namespace int_bounds) before any allocation or
-launch, and the fake impls mirror that check (check_fake), so torch.compile
-rejects what eager rejects. The table also covers the module constructors,
-whose arguments never reach C++ as such (channels, kernel sizes, fc widths).
-The functional wrappers only convert (bounds INT64) and leave the range to
-the op. docs/ops.md ("Integer arguments") lists every bound with its reason,
-and tests/test_integer_edges.py checks each from both sides.
+numbers (csrc/common/checks.h, namespace int_bounds, where the schema names
+them: pooled_height, pad_w, ...) before any allocation or launch, and the fake
+impls mirror that check (check_fake), so torch.compile rejects what eager
+rejects: that is the backstop for direct torch.ops.visdet_ops calls. The public
+functions and the module constructors check every integer argument here first,
+before any work, under the name the user wrote (output_size, padding, ...),
+never under the schema's: check_call_int / check_call_pair in the functions
+(OpArgumentError), check_int / check_pair / check_conv in the constructors
+(ArgumentError). docs/ops.md ("Integer arguments") lists every bound with its
+reason, and tests/test_integer_edges.py checks each from both sides.
 
 Values are accepted the way mmcv accepts them (it mostly calls int()):
 Python and NumPy integers, bool, and integer-valued floats such as 7.0. A
 float with a fractional part is a TypeError (int() would truncate it
 silently); a value outside its range is a ValueError naming the argument.
+
+The message of a value out of range: "<op>: <arg> must be <what>, got <value>",
+with <op> the public function or module class the user called and <arg> its
+parameter's name. <what> is "positive" (lower bound 1) or "non-negative"
+(lower bound 0) for a value below the range, as the ops' own checks say, else
+"in [lo, hi]". An argument that takes an int or an (h, w) pair (output_size,
+stride, padding, dilation, kernel_size) is reported as the pair it stands for,
+whole, as the ops' messages do: `deform_conv2d: padding must be in [0, 65536],
+got (2147483648, 2147483648)` for padding=2**31,
+`roi_align: output_size must be in [1, 4096], got (2147483648, 7)`.
 """
 
 from __future__ import annotations
@@ -60,9 +73,7 @@ IM2COL_STEP_DCN = (INT64_MIN, INT64_MAX)
 IM2COL_STEP_MSDA = (1, INT64_MAX)
 # Discrete choices.
 OFFSET = (0, 1)
-# The functional wrappers only convert: the op's C++ check (or, under
-# torch.compile, its fake impl) applies the bounds above, so the wrappers
-# raise the op's own errors. Past int64 the schema could not take the value.
+# Any value the schema can take (an int64).
 INT64 = (INT64_MIN, INT64_MAX)
 
 
@@ -70,6 +81,13 @@ class ArgumentError(ValueError, AssertionError):
     """A bad argument value, refused before any work, with a message naming the op, the argument, what was expected
     and what came. A ValueError, and also an AssertionError: mmcv.ops checks its arguments with `assert`, so code
     written against mmcv (and mmcv's own tests) that catches AssertionError keeps working (docs/migration.md)."""
+
+
+class OpArgumentError(ArgumentError, RuntimeError):
+    """An integer argument of a public function out of its range, refused before the function calls the op and
+    named as the user wrote it (output_size, padding; the op's own check would name its schema's argument,
+    pooled_height, pad_w). That check raises a RuntimeError for the same value, so this is a RuntimeError too, as
+    well as the ArgumentError (ValueError, AssertionError) that the module constructors raise."""
 
 
 class ShapeError(RuntimeError, AssertionError):
@@ -95,28 +113,54 @@ def as_int(op: str, arg: str, value) -> int:
     return int(number)
 
 
-def check_int(op: str, arg: str, value, bounds: tuple[int, int]) -> int:
-    """value as an int within bounds (inclusive), else TypeError/ArgumentError (a ValueError)
+def _expected(bounds: tuple[int, int], below: bool) -> str:
+    """What an out-of-range value must be: the ops' own words for a value below a lower bound of 0 or 1."""
+    lo, hi = bounds
+    if below and lo in (0, 1):
+        return "positive" if lo == 1 else "non-negative"
+    return f"in [{lo}, {hi}]"
+
+
+def check_int(op: str, arg: str, value, bounds: tuple[int, int], error: type[Exception] = ArgumentError) -> int:
+    """value as an int within bounds (inclusive), else TypeError/error (an ArgumentError, a ValueError)
     naming the op and the argument."""
     v = as_int(op, arg, value)
     lo, hi = bounds
     if not lo <= v <= hi:
-        raise ArgumentError(f"{op}: {arg} must be in [{lo}, {hi}], got {v}")
+        raise error(f"{op}: {arg} must be {_expected(bounds, v < lo)}, got {v}")
     return v
 
 
-def check_pair(op: str, arg: str, value, bounds: tuple[int, int]) -> tuple[int, int]:
-    """An int or a pair of ints (nn.modules.utils._pair's inputs), each checked."""
+def check_pair(
+    op: str, arg: str, value, bounds: tuple[int, int], error: type[Exception] = ArgumentError
+) -> tuple[int, int]:
+    """An int or a pair of ints (nn.modules.utils._pair's inputs) as a pair, each within bounds, else
+    TypeError/error naming the op and the argument; the message shows the whole pair."""
     if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
         if isinstance(value, torch.Tensor) and value.dim() == 0:
-            v = check_int(op, arg, value, bounds)
-            return v, v
-        items = tuple(value)
-        if len(items) != 2:
-            raise ArgumentError(f"{op}: {arg} must be an int or a pair of ints, got {value!r}")
-        return check_int(op, arg, items[0], bounds), check_int(op, arg, items[1], bounds)
-    v = check_int(op, arg, value, bounds)
-    return v, v
+            h = w = as_int(op, arg, value)
+        else:
+            items = tuple(value)
+            if len(items) != 2:
+                raise error(f"{op}: {arg} must be an int or a pair of ints, got {value!r}")
+            h, w = as_int(op, arg, items[0]), as_int(op, arg, items[1])
+    else:
+        h = w = as_int(op, arg, value)
+    lo, hi = bounds
+    if not (lo <= h <= hi and lo <= w <= hi):
+        raise error(f"{op}: {arg} must be {_expected(bounds, h <= hi and w <= hi)}, got ({h}, {w})")
+    return h, w
+
+
+def check_call_int(op: str, arg: str, value, bounds: tuple[int, int]) -> int:
+    """check_int for an argument of a public function: an OpArgumentError (also a RuntimeError, as the op's own
+    check raises) naming the argument as the user wrote it."""
+    return check_int(op, arg, value, bounds, OpArgumentError)
+
+
+def check_call_pair(op: str, arg: str, value, bounds: tuple[int, int]) -> tuple[int, int]:
+    """check_pair for an argument of a public function (int or (h, w)), as check_call_int."""
+    return check_pair(op, arg, value, bounds, OpArgumentError)
 
 
 def check_fake(op: str, arg: str, value, bounds: tuple[int, int]) -> None:

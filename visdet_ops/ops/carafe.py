@@ -35,9 +35,12 @@ _INT_BOUNDS = (
 )
 
 
-def _check_ranges(op: str, kernel_size, group_size, scale_factor, convert_only=False) -> tuple[int, int, int]:
+def _check_ranges(
+    op: str, kernel_size, group_size, scale_factor, error: type[Exception] = _args.ArgumentError
+) -> tuple[int, int, int]:
+    """The three ints within their bounds (functions: error=OpArgumentError, as _args.check_call_int)."""
     k, g, s = (
-        _args.check_int(op, arg, value, _args.INT64 if convert_only else bounds)
+        _args.check_int(op, arg, value, bounds, error)
         for (arg, bounds), value in zip(_INT_BOUNDS, (kernel_size, group_size, scale_factor), strict=True)
     )
     return k, g, s
@@ -144,7 +147,9 @@ def carafe(
     Returns:
         [N, C, H * S, W * S].
     """
-    kernel_size, group_size, scale_factor = _check_ranges("carafe", kernel_size, group_size, scale_factor, True)
+    kernel_size, group_size, scale_factor = _check_ranges(
+        "carafe", kernel_size, group_size, scale_factor, _args.OpArgumentError
+    )
     note_device(features)
     return _EAGER["carafe"](features, masks, kernel_size, group_size, scale_factor)
 
@@ -153,7 +158,9 @@ def carafe_naive(
     features: torch.Tensor, masks: torch.Tensor, kernel_size: int, group_size: int, scale_factor: int
 ) -> torch.Tensor:
     """The same function as `carafe` with the direct CUDA kernels (mmcv.ops.carafe_naive)."""
-    kernel_size, group_size, scale_factor = _check_ranges("carafe_naive", kernel_size, group_size, scale_factor, True)
+    kernel_size, group_size, scale_factor = _check_ranges(
+        "carafe_naive", kernel_size, group_size, scale_factor, _args.OpArgumentError
+    )
     note_device(features)
     return _EAGER["carafe_naive"](features, masks, kernel_size, group_size, scale_factor)
 

@@ -148,12 +148,14 @@ register_autocast("_deform_conv2d_backward", _deform_conv2d_backward_autocast)
 
 
 def _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, im2col_step, op):
-    sh, sw = _args.check_pair(op, "stride", stride, _args.INT64)
-    ph, pw = _args.check_pair(op, "padding", padding, _args.INT64)
-    dh, dw = _args.check_pair(op, "dilation", dilation, _args.INT64)
-    groups = _args.check_int(op, "groups", groups, _args.INT64)
-    deform_groups = _args.check_int(op, "deform_groups", deform_groups, _args.INT64)
-    im2col_step = _args.check_int(op, "im2col_step", im2col_step, _args.INT64)
+    # Under the names the user wrote (op is the public function's name), before any work: the op's own check
+    # would name the schema's stride_h, pad_w, ... (_args' docstring).
+    sh, sw = _args.check_call_pair(op, "stride", stride, _args.STRIDE)
+    ph, pw = _args.check_call_pair(op, "padding", padding, _args.PADDING)
+    dh, dw = _args.check_call_pair(op, "dilation", dilation, _args.DILATION)
+    groups = _args.check_call_int(op, "groups", groups, _args.GROUPS)
+    deform_groups = _args.check_call_int(op, "deform_groups", deform_groups, _args.GROUPS)
+    im2col_step = _args.check_call_int(op, "im2col_step", im2col_step, _args.IM2COL_STEP_DCN)
     note_device(input)
     return _deform_conv2d(
         input,
@@ -260,7 +262,8 @@ def _deprecated_deformable_groups(cls_name: str, deform_groups: int, deformable_
         DeprecationWarning,
         stacklevel=3,
     )
-    return deformable_groups
+    # Checked here, under the name the user wrote (_init_conv would report it as deform_groups).
+    return _args.check_int(cls_name, "deformable_groups", deformable_groups, _args.GROUPS)
 
 
 def _init_conv(

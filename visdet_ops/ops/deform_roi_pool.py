@@ -136,8 +136,8 @@ def deform_roi_pool(
     Returns:
         [K, C, PH, PW].
     """
-    out_h, out_w = _args.check_pair("deform_roi_pool", "output_size", output_size, _args.INT64)
-    sampling_ratio = _args.check_int("deform_roi_pool", "sampling_ratio", sampling_ratio, _args.INT64)
+    out_h, out_w = _args.check_call_pair("deform_roi_pool", "output_size", output_size, _args.POOLED_SIZE)
+    sampling_ratio = _args.check_call_int("deform_roi_pool", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     if offset is not None and offset.dim() == 1 and offset.numel() == 0:
         offset = None
     note_device(input)

@@ -136,8 +136,8 @@ def masked_conv2d(
     """
     stride_h, stride_w = _pair(stride)
     if stride_h != 1 or stride_w != 1:
-        raise _args.ArgumentError(f"masked_conv2d: stride must be 1 (as in mmcv), got {stride!r}")
-    pad_h, pad_w = _args.check_pair("masked_conv2d", "padding", padding, _args.INT64)
+        raise _args.OpArgumentError(f"masked_conv2d: stride must be 1 (as in mmcv), got {stride!r}")
+    pad_h, pad_w = _args.check_call_pair("masked_conv2d", "padding", padding, _args.PADDING)
     note_device(features)
     return _masked_conv2d(features, mask, weight, bias, int(pad_h), int(pad_w))
 

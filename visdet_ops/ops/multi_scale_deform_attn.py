@@ -151,7 +151,7 @@ def multi_scale_deformable_attn(
         value_spatial_shapes = torch.as_tensor(value_spatial_shapes, dtype=torch.int64)
     if not isinstance(value_level_start_index, torch.Tensor):
         value_level_start_index = torch.as_tensor(value_level_start_index, dtype=torch.int64)
-    im2col_step = _args.check_int(_OP, "im2col_step", im2col_step, _args.INT64)
+    im2col_step = _args.check_call_int(_OP, "im2col_step", im2col_step, _args.IM2COL_STEP_MSDA)
     note_device(value)
     compute = compute_dtype(value.dtype)
     if sampling_locations.dtype not in (value.dtype, compute):

@@ -143,8 +143,8 @@ def roi_align(
     """
     if pool_mode not in _POOL_MODES:
         raise _args.ArgumentError(f"roi_align: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
-    out_h, out_w = _args.check_pair("roi_align", "output_size", output_size, _args.INT64)
-    sampling_ratio = _args.check_int("roi_align", "sampling_ratio", sampling_ratio, _args.INT64)
+    out_h, out_w = _args.check_call_pair("roi_align", "output_size", output_size, _args.POOLED_SIZE)
+    sampling_ratio = _args.check_call_int("roi_align", "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     note_device(input)
     output, _, _ = _roi_align(input, rois, out_h, out_w, float(spatial_scale), sampling_ratio, pool_mode, bool(aligned))
     return output

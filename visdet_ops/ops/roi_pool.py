@@ -93,7 +93,7 @@ def roi_pool(
     Returns:
         [K, C, h, w]: the largest input value in each bin (0 for an empty bin).
     """
-    out_h, out_w = _args.check_pair("roi_pool", "output_size", output_size, _args.INT64)
+    out_h, out_w = _args.check_call_pair("roi_pool", "output_size", output_size, _args.POOLED_SIZE)
     note_device(input)
     output, _ = _roi_pool(input, rois, out_h, out_w, float(spatial_scale))
     return output
