@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 import torch
+from bench import cuda_time_ms  # benchmarks/bench.py: the harness's per-call CUDA-event timing
 
 import visdet_ops
 
@@ -202,15 +203,7 @@ def _time_ms(fn: Callable[[], None], calls: int, back_to_back: bool) -> float:
         end.record()
         torch.cuda.synchronize()
         return start.elapsed_time(end) / calls
-    times = []
-    for _ in range(calls):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return cuda_time_ms(fn, warmup=0, repeat=calls)["median_ms"]
 
 
 def _kernels(fn: Callable[[], None]) -> list[tuple[str, float]]:
