@@ -25,7 +25,9 @@ __global__ void roi_align_forward_kernel(const T* __restrict__ input,
   });
 }
 
-// The backward, one block per (RoI, group of kGroupChannels channels).
+// The backward, one block per (RoI, group of kGroupChannels channels). Average
+// mode takes the separable product below when its matrices fit in shared
+// memory; max mode, and what does not fit, scatter as follows.
 // Each output bin scatters its gradient into the 4 pixels around each of its
 // samples; nearby samples share pixels, so a direct atomicAdd per sample and
 // corner makes many contended global atomics (three quarters of the time at
@@ -142,6 +144,108 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
       x1 |= 3;
     }
     const int64_t fh = y1 - y0 + 1, fw = x1 - x0 + 1;
+    if (!is_max && bounded) {
+      // Average mode is separable: sample (iy, ix) of bin (ph, pw) gives
+      // pixel (y, x) grad * wy * wx / count, where wy depends on (ph, iy, y)
+      // only and wx on (pw, ix, x) only (an invalid sample has a zero axis
+      // weight). So the RoI's gradient over its footprint is the product
+      // Ay^T . G . Ax of the channel's PH x PW output gradient G and two
+      // small axis matrices built once per block: Ay[ph][y] sums the y
+      // weights of bin row ph's samples on row y (with 1/count), Ax[pw][x]
+      // the x weights. No atomics until each footprint pixel is added to
+      // grad_input once (a quad of columns at a time with vec4).
+      const int64_t fixed = s.pooled_h * fh + s.pooled_w * fw;
+      const int64_t per_channel = s.pooled_h * s.pooled_w + s.pooled_h * fw;
+      if (fixed + per_channel <= kCapacity) {
+        const int PH = static_cast<int>(s.pooled_h);
+        const int PW = static_cast<int>(s.pooled_w);
+        const int rows_n = static_cast<int>(fh), cols_n = static_cast<int>(fw);
+        const int per_pass = static_cast<int>(
+            min_of<int64_t>(nc, (kCapacity - fixed) / per_channel));
+        A* ay_m = tile;                   // [PH][fh]
+        A* ax_m = ay_m + PH * rows_n;     // [PW][fw]
+        A* g_m = ax_m + PW * cols_n;      // [per_pass][PH][PW]
+        A* t_m = g_m + per_pass * PH * PW;  // [per_pass][PH][fw]: G . Ax
+        const A inv_count =
+            A(1) / static_cast<A>(max_of(g.grid_h * g.grid_w, 1));
+        // The axis matrices: entry (p, r) sums, over bin p's samples, the
+        // bilinear weights they give pixel row (column) r of the footprint.
+        auto axis_matrix = [&](A* m, int pooled, int n, int64_t first_pixel,
+                               A start, A bin_size, int grid, I size,
+                               A scale) {
+          for (int i = threadIdx.x; i < pooled * n; i += blockDim.x) {
+            const int p = i / n;
+            const I pixel = static_cast<I>(first_pixel + i % n);
+            A sum = A(0);
+            for (int j = 0; j < grid; ++j) {
+              const A v = roi_align_detail::sample_coord(start, p, bin_size,
+                                                         j, grid);
+              roi_align_detail::AxisWeights<A, I> a;
+              if (!roi_align_detail::bilinear_axis(size, v, &a)) continue;
+              if (a.low == pixel) sum += a.h;
+              if (a.high == pixel) sum += a.l;
+            }
+            m[i] = sum * scale;
+          }
+        };
+        axis_matrix(ay_m, PH, rows_n, y0, g.start_h, g.bin_h, g.grid_h,
+                    height, inv_count);
+        axis_matrix(ax_m, PW, cols_n, x0, g.start_w, g.bin_w, g.grid_w, width,
+                    A(1));
+        for (int cp = 0; cp < nc; cp += per_pass) {
+          const int np = min_of(per_pass, nc - cp);
+          for (int i = threadIdx.x; i < np * PH * PW; i += blockDim.x) {
+            const int pw = i % PW, ph = (i / PW) % PH, cl = cp + i / (PH * PW);
+            g_m[i] = to_acc(grad_output[k * gs.k + (c0 + cl) * gs.c +
+                                        ph * gs.h + pw * gs.w]);
+          }
+          __syncthreads();  // also orders the axis matrices
+          for (int i = threadIdx.x; i < np * PH * cols_n; i += blockDim.x) {
+            const int x = i % cols_n, row = i / cols_n;  // row = cl * PH + ph
+            const A* gr = g_m + row * PW;
+            A sum = A(0);
+            for (int pw = 0; pw < PW; ++pw) sum += gr[pw] * ax_m[pw * cols_n + x];
+            t_m[i] = sum;
+          }
+          __syncthreads();
+          // Pixel (cl, r, x) = sum over ph of Ay[ph][r] * T[cl][ph][x]; a
+          // thread takes `step` consecutive columns (4 with vec4).
+          const int step = vec4 ? 4 : 1;
+          const int groups_x = cols_n / step;
+          for (int i = threadIdx.x; i < np * rows_n * groups_x;
+               i += blockDim.x) {
+            const int xg = (i % groups_x) * step;
+            const int r = (i / groups_x) % rows_n;
+            const int cl = i / (groups_x * rows_n);
+            A v[4] = {A(0), A(0), A(0), A(0)};
+            for (int ph = 0; ph < PH; ++ph) {
+              const A wy = ay_m[ph * rows_n + r];
+              if (wy == A(0)) continue;
+              const A* tr = t_m + (cl * PH + ph) * cols_n + xg;
+              for (int e = 0; e < step; ++e) v[e] += wy * tr[e];
+            }
+            const I plane = (batch * static_cast<I>(s.channels) +
+                             static_cast<I>(c0 + cp + cl)) * height * width;
+            A* out = grad_input + plane +
+                     (static_cast<I>(y0) + static_cast<I>(r)) * width +
+                     static_cast<I>(x0) + static_cast<I>(xg);
+            if constexpr (std::is_same<A, float>::value) {
+              if (vec4) {
+                if (v[0] != 0.f || v[1] != 0.f || v[2] != 0.f || v[3] != 0.f) {
+                  atomic_add4(out, make_float4(v[0], v[1], v[2], v[3]));
+                }
+                continue;
+              }
+            }
+            for (int e = 0; e < step; ++e) {
+              if (v[e] != A(0)) atomicAdd(out + e, v[e]);
+            }
+          }
+          __syncthreads();
+        }
+        continue;
+      }
+    }
     const int64_t area = bounded ? fh * fw : 0;
     if (!bounded || area > kCapacity) {
       // An empty grid scatters nothing (max mode then has argmax -1 too);
