@@ -23,7 +23,7 @@
 #include "carafe_kernel.h"
 #include "carafe_launch.h"
 #include "common/cuda_helpers.cuh"
-#include "common/cuda_types.cuh"
+#include "common/scalar.h"
 
 namespace visdet_ops {
 namespace {
@@ -36,7 +36,7 @@ constexpr size_t kMaxSharedBytes = 48 * 1024;
 
 template <typename T>
 struct ToAcc {
-  __device__ cuda::acc_t<T> operator()(T v) const { return cuda::to_acc(v); }
+  __device__ acc_t<T> operator()(T v) const { return to_acc(v); }
 };
 
 template <typename T>
@@ -45,7 +45,7 @@ __global__ void carafe_forward_naive_kernel(const T* __restrict__ features,
                                             CarafeShape s,
                                             T* __restrict__ output) {
   cuda::grid_stride_loop<int64_t>(s.output_numel(), [&](int64_t e) {
-    output[e] = cuda::from_acc<T>(carafe_detail::forward_element<cuda::acc_t<T>>(
+    output[e] = from_acc<T>(carafe_detail::forward_element<acc_t<T>>(
         e, features, masks, s, ToAcc<T>()));
   });
 }
@@ -57,7 +57,7 @@ __global__ void carafe_grad_features_kernel(const T* __restrict__ grad_output,
                                             T* __restrict__ grad_features) {
   cuda::grid_stride_loop<int64_t>(s.features_numel(), [&](int64_t e) {
     grad_features[e] =
-        cuda::from_acc<T>(carafe_detail::grad_features_element<cuda::acc_t<T>>(
+        from_acc<T>(carafe_detail::grad_features_element<acc_t<T>>(
             e, grad_output, masks, s, ToAcc<T>()));
   });
 }
@@ -69,7 +69,7 @@ __global__ void carafe_grad_masks_naive_kernel(const T* __restrict__ grad_output
                                                T* __restrict__ grad_masks) {
   cuda::grid_stride_loop<int64_t>(s.masks_numel(), [&](int64_t e) {
     grad_masks[e] =
-        cuda::from_acc<T>(carafe_detail::grad_masks_element<cuda::acc_t<T>>(
+        from_acc<T>(carafe_detail::grad_masks_element<acc_t<T>>(
             e, grad_output, features, s, ToAcc<T>()));
   });
 }
@@ -90,7 +90,7 @@ template <typename T, int kGradChunk>
 __global__ void carafe_grad_features_chunked_kernel(
     const T* __restrict__ grad_output, const T* __restrict__ masks,
     CarafeShape s, int64_t chunks_per_group, T* __restrict__ grad_features) {
-  using A = cuda::acc_t<T>;
+  using A = acc_t<T>;
   const int64_t K = s.kernel, S = s.scale, r = (K - 1) / 2;
   const int64_t Ho = s.out_h(), Wo = s.out_w(), ohw = Ho * Wo;
   const int64_t cpg = s.channels / s.groups;
@@ -119,10 +119,10 @@ __global__ void carafe_grad_features_chunked_kernel(
         for (int64_t a = 0; a < S; ++a) {
           const int64_t row = (h * S + a) * Wo + w * S;
           for (int64_t b = 0; b < S; ++b) {
-            const A m = cuda::to_acc(mask[row + b]);
+            const A m = to_acc(mask[row + b]);
 #pragma unroll
             for (int i = 0; i < kGradChunk; ++i) {
-              if (i < nc) acc[i] += cuda::to_acc(grad[i * ohw + row + b]) * m;
+              if (i < nc) acc[i] += to_acc(grad[i * ohw + row + b]) * m;
             }
           }
         }
@@ -132,7 +132,7 @@ __global__ void carafe_grad_features_chunked_kernel(
     const int64_t hw = s.height * s.width;
 #pragma unroll
     for (int i = 0; i < kGradChunk; ++i) {
-      if (i < nc) out[i * hw] = cuda::from_acc<T>(acc[i]);
+      if (i < nc) out[i * hw] = from_acc<T>(acc[i]);
     }
   });
 }
@@ -172,7 +172,7 @@ __device__ __forceinline__ void load_patch(const T* __restrict__ plane,
     const int64_t y = t.y0 + i / t.patch_w;
     const int64_t x = t.x0 + i % t.patch_w;
     patch[i] = (y >= 0 && y < s.height && x >= 0 && x < s.width)
-                   ? cuda::to_acc(plane[y * s.width + x])
+                   ? to_acc(plane[y * s.width + x])
                    : A(0);
   }
 }
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kTileThreads)
     carafe_forward_tiled_kernel(const T* __restrict__ features,
                                 const T* __restrict__ masks, CarafeShape s,
                                 int64_t chunks, T* __restrict__ output) {
-  using A = cuda::acc_t<T>;
+  using A = acc_t<T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   A* mask_s = reinterpret_cast<A*>(smem_raw);
   const int64_t KK = s.kernel * s.kernel;
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
   for (int64_t j = 0; j < KK; ++j) {
     mask_s[j * kTileThreads + tid] =
-        t.valid ? cuda::to_acc(masks[((n * s.mask_channels() + g * KK + j) * Ho +
+        t.valid ? to_acc(masks[((n * s.mask_channels() + g * KK + j) * Ho +
                                       t.ph) * Wo + t.pw])
                 : A(0);
   }
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(kTileThreads)
       const A* m = mask_s + iy * s.kernel * kTileThreads + tid;
       for (int ix = 0; ix < s.kernel; ++ix) acc += row[ix] * m[ix * kTileThreads];
     }
-    output[((n * s.channels + c) * Ho + t.ph) * Wo + t.pw] = cuda::from_acc<T>(acc);
+    output[((n * s.channels + c) * Ho + t.ph) * Wo + t.pw] = from_acc<T>(acc);
   }
 }
 
@@ -228,7 +228,7 @@ size_t tiled_shared_bytes(const CarafeShape& s) {
   const int64_t patch =
       patch_extent(kTileH, s.scale, r) * patch_extent(kTileW, s.scale, r);
   const int64_t n = s.kernel * s.kernel * kTileThreads + patch;
-  const size_t bytes = static_cast<size_t>(n) * sizeof(cuda::acc_t<T>);
+  const size_t bytes = static_cast<size_t>(n) * sizeof(acc_t<T>);
   return bytes <= kMaxSharedBytes ? bytes : 0;
 }
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "common/cuda_helpers.cuh"
-#include "common/cuda_types.cuh"
+#include "common/scalar.h"
 #include "corner_pool_kernel.h"
 #include "corner_pool_launch.h"
 
@@ -21,17 +21,17 @@ template <typename T>
 __global__ void corner_pool_forward_kernel(const T* __restrict__ input,
                                            CornerPoolShape s,
                                            T* __restrict__ output) {
-  using A = cuda::acc_t<T>;
+  using A = acc_t<T>;
   const int64_t L = s.length, inner = s.inner;
   cuda::grid_stride_loop<int64_t>(s.outer * inner, [&](int64_t lane) {
     const int64_t o = lane / inner, i = lane - o * inner;
     const int64_t base = o * L * inner + i;
     T best_raw = input[base];
-    A best = cuda::to_acc(best_raw);
+    A best = to_acc(best_raw);
     for (int64_t step = 0; step < L; ++step) {
       const int64_t off = base + (s.reverse ? L - 1 - step : step) * inner;
       const T raw = input[off];
-      const A x = cuda::to_acc(raw);
+      const A x = to_acc(raw);
       if (step == 0 || takes_over(x, best)) {
         best = x;
         best_raw = raw;
@@ -46,7 +46,7 @@ __global__ void corner_pool_backward_kernel(const T* __restrict__ grad_output,
                                             const T* __restrict__ input,
                                             CornerPoolShape s,
                                             T* __restrict__ grad_input) {
-  using A = cuda::acc_t<T>;
+  using A = acc_t<T>;
   const int64_t L = s.length, inner = s.inner;
   cuda::grid_stride_loop<int64_t>(s.outer * inner, [&](int64_t lane) {
     const int64_t o = lane / inner, i = lane - o * inner;
@@ -55,16 +55,16 @@ __global__ void corner_pool_backward_kernel(const T* __restrict__ grad_output,
     int64_t arg = base;
     for (int64_t step = 0; step < L; ++step) {
       const int64_t off = base + (s.reverse ? L - 1 - step : step) * inner;
-      const A x = cuda::to_acc(input[off]);
+      const A x = to_acc(input[off]);
       if (step == 0 || takes_over(x, best)) {
-        if (step != 0) grad_input[arg] = cuda::from_acc<T>(acc);
+        if (step != 0) grad_input[arg] = from_acc<T>(acc);
         best = x;
         arg = off;
         acc = A(0);
       }
-      acc += cuda::to_acc(grad_output[off]);
+      acc += to_acc(grad_output[off]);
     }
-    if (L > 0) grad_input[arg] = cuda::from_acc<T>(acc);
+    if (L > 0) grad_input[arg] = from_acc<T>(acc);
   });
 }
 
@@ -81,7 +81,7 @@ __device__ __forceinline__ void load_chunk(const T* __restrict__ src,
   for (int t = threadIdx.x; t < kRows * kCols; t += kRows) {
     const int r = t / kCols, c = t % kCols;
     const int64_t row = row0 + r, col = col0 + c;
-    if (row < rows && col < L) tile[r][c] = cuda::to_acc(src[row * L + col]);
+    if (row < rows && col < L) tile[r][c] = to_acc(src[row * L + col]);
   }
 }
 
@@ -89,7 +89,7 @@ template <typename T>
 __global__ void __launch_bounds__(kRows)
     corner_pool_rows_forward_kernel(const T* __restrict__ input,
                                     CornerPoolShape s, T* __restrict__ output) {
-  using A = cuda::acc_t<T>;
+  using A = acc_t<T>;
   __shared__ A tile[kRows][kCols + 1];
   const int64_t L = s.length, rows = s.outer;
   const int64_t chunks = (L + kCols - 1) / kCols;
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kRows)
       for (int t = threadIdx.x; t < kRows * kCols; t += kRows) {
         const int r = t / kCols, c = t % kCols;
         const int64_t row = row0 + r, col = col0 + c;
-        if (row < rows && col < L) output[row * L + col] = cuda::from_acc<T>(tile[r][c]);
+        if (row < rows && col < L) output[row * L + col] = from_acc<T>(tile[r][c]);
       }
       __syncthreads();
     }
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kRows)
                                      const T* __restrict__ input,
                                      CornerPoolShape s,
                                      T* __restrict__ grad_input) {
-  using A = cuda::acc_t<T>;
+  using A = acc_t<T>;
   __shared__ A tile_in[kRows][kCols + 1];
   __shared__ A tile_grad[kRows][kCols + 1];
   const int64_t L = s.length, rows = s.outer;
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kRows)
           const A x = tile_in[threadIdx.x][c];
           const bool first = ci == 0 && k == 0;
           if (first || takes_over(x, best)) {
-            if (!first) grad_input[my_row * L + arg] = cuda::from_acc<T>(acc);
+            if (!first) grad_input[my_row * L + arg] = from_acc<T>(acc);
             best = x;
             arg = col0 + c;
             acc = A(0);
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kRows)
       }
       __syncthreads();
     }
-    if (mine && L > 0) grad_input[my_row * L + arg] = cuda::from_acc<T>(acc);
+    if (mine && L > 0) grad_input[my_row * L + arg] = from_acc<T>(acc);
   }
 }
 

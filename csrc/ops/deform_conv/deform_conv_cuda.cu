@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "common/cuda_helpers.cuh"
-#include "common/cuda_types.cuh"
+#include "common/scalar.h"
 #include "common/macros.h"
 #include "deform_conv_kernel.h"
 #include "deform_conv_launch.h"
@@ -21,15 +21,15 @@ constexpr int64_t kTargetThreads = int64_t{1} << 19;
 
 struct ToAcc {
   template <typename T>
-  __device__ __forceinline__ cuda::acc_t<T> operator()(T v) const {
-    return cuda::to_acc(v);
+  __device__ __forceinline__ acc_t<T> operator()(T v) const {
+    return to_acc(v);
   }
 };
 
 template <typename T>
 struct FromAcc {
-  __device__ __forceinline__ T operator()(cuda::acc_t<T> v) const {
-    return cuda::from_acc<T>(v);
+  __device__ __forceinline__ T operator()(acc_t<T> v) const {
+    return from_acc<T>(v);
   }
 };
 
@@ -47,7 +47,7 @@ __global__ void deform_conv_im2col_kernel(const T* __restrict__ input,
                                           const T* __restrict__ mask,
                                           DeformConvShape s, int64_t slices,
                                           T* __restrict__ columns) {
-  using A = cuda::acc_t<T>;
+  using A = acc_t<T>;
   const int64_t samples = s.samples();
   cuda::grid_stride_loop<int64_t>(samples * slices, [&](int64_t index) {
     const int64_t slice = index / samples;
@@ -191,9 +191,9 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
   template cudaError_t deform_conv_im2col_cuda_launch<T>(                    \
       const T*, const T*, const T*, const DeformConvShape&, T*,              \
       cudaStream_t);                                                         \
-  template cudaError_t deform_conv_col2im_cuda_launch<T, cuda::acc_t<T>>(    \
+  template cudaError_t deform_conv_col2im_cuda_launch<T, acc_t<T>>(    \
       const T*, const T*, const T*, T*, const DeformConvShape&,              \
-      int64_t, cuda::acc_t<T>*, cuda::acc_t<T>*, cuda::acc_t<T>*,            \
+      int64_t, acc_t<T>*, acc_t<T>*, acc_t<T>*,            \
       cudaStream_t);
 VISDET_INSTANTIATE(float)
 VISDET_INSTANTIATE(double)

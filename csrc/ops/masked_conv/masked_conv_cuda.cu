@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "common/cuda_helpers.cuh"
-#include "common/cuda_types.cuh"
+#include "common/scalar.h"
 #include "masked_conv_kernel.h"
 #include "masked_conv_launch.h"
 
@@ -15,7 +15,7 @@ __global__ void masked_im2col_kernel(const T* __restrict__ input,
                                      const int64_t* __restrict__ idx,
                                      int64_t n, MaskedConvGeometry g,
                                      C* __restrict__ cols) {
-  auto load = [](T v) { return static_cast<C>(cuda::to_acc(v)); };
+  auto load = [](T v) { return static_cast<C>(to_acc(v)); };
   auto cast = [](int v) { return static_cast<C>(v); };
   cuda::grid_stride_loop<int64_t>(n, [&](int64_t e) {
     cols[e] = masked_conv_detail::im2col_element<T, C>(e, input, idx, g, load,
@@ -33,7 +33,7 @@ __global__ void masked_col2im_kernel(const C* __restrict__ rows,
     const int64_t p = e / out_channels, co = e - p * out_channels;
     const int64_t b = idx[3 * p], h = idx[3 * p + 1], w = idx[3 * p + 2];
     output[((b * out_channels + co) * out_h + h) * out_w + w] =
-        cuda::from_acc<T>(static_cast<cuda::acc_t<T>>(rows[e]));
+        from_acc<T>(static_cast<acc_t<T>>(rows[e]));
   });
 }
 
@@ -45,7 +45,7 @@ __global__ void masked_conv_grad_input_kernel(const C* __restrict__ grad_cols,
   cuda::grid_stride_loop<int64_t>(n, [&](int64_t e) {
     const C v = masked_conv_detail::grad_input_element<C>(e, grad_cols,
                                                           pos_map, g);
-    grad_input[e] = cuda::from_acc<T>(static_cast<cuda::acc_t<T>>(v));
+    grad_input[e] = from_acc<T>(static_cast<acc_t<T>>(v));
   });
 }
 

@@ -20,16 +20,13 @@
 #include <type_traits>
 
 #include "common/cuda_helpers.cuh"
-#include "common/cuda_types.cuh"
+#include "common/scalar.h"
 #include "multi_scale_deform_attn_kernel.h"
 #include "multi_scale_deform_attn_launch.h"
 
 namespace visdet_ops {
 namespace {
 
-using cuda::acc_t;
-using cuda::from_acc;
-using cuda::to_acc;
 using msda_detail::Corners;
 using msda_detail::sample_corners;
 
