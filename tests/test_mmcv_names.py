@@ -435,6 +435,26 @@ assert roi_align is visdet_ops.roi_align and inspect.isfunction(drp)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+# mmcv's *Pack classes take `(*args, **kwargs)` and hand them to their parent's constructor, as ours do: they have
+# their parent's positional parameters (checked under the parent's name) and no list of their own.
+INHERITED_CONSTRUCTORS = {"DeformConv2dPack": "DeformConv2d", "ModulatedDeformConv2dPack": "ModulatedDeformConv2d"}
+
+
+def test_every_implemented_name_has_its_mmcv_signature_listed():
+    """A new public name cannot skip the signature check: each implemented function, each module's constructor and
+    forward has a list in MMCV_SIGNATURES (or, for a *Pack constructor, is its parent's, and passes through)."""
+    need = set(IMPLEMENTED) | {f"{name}.forward" for name in IMPLEMENTED_MODULES}
+    missing = sorted(need - set(MMCV_SIGNATURES) - set(INHERITED_CONSTRUCTORS))
+    assert not missing, f"MMCV_SIGNATURES has no list for {missing}: add mmcv's positional parameters"
+    for name, parent in INHERITED_CONSTRUCTORS.items():
+        cls, base = getattr(visdet_ops, name), getattr(visdet_ops, parent)
+        assert issubclass(cls, base), f"{name} must subclass {parent}"
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        assert [p.kind for p in params] == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD], (
+            f"{name}.__init__ must pass (*args, **kwargs) to {parent}, as mmcv's does"
+        )
+
+
 @pytest.mark.parametrize("qualname", sorted(MMCV_SIGNATURES))
 def test_positional_parameters_and_defaults_match_mmcv(qualname):
     """mmcv's positional parameters, in mmcv's order and with mmcv's defaults,
