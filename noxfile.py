@@ -11,6 +11,8 @@
   nox -s release-rehearsal          the release steps of [tool.cibuildwheel] + publish, natively in CPython 3.10,
                                     two releases into one index, then smoke (ci/release.py)
   nox -s matrix                     the build matrix as JSON for GitHub Actions
+  nox -s reproducible               build-stable-cpu twice from two copies of the tree, compare the wheels' sha256
+                                    (-- --session build-stable-cu13 -- --arch-list 9.0 for another; ci/reproducible.py)
   nox -s gpu -- --out DIR           on a GPU machine: build, test, sanitize, benchmark
 
 Heavy sessions are opt-in (default=False): plain `nox` runs lint and tests.
@@ -164,10 +166,17 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> 
         _report(session, wheel, flavour, torch_version, None, started, None, stable is not None)
         return
     session.log("no Docker/Podman engine: building natively, then auditwheel repair")
+    try:
+        epoch, origin = variants.rules.source_date_epoch(ROOT)
+    except ValueError as exc:
+        session.error(str(exc))
+    session.log(f"SOURCE_DATE_EPOCH={epoch}: {origin}")
     env = {
         "MAX_JOBS": str(args.jobs),
         "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0",
         "VISDET_OPS_STABLE_ABI": "1" if stable else "0",
+        # The wheel's file dates (bdist_wheel, and auditwheel's rezip below) and _build_info's BUILD_TIME.
+        "SOURCE_DATE_EPOCH": str(epoch),
     }
     # The toolchain first: a missing nvcc should stop the build before gigabytes of torch download.
     if flavour.is_cuda:
@@ -201,7 +210,8 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> 
     house.mkdir(parents=True)
     # The repair steps of the release ([tool.cibuildwheel] repair-wheel-command): one list of excludes.
     for step in release.cibw_config()["repair-wheel-command"]:
-        session.run("sh", "-c", step.replace("{wheel}", str(raw)).replace("{dest_dir}", str(house)), external=True)
+        command = step.replace("{wheel}", str(raw)).replace("{dest_dir}", str(house))
+        session.run("sh", "-c", command, env={"SOURCE_DATE_EPOCH": env["SOURCE_DATE_EPOCH"]}, external=True)
     (wheel,) = house.glob("*.whl")
     compile_seconds = built_at - compile_started
     _report(session, wheel, flavour, torch_version, arch_list or None, started, compile_seconds, stable is not None)
@@ -255,6 +265,13 @@ def _make_stable_build_session(stable: variants.StableVariant) -> None:
 
 for _stable in MATRIX.stable:
     _make_stable_build_session(_stable)
+
+
+@nox.session(venv_backend="none", default=False)
+def reproducible(session: nox.Session) -> None:
+    """Build one wheel twice, from two copies of this tree in two folders, and compare the sha256 (ci/reproducible.py;
+    posargs go to it: --session build-stable-cu13 -- --arch-list 9.0 --jobs 2)."""
+    session.run(sys.executable, "-m", "ci.reproducible", *session.posargs)
 
 
 @nox.session(reuse_venv=True)

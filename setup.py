@@ -10,7 +10,9 @@ Environment:
                           major (docs/stable-abi.md)
   CUDA_HOME               the CUDA toolkit (default: nvcc on PATH, /usr/local/cuda)
   TORCH_CUDA_ARCH_LIST    override the arch list of ci/matrix.toml ("8.0;9.0+PTX")
-  SOURCE_DATE_EPOCH       build time recorded in visdet_ops/_build_info.py
+  SOURCE_DATE_EPOCH       the build's timestamp: _build_info.py's BUILD_TIME and the wheel's file dates
+                          (default: the commit time, `git log -1 --format=%ct`; without git, the newest
+                          source file's date)
   MAX_JOBS                parallel compile jobs (ninja)
 
 Build against the torch you will run with, without build isolation:
@@ -170,6 +172,16 @@ if WITH_CUDA:
     os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(ARCHS)
 
 
+# One commit gives the same wheel, wherever and whenever it is built (docs/release.md, "Verifying a wheel"): the
+# timestamp defaults to the commit's, and the environment carries it to bdist_wheel's file dates (this process) and
+# to the compilers (__DATE__).
+try:
+    EPOCH, EPOCH_SOURCE = variants.source_date_epoch(ROOT)
+except ValueError as exc:
+    fail(str(exc))
+os.environ["SOURCE_DATE_EPOCH"] = str(EPOCH)
+
+
 def command_output(cmd: list[str]) -> str:
     try:
         return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout.strip()
@@ -178,13 +190,7 @@ def command_output(cmd: list[str]) -> str:
 
 
 def build_time() -> str:
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = (
-        datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc)
-        if epoch
-        else datetime.datetime.now(datetime.timezone.utc)
-    )
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.fromtimestamp(EPOCH, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def write_build_info(package_dir: Path) -> None:
@@ -228,7 +234,9 @@ def extension():
     folders = [csrc, csrc / "common", *(csrc / "ops" / op for op in op_folders())]
     sources = sorted(str(p.relative_to(ROOT)) for d in folders for p in d.glob("*.cpp"))
     if WITH_CUDA:
-        sources += sorted(str(p.relative_to(ROOT)) for d in folders for p in d.glob("*.cu"))
+        cu_sources = sorted((p.relative_to(ROOT) for d in folders for p in d.glob("*.cu")), key=str)
+        check_unique_cu_names(cu_sources)
+        sources += map(str, cu_sources)
     else:
         sources = [s for s in sources if not s.endswith("_cuda_host.cpp")]
     cxx_flags = ["-O3", "-g0", "-fvisibility=hidden"]
@@ -239,6 +247,11 @@ def extension():
         # USE_CUDA declares aoti_torch_get_current_cuda_stream in the shim (the CUDA host files need it).
         cxx_flags += variants.stable_abi_flags(WITH_CUDA)
         nvcc_flags += variants.stable_abi_flags(WITH_CUDA)
+    # No path of this build in the binary: the source tree, the build torch and the toolkit by fixed names.
+    maps = variants.prefix_maps(ROOT, Path(torch.__file__).parent, CUDA_HOME)
+    cxx_flags += variants.reproducible_cxx_flags(maps)
+    if WITH_CUDA:
+        nvcc_flags += variants.reproducible_nvcc_flags(maps, NVCC_VERSION)
     macros = []
     if "Py_LIMITED_API" not in inspect.getsource(BuildExtension):
         # torch < 2.6 does not define it for py_limited_api extensions.
@@ -258,6 +271,16 @@ def extension():
     if STABLE_ABI and WITH_CUDA:
         link_cuda_runtime_statically(ext)
     return ext
+
+
+def check_unique_cu_names(cu_sources: list[Path]) -> None:
+    """nvcc names a .cu file's anonymous namespace after its base name and, in a reproducible build, a fixed path
+    (_build_rules.reproducible_nvcc_flags): two .cu files of one name would define the same host symbols."""
+    seen: dict[str, Path] = {}
+    for cu in cu_sources:
+        if cu.name in seen:
+            fail(f"two CUDA sources named {cu.name} ({seen[cu.name]}, {cu}): give each .cu file its own name")
+        seen[cu.name] = cu
 
 
 def link_cuda_runtime_statically(ext) -> None:
@@ -326,7 +349,8 @@ STABLE_NOTE = (
 )
 print(
     f"visdet-ops {VERSION}: torch {TORCH_VERSION}, {STABLE_NOTE}"
-    + (f"CUDA {TORCH_CUDA} (nvcc {NVCC_VERSION} at {CUDA_HOME}), archs {';'.join(ARCHS)}" if WITH_CUDA else "CPU only"),
+    + (f"CUDA {TORCH_CUDA} (nvcc {NVCC_VERSION} at {CUDA_HOME}), archs {';'.join(ARCHS)}" if WITH_CUDA else "CPU only")
+    + f"; SOURCE_DATE_EPOCH={EPOCH} ({EPOCH_SOURCE})",
     file=sys.stderr,
 )
 

@@ -65,6 +65,9 @@ def build_environment(
         "VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0",
         "VISDET_OPS_STABLE_ABI": "1" if stable else "0",
         "VISDET_OPS_TORCH_PIP_ARGS": json.dumps(flavour.torch_pip_args(torch_version)),
+        # The commit's time, read here: the container's copy of the tree may have no usable git. Every build step
+        # (setup.py, bdist_wheel, auditwheel's rezip) dates the wheel's files by it (docs/release.md).
+        "SOURCE_DATE_EPOCH": str(variant_matrix.rules.source_date_epoch(ROOT)[0]),
     }
     if flavour.is_cuda:
         env["TORCH_CUDA_ARCH_LIST"] = ";".join(arch_list or flavour.arch_list)

@@ -1,5 +1,5 @@
-"""Variant names, release numbers, the abi3 floor, the CUDA arch rules and the CUDA toolkit lookup: the one
-home of these rules.
+"""Variant names, release numbers, the abi3 floor, the CUDA arch rules, the CUDA toolkit lookup and what makes a
+build reproducible (SOURCE_DATE_EPOCH's default, the path maps): the one home of these rules.
 
 A variant is one wheel's target, pt<torch major><torch minor><cpu|cuXY> (pt213cpu, pt214cu130), or for a stable-ABI
 wheel stable<floor major><floor minor><cpu|cuX> (stable211cu13): the wheel's local version label (0.1.0+pt213cpu)
@@ -273,3 +273,95 @@ def find_cuda_home(want: Release | None = None) -> tuple[Path | None, list[str]]
         if found is not None and (want is None or found.major_minor == want.major_minor):
             return home, seen
     return None, seen
+
+
+# --- Reproducible builds ---------------------------------------------------------------------------------------
+
+# The names the source tree, the build torch and the CUDA toolkit take inside the binary. __FILE__ in a check
+# message (ours, and torch's headers' STD_TORCH_CHECK) then reads visdet-ops/csrc/ops/nms/nms.cpp or
+# torch/include/torch/csrc/stable/ops.h, never the folder the build ran in: one commit built in two folders gives
+# the same bytes (docs/release.md, "Verifying a wheel").
+SOURCE_PREFIX = "visdet-ops"
+TORCH_PREFIX = "torch"
+CUDA_PREFIX = "cuda"
+
+# The build inputs whose newest modification time stands in for the commit time where there is no git checkout.
+_EPOCH_FILES = ("setup.py", "pyproject.toml", "ci/matrix.toml")
+_EPOCH_TREES = ("csrc", "visdet_ops")
+_EPOCH_SUFFIXES = (".py", ".cpp", ".h", ".cu", ".cuh", ".toml")
+
+
+def source_date_epoch(root: str | Path) -> tuple[int, str]:
+    """The build's timestamp (reproducible-builds.org's SOURCE_DATE_EPOCH) and where it came from: the variable
+    when set; else the time of the commit checked out at `root` (`git log -1 --format=%ct`); else, in a tree
+    without git (a `git archive` export, a tarball), the newest modification time of the build's inputs, which a
+    `git archive` export sets to the commit time. It dates _build_info.py and every file of the wheel."""
+    env = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if env:
+        if not env.isdigit():
+            raise ValueError(f"SOURCE_DATE_EPOCH must be whole seconds since 1970, got {env!r}")
+        return int(env), "SOURCE_DATE_EPOCH"
+    root = Path(root).resolve()
+
+    def git(*args: str) -> str:
+        try:
+            run = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        except OSError:
+            return ""
+        return run.stdout.strip() if run.returncode == 0 else ""
+
+    # Only root's own checkout: a tree unpacked inside some other repository must not take that one's commit.
+    toplevel = git("rev-parse", "--show-toplevel")
+    if toplevel and Path(toplevel).resolve() == root:
+        stamp = git("log", "-1", "--format=%ct")
+        if stamp.isdigit():
+            return int(stamp), "the commit time (git log -1 --format=%ct)"
+    inputs = [root / f for f in _EPOCH_FILES] + [
+        p
+        for tree in _EPOCH_TREES
+        for p in (root / tree).rglob("*")
+        if p.suffix in _EPOCH_SUFFIXES and p.name != "_build_info.py" and "__pycache__" not in p.parts
+    ]
+    times = [int(p.stat().st_mtime) for p in inputs if p.is_file()]
+    if not times:
+        raise ValueError(f"{root}: no git commit and none of the build's source files to date the build by")
+    return max(times), "the newest source file (no git checkout)"
+
+
+def prefix_maps(root: str | Path, torch_dir: str | Path, cuda_home: str | Path | None = None) -> list[tuple[str, str]]:
+    """(folder, stable name) pairs for -ffile-prefix-map, each folder as given and resolved. The most general comes
+    first: GCC applies the last map that matches, and the build torch lies inside the source tree where the venv
+    does (nox's .nox/<session>/), as a provisioned CUDA toolkit does (.nox/_cache/)."""
+    pairs = []
+    for folder, name in ((root, SOURCE_PREFIX), (torch_dir, TORCH_PREFIX), (cuda_home, CUDA_PREFIX)):
+        if folder is not None:
+            pairs += [(spelling, name) for spelling in dict.fromkeys((str(Path(folder)), str(Path(folder).resolve())))]
+    return pairs
+
+
+def reproducible_cxx_flags(maps: list[tuple[str, str]]) -> list[str]:
+    """The C++ compiler's flags for a build whose bytes do not depend on its folder: -ffile-prefix-map (GCC >= 8,
+    clang >= 10) rewrites __FILE__ and debug paths alike."""
+    return [f"-ffile-prefix-map={folder}={name}" for folder, name in maps]
+
+
+def reproducible_nvcc_flags(maps: list[tuple[str, str]], nvcc: Release) -> list[str]:
+    """nvcc's flags for the same: the prefix maps for its host compiler (which also preprocesses the device code,
+    so device-side __FILE__ is mapped too), then what nvcc itself varies, measured with nvcc 13.0 by compiling one
+    .cu file twice:
+    - its intermediate files are /tmp/tmpxft_<pid>_..., and the host object's symbol table names the one it
+      compiled: -objtemp (documented in CUDA 12.4) puts them beside the object file, named after it;
+    - a .cu file's anonymous namespace is named _GLOBAL__N__<hash of the source path>_12_rois_cuda_cu_<random>,
+      in the host stubs and in the cubin alike (cudafe++ makes the names and hands them to cicc in its module id
+      file). The path is the absolute one nvcc gives cudafe++ (--orig_src_path_name, the realpath: a symlinked
+      folder does not help), and <random> changes from run to run in some files (rois_cuda.cu: 1b756e1a_<pid>).
+      cudafe++ gets one fixed path name (the last one given wins) and -frandom-seed a fixed seed (nvcc passes it on
+      to the host compiler too): the names no longer vary, and differ between files only by the .cu file's base
+      name, which setup.py requires to be unique.
+    The last two are applied from nvcc 13 on, the toolkit they were verified with here."""
+    flags = [f"-Xcompiler=-ffile-prefix-map={folder}={name}" for folder, name in maps]
+    if (nvcc.major, nvcc.minor) >= (12, 4):
+        flags.append("-objtemp")
+    if nvcc.major >= 13:
+        flags += [f"-Xcudafe=--orig_src_path_name={SOURCE_PREFIX}", f"-frandom-seed={SOURCE_PREFIX}"]
+    return flags
