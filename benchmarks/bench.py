@@ -76,6 +76,28 @@ def cpu_time_ms(fn, warmup: int = 1, repeat: int = 5) -> dict:
     return {"median_ms": statistics.median(times), "p10_ms": times[0], "p90_ms": times[-1]}
 
 
+def wall_time_per_call(fn, calls: int, sync) -> float:
+    """Seconds per call of `calls` calls made back to back between two sync() (host and device overlap, as in a
+    training loop: the per-call cost of a host-bound call)."""
+    sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
+def alternating_medians(ours, peer, rounds: int, timer) -> tuple[float, float | None]:
+    """Medians over `rounds` alternating rounds of timer(ours) and timer(peer) (peer may be None), so that a
+    drift of the machine hits both sides alike."""
+    ours_t, peer_t = [], []
+    for _ in range(rounds):
+        ours_t.append(timer(ours))
+        if peer is not None:
+            peer_t.append(timer(peer))
+    return statistics.median(ours_t), statistics.median(peer_t) if peer is not None else None
+
+
 def peak_memory_bytes(fn) -> int:
     """Peak allocated bytes during fn() above what was allocated before it."""
     torch.cuda.synchronize()

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from bench import alternating_medians  # benchmarks/bench.py: the harness's timing
 
 import visdet_ops
 
@@ -131,14 +131,10 @@ def run(families: list[str], rounds: int) -> list[dict]:
                 for fn in (ours, peer):
                     if fn:
                         fn()  # warm-up
-                times = {"ours": [], "peer": []}
-                for _ in range(rounds):
-                    times["ours"].append(_time(ours))
-                    if peer:
-                        times["peer"].append(_time(peer))
-                row = {"op": family, "case": name, "ours_ms": statistics.median(times["ours"])}
+                ours_ms, peer_ms = alternating_medians(ours, peer or None, rounds, _time)
+                row = {"op": family, "case": name, "ours_ms": ours_ms}
                 if peer:
-                    row["torchvision_ms"] = statistics.median(times["peer"])
+                    row["torchvision_ms"] = peer_ms
                     row["ratio"] = row["torchvision_ms"] / row["ours_ms"]
                 results.append(row)
                 ratio = f"{row['ratio']:.2f}x" if peer else "-"

@@ -23,12 +23,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import sys
-import time
-from collections.abc import Callable
 
 import torch
+from bench import alternating_medians, wall_time_per_call  # benchmarks/bench.py: the harness's timing
 
 import visdet_ops
 
@@ -178,15 +176,6 @@ def _msda_cases(args):
     )
 
 
-def _time_steps(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> float:
-    sync()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    return (time.perf_counter() - start) / steps * 1e3
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -218,11 +207,10 @@ def main(argv: list[str]) -> int:
         cases = _msda_cases(args) if family == "msda" else _detection_cases(args, family)
         for name, ours, theirs in cases:
             ours(), theirs()  # warm-up (and lazy initialisation) of both sides
-            ours_t, theirs_t = [], []
-            for _ in range(args.rounds):
-                ours_t.append(_time_steps(ours, args.steps, sync))
-                theirs_t.append(_time_steps(theirs, args.steps, sync))
-            row = {"case": name, "ours_ms": statistics.median(ours_t), "theirs_ms": statistics.median(theirs_t)}
+            ours_ms, theirs_ms = alternating_medians(
+                ours, theirs, args.rounds, lambda fn: wall_time_per_call(fn, args.steps, sync) * 1e3
+            )
+            row = {"case": name, "ours_ms": ours_ms, "theirs_ms": theirs_ms}
             row["ratio"] = row["theirs_ms"] / row["ours_ms"]
             rows.append(row)
             print(f"| {name} | {row['ours_ms']:.1f} | {row['theirs_ms']:.1f} | {row['ratio']:.3f}x |", flush=True)

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable, Iterator
 
 import torch
-from bench import cuda_time_ms  # benchmarks/bench.py: the harness's per-call CUDA-event timing
+from bench import alternating_medians, cuda_time_ms  # benchmarks/bench.py: the harness's timing
 
 import visdet_ops
 
@@ -44,6 +43,15 @@ def _rois(k: int, batch: int, height: int, width: int, stride: int, gen: torch.G
 def _leaves(*tensors: torch.Tensor) -> list[torch.Tensor]:
     """Fresh leaves for one call: no .grad to accumulate into (zero_grad(set_to_none=True))."""
     return [t.detach().requires_grad_() for t in tensors]
+
+
+def _fwd_bwd(fn, tensors: tuple[torch.Tensor, ...], grad: torch.Tensor | None = None) -> Callable[[], None]:
+    """One training call: fn on fresh leaves of `tensors`, then backward (grad None: a scalar loss)."""
+
+    def run():
+        fn(*_leaves(*tensors)).backward(grad)
+
+    return run
 
 
 def _roi_cases(gen: torch.Generator, tv) -> Iterator[Case]:
@@ -82,18 +90,11 @@ def _roi_cases(gen: torch.Generator, tv) -> Iterator[Case]:
             False,
         )
 
-        def pool_step(fn, x0=feats, g0=grad):
-            def run():
-                (x,) = _leaves(x0)
-                fn(x).backward(g0)
-
-            return run
-
         yield (
             "roi_pool",
             f"roi_pool fwd+bwd {shape}",
-            pool_step(lambda x, s=scale, r=rois: visdet_ops.roi_pool(x, r, 7, s)),
-            pool_step(lambda x, s=scale, r=rois: tv.roi_pool(x, r, 7, s)),
+            _fwd_bwd(lambda x, s=scale, r=rois: visdet_ops.roi_pool(x, r, 7, s), (feats,), grad),
+            _fwd_bwd(lambda x, s=scale, r=rois: tv.roi_pool(x, r, 7, s), (feats,), grad),
             False,
         )
 
@@ -112,11 +113,7 @@ def _focal_cases(gen: torch.Generator, tv) -> Iterator[Case]:
         classes = labels.clamp(max=79)
 
         def step(fn, x0=logits):
-            def run():
-                (x,) = _leaves(x0)
-                fn(x).backward()
-
-            return run
+            return _fwd_bwd(fn, (x0,))
 
         for back_to_back in (False, True):
             tag = ", back to back" if back_to_back else ""
@@ -137,19 +134,13 @@ def _focal_cases(gen: torch.Generator, tv) -> Iterator[Case]:
 
 
 def _dcn_cases(gen: torch.Generator, tv) -> Iterator[Case]:
+    from visdet_ops.ops.deform_conv import dcn_bench_case
+
     for batch, c, size in ((1, 128, 64), (1, 256, 32), (1, 512, 16), (2, 256, 100)):
-        x = torch.randn(batch, c, size, size, generator=gen).cuda()
-        weight = (torch.randn(c, c, 3, 3, generator=gen) / (c * 9) ** 0.5).cuda()
-        bias = torch.randn(c, generator=gen).cuda()
-        offset = (torch.randn(batch, 18, size, size, generator=gen) * 2).cuda()
-        mask = torch.rand(batch, 9, size, size, generator=gen).cuda()
-        grad = torch.randn(batch, c, size, size, generator=gen).cuda()
+        x, offset, mask, weight, bias, grad = dcn_bench_case(c, size, gen, batch)
 
         def step(fn, tensors=(x, offset, mask, weight, bias), grad=grad):
-            def run():
-                fn(*_leaves(*tensors)).backward(grad)
-
-            return run
+            return _fwd_bwd(fn, tensors, grad)
 
         yield (
             "dcn",
@@ -175,10 +166,7 @@ def _msda_cases(gen: torch.Generator, tv) -> Iterator[Case]:
         grad = torch.randn(bs, queries, heads * dim, generator=gen).cuda()
 
         def step(fn, tensors=(value, loc, attn), grad=grad):
-            def run():
-                fn(*_leaves(*tensors)).backward(grad)
-
-            return run
+            return _fwd_bwd(fn, tensors, grad)
 
         yield (
             "msda",
@@ -246,11 +234,10 @@ def main(argv: list[str]) -> int:
             for fn in (ours, peer):
                 for _ in range(3):
                     fn()
-            ours_t, peer_t = [], []
-            for _ in range(args.rounds):
-                ours_t.append(_time_ms(ours, args.calls, back_to_back))
-                peer_t.append(_time_ms(peer, args.calls, back_to_back))
-            row = {"case": name, "ours_ms": statistics.median(ours_t), "peer_ms": statistics.median(peer_t)}
+            ours_ms, peer_ms = alternating_medians(
+                ours, peer, args.rounds, lambda fn, b2b=back_to_back: _time_ms(fn, args.calls, b2b)
+            )
+            row = {"case": name, "ours_ms": ours_ms, "peer_ms": peer_ms}
             row["ratio"] = row["peer_ms"] / row["ours_ms"]
             rows.append(row)
             print(f"| {name} | {row['ours_ms']:.4f} | {row['peer_ms']:.4f} | {row['ratio']:.2f}x |", flush=True)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 
 import torch
+from bench import alternating_medians, wall_time_per_call  # benchmarks/bench.py: the harness's timing
 
 import visdet_ops
 
@@ -64,15 +63,6 @@ def _cases(dev: str):
     )  # fmt: skip
 
 
-def _per_call_us(fn, calls: int, sync) -> float:
-    sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / calls * 1e6
-
-
 def _top_operators(fn, calls: int, sync, limit: int = 8) -> list[tuple[str, float]]:
     from torch.profiler import ProfilerActivity, profile
 
@@ -104,11 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         for fn in (ours, peer):
             for _ in range(20):
                 fn()
-        times = {"ours": [], "peer": []}
-        for _ in range(args.rounds):
-            times["ours"].append(_per_call_us(ours, args.calls, sync))
-            times["peer"].append(_per_call_us(peer, args.calls, sync))
-        row = {"case": name, **{k: statistics.median(v) for k, v in times.items()}}
+        ours_us, peer_us = alternating_medians(
+            ours, peer, args.rounds, lambda fn: wall_time_per_call(fn, args.calls, sync) * 1e6
+        )
+        row = {"case": name, "ours": ours_us, "peer": peer_us}
         row["ratio"] = row["peer"] / row["ours"]
         print(f"| {name} | {row['ours']:.1f} | {row['peer']:.1f} | {row['ratio']:.2f}x |", flush=True)
         if args.profile:

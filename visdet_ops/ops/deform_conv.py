@@ -552,9 +552,10 @@ DCN_BENCH_SHAPES = ((128, 64), (256, 32), (512, 16))
 DCN_BENCH_BATCH = 8
 
 
-def dcn_bench_case(channels: int, size: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    """DCNv2 inputs on the GPU, float32: x, offset, mask, weight, bias and a grad_output."""
-    n = DCN_BENCH_BATCH
+def dcn_bench_case(
+    channels: int, size: int, gen: torch.Generator, n: int = DCN_BENCH_BATCH
+) -> tuple[torch.Tensor, ...]:
+    """DCNv2 inputs on the GPU, float32, batch n: x, offset, mask, weight, bias and a grad_output."""
     x = torch.randn(n, channels, size, size, generator=gen).cuda()
     weight = (torch.randn(channels, channels, 3, 3, generator=gen) / (channels * 9) ** 0.5).cuda()
     bias = torch.randn(channels, generator=gen).cuda()
