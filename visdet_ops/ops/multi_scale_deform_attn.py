@@ -351,6 +351,22 @@ class MultiScaleDeformableAttention(nn.Module):
         return self.dropout(output) + identity
 
 
+def _draw_off_kinks(shape, spatial: torch.Tensor, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """Sampling locations in [-0.2, 1.2), rounded to dtype, none of them where the bilinear sample has a
+    kink: a pixel position `loc * size - 0.5` that is a whole number. There the gradient of the location
+    has no one value (at -1 and at size the kernel counts the point as outside, grid_sample takes one
+    side), and 16-bit rounding lands on such positions often (x = -0.125 at width 4)."""
+    size = spatial.flip(-1).to(torch.float64)[:, None, :]  # [levels, 1, (W, H)] against [..., levels, points, 2]
+    loc = torch.empty(shape, dtype=torch.float64)
+    redraw = torch.ones(shape, dtype=torch.bool)
+    while redraw.any():
+        fresh = (torch.rand(shape, generator=gen, dtype=torch.float64) * 1.4 - 0.2).to(dtype).double()
+        loc = torch.where(redraw, fresh, loc)
+        position = loc * size - 0.5
+        redraw = (position - position.round()).abs() < 1e-9
+    return loc
+
+
 @example("multi_scale_deformable_attn")
 def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
     """head_dim 32 (on CUDA: vector loads + warp-shuffle reduction), 3 (scalar loads + atomic reduction)
@@ -363,7 +379,7 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     tol = 1e-4 if dtype in (torch.float32, torch.float64) else 1e-1
     for dim, heads in ((32, 2), (3, 3), (256, 1)):
         value = torch.randn(2, 58, heads, dim, generator=gen, dtype=torch.float64).to(dtype).double()
-        loc = (torch.rand(2, 37, heads, 3, 4, 2, generator=gen, dtype=torch.float64) * 1.4 - 0.2).to(dtype).double()
+        loc = _draw_off_kinks((2, 37, heads, 3, 4, 2), spatial, dtype, gen)
         attn = torch.rand(2, 37, heads, 3, 4, generator=gen, dtype=torch.float64).to(dtype).double()
         inputs = [t.to(device, dtype, copy=True).requires_grad_() for t in (value, loc, attn)]
         out = multi_scale_deformable_attn(inputs[0], spatial.to(device), start.to(device), inputs[1], inputs[2])
