@@ -25,7 +25,7 @@ import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 import visdet_ops  # noqa: F401  (loads _C: registers every op)
 from visdet_ops import _loader
@@ -33,6 +33,9 @@ from visdet_ops.ops import EXAMPLES
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MIN_CALLS = 500
+# Public training calls (--public) are up to 100 times an op call's cost (a whole forward and backward through
+# autograd); 200 still shows a leak of a byte a call in glibc's bytes in use.
+MIN_PUBLIC_CALLS = 200
 
 
 def str_ops() -> list[str]:
@@ -79,6 +82,84 @@ def capture(device: torch.device) -> dict[str, tuple]:
     return mode.calls
 
 
+def _public_functions() -> list[tuple[object, str]]:
+    """(module, name) of every public function of the op modules (classes call these)."""
+    import inspect
+    import pkgutil
+
+    from visdet_ops import ops
+
+    found = []
+    for info in pkgutil.iter_modules(ops.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = __import__(f"visdet_ops.ops.{info.name}", fromlist=["__all__"])
+        found += [(module, name) for name in module.__all__ if inspect.isfunction(getattr(module, name))]
+    return found
+
+
+def _fresh(x):
+    """A new leaf per call (fresh .grad, as after zero_grad(set_to_none=True)) on the captured data."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().requires_grad_(x.requires_grad)
+    return x
+
+
+def capture_public(device: torch.device) -> dict[str, tuple]:
+    """Of each public function (by module.name), the smallest call with no empty tensor that the example cases make
+    (fewest elements: the most calls in the time), as a user makes it: through the Python wrapper, with autograd.
+    Replayed by public_call()."""
+    calls: dict[str, tuple] = {}
+    sizes: dict[str, int] = {}
+    originals = [(module, name, getattr(module, name)) for module, name in _public_functions()]
+
+    def recorder(module, name, fn):
+        def record(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            key = f"{module.__name__.rsplit('.', 1)[1]}.{name}"
+            tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            size = sum(t.numel() for t in tensors)
+            if tensors and all(t.numel() > 0 for t in tensors) and size < sizes.get(key, size + 1):
+
+                def keep(x):
+                    if isinstance(x, torch.Tensor):
+                        return x.detach().clone().requires_grad_(x.requires_grad and x.is_floating_point())
+                    return x
+
+                calls[key] = (fn, tree_map(keep, args), tree_map(keep, kwargs))
+                sizes[key] = size
+            return out
+
+        return record
+
+    for module, name, fn in originals:
+        setattr(module, name, recorder(module, name, fn))
+    gen = torch.Generator().manual_seed(0)
+    try:
+        for example in EXAMPLES.values():
+            error = example.run(device, torch.float32, gen)
+            if error is not None:
+                raise SystemExit(f"{example.family} example failed on {device}: {error}")
+    finally:
+        for module, name, fn in originals:
+            setattr(module, name, fn)
+    return calls
+
+
+def public_call(call: tuple):
+    """One training call of a captured public call: fresh leaves, the function, then backward of the sum of its
+    floating outputs that require grad (where any does)."""
+    fn, args, kwargs = call
+
+    def run():
+        out = fn(*tree_map(_fresh, args), **tree_map(_fresh, kwargs))
+        grads = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
+        if grads:
+            sum(o.sum() for o in grads).backward()
+
+    return run, (), {}
+
+
 def _mallinfo2():
     class MallInfo2(ctypes.Structure):
         _fields_ = [
@@ -122,7 +203,7 @@ def _window(func, args, kwargs, device: torch.device, calls: int) -> dict[str, i
     return {k: (None if before[k] is None else after[k] - before[k]) for k in before}
 
 
-def measure(call: tuple, device: torch.device, max_calls: int, seconds: float) -> dict:
+def measure(call: tuple, device: torch.device, max_calls: int, seconds: float, min_calls: int = MIN_CALLS) -> dict:
     """Calls the op at most max_calls times, fewer where that would take longer than `seconds` (the bytes-in-use
     reading is exact, so a few hundred calls show a leak of a byte a call), after a tenth as many warm-up calls;
     twice. The growth reported is the smaller of the two windows': a leak grows memory in both, while a one-off
@@ -138,7 +219,7 @@ def measure(call: tuple, device: torch.device, max_calls: int, seconds: float) -
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     per_call = (time.perf_counter() - started) / 10
-    calls = max(MIN_CALLS, min(max_calls, int(seconds / max(per_call, 1e-9))))
+    calls = max(min_calls, min(max_calls, int(seconds / max(per_call, 1e-9))))
     for _ in range(max(calls // 10, 10)):
         func(*args, **kwargs)
     started = time.perf_counter()
@@ -159,9 +240,23 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20000, help="calls per op, at most")
     parser.add_argument("--seconds", type=float, default=0.5, help="time per op, about (at least MIN_CALLS calls)")
     parser.add_argument("--ops", nargs="*", help="qualnames (default: every captured op)")
+    parser.add_argument(
+        "--public",
+        action="store_true",
+        help="measure each public function's training call (wrapper + autograd: forward and backward) instead",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     device = torch.device(args.device)
+    if args.public:
+        captured = capture_public(device)
+        functions = sorted(f"{m.__name__.rsplit('.', 1)[1]}.{n}" for m, n in _public_functions())
+        wanted = args.ops or sorted(captured)
+        results = {
+            k: measure(public_call(captured[k]), device, args.calls, args.seconds, MIN_PUBLIC_CALLS) for k in wanted
+        }
+        print(json.dumps({"ops": results, "functions": functions}))
+        return
     captured = capture(device)  # with autograd: the examples' backward calls the backward ops
     wanted = args.ops or sorted(captured)
     results = {q: measure(captured[q], device, args.calls, args.seconds) for q in wanted if q in captured}

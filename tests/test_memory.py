@@ -44,10 +44,10 @@ RSS_BYTES_PER_CALL = 4.0
 RSS_SLACK_BYTES = 64 * 1024
 
 
-def _measure(device: str) -> dict:
+def _measure(device: str, *extra: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(Path(visdet_ops.__file__).resolve().parent.parent), OMP_NUM_THREADS="1")
     done = subprocess.run(
-        [sys.executable, str(WORKER), "--device", device, "--calls", str(CALLS), "--seconds", str(SECONDS)],
+        [sys.executable, str(WORKER), "--device", device, "--calls", str(CALLS), "--seconds", str(SECONDS), *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -70,6 +70,24 @@ def _build() -> str:
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
+def _growth_failures(results: dict) -> list[str]:
+    failed = []
+    for name, r in sorted(results["ops"].items()):
+        calls = r["calls"]
+        allowed = {
+            "host RSS": (r["rss_growth"], RSS_BYTES_PER_CALL * calls + RSS_SLACK_BYTES),
+            "glibc bytes in use": (r["heap_growth"], HEAP_BYTES_PER_CALL * calls),
+            "CUDA memory allocated": (r["cuda_growth"], CUDA_BYTES_PER_CALL * calls),
+        }
+        failed += [
+            f"{name}{' (str argument)' if name in results.get('str_ops', ()) else ''}: {what} grew {value} B over "
+            f"{calls} calls ({value / calls:.2f} B per call; {limit:.0f} B allowed)"
+            for what, (value, limit) in allowed.items()
+            if value is not None and value > limit
+        ]
+    return failed
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_no_op_grows_memory_per_call(device):
     """One worker process per device measures every op (a process per op would cost seconds of start-up each);
@@ -80,18 +98,17 @@ def test_no_op_grows_memory_per_call(device):
     assert not unmeasured, (
         f"ops that no example case calls on {device}, so their memory per call is unmeasured: {unmeasured}"
     )
-    failed = []
-    for qualname, r in sorted(results["ops"].items()):
-        calls = r["calls"]
-        allowed = {
-            "host RSS": (r["rss_growth"], RSS_BYTES_PER_CALL * calls + RSS_SLACK_BYTES),
-            "glibc bytes in use": (r["heap_growth"], HEAP_BYTES_PER_CALL * calls),
-            "CUDA memory allocated": (r["cuda_growth"], CUDA_BYTES_PER_CALL * calls),
-        }
-        failed += [
-            f"{qualname}{' (str argument)' if qualname in results['str_ops'] else ''}: {what} grew {value} B over "
-            f"{calls} calls ({value / calls:.2f} B per call; {limit:.0f} B allowed)"
-            for what, (value, limit) in allowed.items()
-            if value is not None and value > limit
-        ]
+    failed = _growth_failures(results)
+    assert not failed, f"{_build()} build on {device}:\n" + "\n".join(failed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_public_training_call_grows_memory(device):
+    """The soak of what a user runs: each public function's call as the example cases make it, through its Python
+    wrapper and autograd (fresh leaves, forward, backward of the outputs' sum), in the same windows and limits as the
+    ops above. A leak in Python (a cache keyed per call, a graph kept alive) shows here and not below autograd."""
+    results = _measure(_device(device), "--public")
+    unmeasured = sorted(set(results["functions"]) - set(results["ops"]))
+    assert not unmeasured, f"public functions that no example case calls on {device} (unmeasured): {unmeasured}"
+    failed = _growth_failures(results)
     assert not failed, f"{_build()} build on {device}:\n" + "\n".join(failed)

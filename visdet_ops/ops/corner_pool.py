@@ -139,10 +139,10 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     from ._examples import forward_backward
 
     x = torch.randint(-3, 4, (2, 3, 37, 45), generator=gen).double()
+    # Each mode through its mmcv-named function (top_pool, ...), which calls corner_pool(t, mode).
+    named = {"top": top_pool, "bottom": bottom_pool, "left": left_pool, "right": right_pool}
     for mode in MODES:
-        error = forward_backward(
-            lambda t, m=mode: corner_pool(t, m), lambda t, m=mode: corner_pool_reference(t, m), [x], dtype, gen, device
-        )
+        error = forward_backward(named[mode], lambda t, m=mode: corner_pool_reference(t, m), [x], dtype, gen, device)
         if error is not None:
             return f"corner_pool {mode}: {error}"
     return None

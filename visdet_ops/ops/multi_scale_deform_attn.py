@@ -386,7 +386,8 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
         out.sum().backward()
         synchronize(device)
         ref_inputs = [t.detach().clone().requires_grad_() for t in (value, loc, attn)]
-        want = multi_scale_deformable_attn_reference(ref_inputs[0], spatial, ref_inputs[1], ref_inputs[2])
+        # mmcv's public grid_sample function (multi_scale_deformable_attn_pytorch: the float64 reference).
+        want = multi_scale_deformable_attn_pytorch(ref_inputs[0], spatial, ref_inputs[1], ref_inputs[2])
         want.sum().backward()
         if not torch.allclose(out.detach().cpu().double(), want.detach(), rtol=tol, atol=tol):
             return f"multi_scale_deformable_attn head_dim {dim}: wrong output"

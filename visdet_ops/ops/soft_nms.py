@@ -91,6 +91,11 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
         tol = 1e-5 if dtype in (torch.float32, torch.float64) else 2e-2
         if got.shape != want.shape or not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
             return f"soft_nms (classes: {cls is not None}): wrong scores"
+    # The public function (mmcv's (dets, inds)): the same boxes and scores as the op.
+    inds, scores_kept = torch.ops.visdet_ops.soft_nms(bd, sd, 0.3, 0.5, 0.01, "linear", 0)
+    dets, public_inds = soft_nms(bd, sd, 0.3, 0.5, 0.01, "linear", 0)
+    if not torch.equal(public_inds, inds) or not torch.equal(dets, torch.cat((bd[inds], scores_kept[:, None]), 1)):
+        return "soft_nms: the public function's (dets, inds) differ from the op's"
     if dtype == torch.float64 and device.type == "cuda":
         boxes, scores = draw_boxes(30000, gen)
         boxes = boxes * 20
