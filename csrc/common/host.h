@@ -95,6 +95,18 @@ void dispatch_float_double(ScalarType dtype, const char* op, F&& f) {
   }
 }
 
+// The one "16-bit computes in float32" rule of the ops: float16 and bfloat16
+// are storage types whose arithmetic (accumulations, sample positions, RoI
+// coordinates, GEMM columns) is float32; float32 and float64 compute in
+// themselves (at::opmath_type's rule).
+inline bool is_reduced_float(ScalarType t) {
+  return t == ScalarType::Half || t == ScalarType::BFloat16;
+}
+
+inline ScalarType compute_dtype(ScalarType t) {
+  return is_reduced_float(t) ? ScalarType::Float : t;
+}
+
 inline bool is_floating(ScalarType t) {
   return t == ScalarType::Float || t == ScalarType::Double ||
          t == ScalarType::Half || t == ScalarType::BFloat16;

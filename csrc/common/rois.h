@@ -50,9 +50,7 @@ inline void check_sampling_ratio(int64_t sampling_ratio, const char* op) {
 // float16/bfloat16 (sample positions in max mode and gradient accumulation
 // buffers use it), the dtype itself otherwise.
 inline host::ScalarType roi_compute_dtype(host::ScalarType dtype) {
-  return dtype == host::ScalarType::Half || dtype == host::ScalarType::BFloat16
-             ? host::ScalarType::Float
-             : dtype;
+  return host::compute_dtype(dtype);
 }
 
 // rois may come in the dtype of the feature map or in the kernels' compute

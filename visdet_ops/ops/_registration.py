@@ -2,9 +2,9 @@
 determinism alert, the refusal of double backward, and the autograd formula (`register_autograd`: through
 torch.library.register_autograd, plus the cheap eager entry point the public functions call).
 
-The ported ops (docs/stable-abi.md, "What is ported") use these in BOTH builds, classic and stable, so that each op
-has one source of this logic. The rules copy what the C++ helpers of the classic build do (csrc/common/autocast.h,
-at::globalContext().alertNotDeterministic), so behaviour does not depend on the build."""
+Every op uses these in BOTH builds, classic and stable (docs/stable-abi.md, "What moved to Python, for both builds"),
+so that each op has one source of this logic. The rules copy what the classic build's C++ did before the port
+(at::autocast::cached_cast, at::globalContext().alertNotDeterministic), so behaviour does not depend on the build."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ def register_autocast(op_name: str, make_kernel: Callable[[str], Callable]) -> N
         _AUTOCAST_LIBRARY.impl(op_name, autocast_kernel, key)
 
 
-def register_autograd(op_name: str, backward: Callable, setup_context: Callable) -> Callable:
+def register_autograd(
+    op_name: str, backward: Callable, setup_context: Callable, backward_uses_autograd: bool = False
+) -> Callable:
     """Registers backward/setup_context as the autograd formula of visdet_ops::<op_name>
     (torch.library.register_autograd: what torch.compile, opcheck and direct torch.ops calls use), makes the op's
     private backward op (visdet_ops::_<op_name>_backward, where the op has one) refuse double backward, and
@@ -73,7 +75,8 @@ def register_autograd(op_name: str, backward: Callable, setup_context: Callable)
     def eager_backward(ctx, *grads):
         # Grad mode is off in a backward unless create_graph: then nothing records a graph, so the backward op's own
         # autograd kernel (refuse_double_backward, a Python wrapper of torch.library's) is skipped like the forward's.
-        if torch.is_grad_enabled():
+        # Not for a backward that differentiates something itself (backward_uses_autograd: bbox_overlaps').
+        if backward_uses_autograd or torch.is_grad_enabled():
             return backward(ctx, *grads)
         with torch._C._AutoDispatchBelowAutograd():
             return backward(ctx, *grads)

@@ -56,7 +56,7 @@ def _backward(ctx, grad):
 
 
 # Autograd and autocast are registered here, for the classic and the stable build alike (docs/stable-abi.md).
-_bbox_overlaps = register_autograd("bbox_overlaps", _backward, _setup_context)
+_bbox_overlaps = register_autograd("bbox_overlaps", _backward, _setup_context, backward_uses_autograd=True)
 
 
 # Autocast: both box sets go to float32 (float64 stays float64): coordinates are never rounded to 16 bits, and an IoU
@@ -141,39 +141,3 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
         if not torch.allclose(got.cpu().double(), want, rtol=tol, atol=tol):
             return f"bbox_overlaps {mode} aligned: wrong result"
     return None
-
-
-from . import benchmark  # noqa: E402 - the benchmark declarations' own import, kept with them
-
-
-@benchmark("bbox_overlaps")
-def _benchmark(bench) -> None:
-    """IoU of clustered boxes, float32 (against torchvision's box_iou, same values first) and float16."""
-    from ._benchmarks import detection_boxes
-
-    tv = bench.tv
-
-    def case(m: int, n: int) -> None:
-        a, _ = detection_boxes(m, bench.gen)
-        b, _ = detection_boxes(n, bench.gen)
-        ours = bbox_overlaps(a, b)
-        row = {"op": "bbox_overlaps", "case": f"{m} x {n} iou, float32"}
-        row["ours"] = bench.cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(a, b, "iou", False, 0))
-        bench.forward_traffic(row, row["ours"]["median_ms"], ours.numel() * 4 + (m + n) * 16)
-        if tv is not None:
-            torch.testing.assert_close(tv.box_iou(a, b), ours)
-            row["peer"] = bench.cuda_time_ms(lambda: tv.box_iou(a, b))
-            row["peer_name"] = "torchvision.ops.box_iou"
-        bench.results.append(row)
-
-    for m, n in ((1000, 1000), (5000, 5000), (20000, 20000), (20000, 100)):
-        case(m, n)
-    a, _ = detection_boxes(5000, bench.gen)
-    b, _ = detection_boxes(5000, bench.gen)
-    ah, bh = a.half(), b.half()
-    row = {"op": "bbox_overlaps", "case": "5000 x 5000 iou, float16"}
-    row["ours"] = bench.cuda_time_ms(lambda: torch.ops.visdet_ops.bbox_overlaps(ah, bh, "iou", False, 0))
-    if tv is not None:
-        row["peer"] = bench.cuda_time_ms(lambda: tv.box_iou(ah, bh))
-        row["peer_name"] = "torchvision.ops.box_iou"
-    bench.results.append(row)

@@ -81,9 +81,8 @@ BboxOverlapsPrepared bbox_overlaps_prepare(const Tensor& bboxes1,
   out_sizes.push_back(rows);
   if (!aligned) out_sizes.push_back(cols);
   p.shape = BboxOverlapsShape{batch, rows, cols, mode_value, aligned};
-  const bool widen = widen_16bit && (p.dtype == ScalarType::Half ||
-                                     p.dtype == ScalarType::BFloat16);
-  const ScalarType compute = widen ? ScalarType::Float : p.dtype;
+  const ScalarType compute =
+      widen_16bit ? host::compute_dtype(p.dtype) : p.dtype;
   p.output = host::empty_of_sizes(out_sizes, compute, bboxes1);
   p.boxes1 = host::contiguous(host::to_dtype(bboxes1, compute));
   p.boxes2 = host::contiguous(host::to_dtype(bboxes2, compute));

@@ -44,8 +44,7 @@ CornerPoolShape check_input(const Tensor& input, host::StringArg mode,
 }
 
 ScalarType compute_dtype(ScalarType dtype, bool widen_16bit) {
-  const bool reduced = dtype == ScalarType::Half || dtype == ScalarType::BFloat16;
-  return widen_16bit && reduced ? ScalarType::Float : dtype;
+  return widen_16bit ? host::compute_dtype(dtype) : dtype;
 }
 
 }  // namespace

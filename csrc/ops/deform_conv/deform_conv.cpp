@@ -71,15 +71,6 @@ void check_tensor(const Tensor& input, const Tensor& t,
 }
 
 
-bool is_reduced_float(ScalarType t) {
-  return t == ScalarType::Half || t == ScalarType::BFloat16;
-}
-
-// The accumulation type of the gradients (at::opmath_type): float32 for the
-// 16-bit types, else the type itself.
-ScalarType accumulation_type(ScalarType t) {
-  return is_reduced_float(t) ? ScalarType::Float : t;
-}
 
 // Checks every argument (the messages name input's dtype and shapes as
 // given) and returns the prepared arguments in the kernels' dtype: float32
@@ -163,9 +154,10 @@ DeformConvForward prepare(const Tensor& input, const Tensor& offset,
   a.params = p;
   a.out_channels = out_channels;
   a.dtype = host::dtype_of(input);
-  const ScalarType kt = is_reduced_float(a.dtype) && !kernels.reduced_float_kernels
-                            ? ScalarType::Float
-                            : a.dtype;
+  const ScalarType kt =
+      host::is_reduced_float(a.dtype) && !kernels.reduced_float_kernels
+          ? ScalarType::Float
+          : a.dtype;
   const auto prepared = [kt](const Tensor& t) {
     return host::contiguous(host::to_dtype(t, kt));
   };
@@ -239,7 +231,7 @@ DeformConvBackward deform_conv_prepare_backward(
   const DeformConvForward& a = b.args;
   const DeformConvShape& s = a.shape;
   const int64_t n = s.batch, cout = a.out_channels;
-  if (is_reduced_float(a.dtype) && !kernels.reduced_float_kernels) {
+  if (host::is_reduced_float(a.dtype) && !kernels.reduced_float_kernels) {
     // The order the float32 path of 16-bit CPU calls has always checked in.
     check_same_dtype(input, grad_output, kOp, "input", "grad_output");
   }
@@ -252,7 +244,7 @@ DeformConvBackward deform_conv_prepare_backward(
                kOp, ": grad_output must have shape [", n, ", ", cout, ", ",
                s.out_h, ", ", s.out_w, "], got ", host::shape_of(grad_output));
   const ScalarType kt = host::dtype_of(a.input);
-  const ScalarType acc = accumulation_type(kt);
+  const ScalarType acc = host::compute_dtype(kt);  // accumulation
   b.grad_output = host::contiguous(host::to_dtype(grad_output, kt));
   // With work to do, every element of grad_offset, grad_mask and grad_weight
   // is written by the chunks (col2im writes each offset/mask gradient once,
@@ -331,7 +323,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> deform_conv2d_backward(
   const DeformConvShape& s = a.shape;
   const int64_t n = s.batch, cout = a.out_channels, plane = s.out_plane();
   const ScalarType kt = host::dtype_of(a.input);
-  const ScalarType acc = accumulation_type(kt);
+  const ScalarType acc = host::compute_dtype(kt);  // accumulation
   const int64_t groups = a.params.groups;
   const int64_t rows = s.channels * s.kernel_points();
   const int64_t cin_g = s.channels / groups;

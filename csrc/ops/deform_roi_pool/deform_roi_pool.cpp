@@ -26,16 +26,6 @@ const Tensor* present(const std::optional<Tensor>& offset) {
   return offset.has_value() && offset->defined() ? &*offset : nullptr;
 }
 
-// float32/float64, and float16/bfloat16 (read directly, computed in float32).
-void check_dtype(const Tensor& input) {
-  check_floating(input, kOp, "input");
-  const ScalarType t = host::dtype_of(input);
-  VISDET_CHECK(t == ScalarType::Float || t == ScalarType::Double ||
-                   t == ScalarType::Half || t == ScalarType::BFloat16,
-               kOp, ": input must be float32, float64, float16 or bfloat16, "
-               "got ", t);
-}
-
 // Checks shared by forward and backward; returns the launch shape.
 DeformRoIPoolShape check_inputs(const Tensor& input, const Tensor& rois,
                                 const Tensor* offset, int64_t pooled_height,
@@ -44,7 +34,8 @@ DeformRoIPoolShape check_inputs(const Tensor& input, const Tensor& rois,
   check_dim(input, 4, kOp, "input");
   check_dim(rois, 2, kOp, "rois");
   check_size(rois, 1, 5, kOp, "rois", "[K, 5] (batch_index, x1, y1, x2, y2)");
-  check_dtype(input);
+  // float32/float64, and float16/bfloat16 (read directly, computed in float32).
+  check_floating(input, kOp, "input");
   check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
   VISDET_CHECK(pooled_height > 0 && pooled_width > 0, kOp,

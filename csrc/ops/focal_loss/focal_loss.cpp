@@ -280,8 +280,7 @@ Tensor focal_loss_backward_cpu_kernel(FocalKind kind, const Tensor& grad_output,
 // float16/bfloat16 on the CPU compute through float32 copies, rounded once to
 // the input's dtype.
 bool is_reduced_float(const Tensor& t) {
-  const ScalarType dtype = host::dtype_of(t);
-  return dtype == ScalarType::Half || dtype == ScalarType::BFloat16;
+  return host::is_reduced_float(host::dtype_of(t));
 }
 
 std::optional<Tensor> float_if_reduced(const std::optional<Tensor>& t) {

@@ -87,21 +87,15 @@ void check_bias(const Tensor& features, const Tensor& bias,
   check_same_device(features, bias, kOp, "features", "bias");
 }
 
-bool is_reduced_float(ScalarType t) {
-  return t == ScalarType::Half || t == ScalarType::BFloat16;
-}
-
 // The dtype the device's kernels read and write for a features dtype.
 ScalarType kernel_type(ScalarType t, const MaskedConvDevice& device) {
-  return is_reduced_float(t) && !device.reduced_float_kernels
+  return host::is_reduced_float(t) && !device.reduced_float_kernels
              ? ScalarType::Float
              : t;
 }
 
 // The dtype of the columns and of the GEMMs: float32 for 16-bit features.
-ScalarType column_type(ScalarType t) {
-  return is_reduced_float(t) ? ScalarType::Float : t;
-}
+ScalarType column_type(ScalarType t) { return host::compute_dtype(t); }
 
 // The positions of mask [1 or N, H, W] inside the [N, map_h, map_w] map, as
 // a bool map (expanded over the batch).
@@ -132,7 +126,7 @@ MaskedConvForward masked_conv_prepare_forward(
     const std::optional<Tensor>& bias, int64_t pad_h, int64_t pad_w,
     const MaskedConvDevice& device) {
   const ScalarType dtype = host::dtype_of(features);
-  if (is_reduced_float(dtype) && !device.reduced_float_kernels) {
+  if (host::is_reduced_float(dtype) && !device.reduced_float_kernels) {
     // The order the float32 path of 16-bit CPU calls has always checked in.
     check_same_dtype(features, weight, kOp, "features", "weight");
     if (bias.has_value()) {
@@ -164,7 +158,7 @@ MaskedConvBackward masked_conv_prepare_backward(
     const Tensor& weight, int64_t pad_h, int64_t pad_w,
     const MaskedConvDevice& device) {
   const ScalarType dtype = host::dtype_of(features);
-  if (is_reduced_float(dtype) && !device.reduced_float_kernels) {
+  if (host::is_reduced_float(dtype) && !device.reduced_float_kernels) {
     // The order the float32 path of 16-bit CPU calls has always checked in.
     check_same_dtype(features, weight, kOp, "features", "weight");
     check_same_dtype(grad_output, features, kOp, "grad_output", "features");

@@ -19,14 +19,6 @@ using host::Tensor;
 
 constexpr const char* kOp = "multi_scale_deformable_attn";
 
-// The dtype the kernels compute (and read sampling locations and attention
-// weights) in: float32 for 16-bit value, else value's dtype.
-ScalarType msda_compute_dtype(ScalarType dtype) {
-  return dtype == ScalarType::Half || dtype == ScalarType::BFloat16
-             ? ScalarType::Float
-             : dtype;
-}
-
 void check_shapes(const Tensor& value, const Tensor& spatial_shapes,
                   const Tensor& level_start_index,
                   const Tensor& sampling_locations,
@@ -44,7 +36,7 @@ void check_shapes(const Tensor& value, const Tensor& spatial_shapes,
   // produces). The kernels read them in the compute dtype, so a location is
   // never rounded to 16 bits (bfloat16 would leave ~0.4 px on a 200-px map).
   const ScalarType dtype = host::dtype_of(value);
-  const ScalarType compute = msda_compute_dtype(dtype);
+  const ScalarType compute = host::compute_dtype(dtype);
   for (const auto& [t, name] :
        {std::pair<const Tensor&, const char*>{sampling_locations,
                                               "sampling_locations"},
@@ -179,7 +171,7 @@ void prepare_inputs(Prepared& p, const Tensor& value,
   p.value = host::contiguous(value);
   p.spatial_shapes = level_table(spatial_shapes, value);
   p.level_start_index = level_table(level_start_index, value);
-  const ScalarType compute = msda_compute_dtype(host::dtype_of(value));
+  const ScalarType compute = host::compute_dtype(host::dtype_of(value));
   p.sampling_locations =
       host::contiguous(host::to_dtype(sampling_locations, compute));
   p.attention_weights =
@@ -227,7 +219,7 @@ MSDABackward msda_prepare_backward(const Tensor& grad_output,
   b.value_dtype = host::dtype_of(value);
   b.sampling_locations_dtype = host::dtype_of(sampling_locations);
   b.attention_weights_dtype = host::dtype_of(attention_weights);
-  const ScalarType compute = msda_compute_dtype(b.value_dtype);
+  const ScalarType compute = host::compute_dtype(b.value_dtype);
   b.grad_value = host::zeros(
       {s.batch, s.num_keys, s.num_heads, s.head_dim}, compute, value);
   b.grad_sampling_locations =
