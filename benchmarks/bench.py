@@ -23,7 +23,12 @@ from pathlib import Path
 import torch
 
 import visdet_ops
-from visdet_ops.ops import BENCHMARKS, EXAMPLES, Benchmark
+from visdet_ops.ops import EXAMPLES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: op_benchmarks, wherever bench.py runs from
+from op_benchmarks import Benchmark, load_all  # noqa: E402
+
+BENCHMARKS = load_all()
 
 
 def op_families() -> list[str]:

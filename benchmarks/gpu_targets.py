@@ -134,7 +134,7 @@ def _focal_cases(gen: torch.Generator, tv) -> Iterator[Case]:
 
 
 def _dcn_cases(gen: torch.Generator, tv) -> Iterator[Case]:
-    from visdet_ops.ops.deform_conv import dcn_bench_case
+    from op_benchmarks.deform_conv import dcn_bench_case
 
     for batch, c, size in ((1, 128, 64), (1, 256, 32), (1, 512, 16), (2, 256, 100)):
         x, offset, mask, weight, bias, grad = dcn_bench_case(c, size, gen, batch)

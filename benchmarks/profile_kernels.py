@@ -1,7 +1,7 @@
 """Per-kernel GPU time of one forward + backward, from torch.profiler: where
 the time of the ops whose goals are tight goes (DCNv2 against torchvision's
 deform_conv2d, carafe against carafe_naive), at the shapes of their benchmarks (DCN_BENCH_SHAPES in
-visdet_ops/ops/deform_conv.py; carafe's FPN levels).
+benchmarks/op_benchmarks/deform_conv.py; carafe's FPN levels).
 
   PYTHONPATH=. python3 benchmarks/profile_kernels.py [--steps 10] [--timeline]
   ncu --kernel-name regex:col2im --launch-skip 1 --launch-count 1 \\
@@ -20,10 +20,10 @@ import argparse
 from collections import defaultdict
 
 import torch
+from op_benchmarks.deform_conv import DCN_BENCH_SHAPES, dcn_bench_case
 from torch.profiler import ProfilerActivity, profile, record_function
 
 import visdet_ops
-from visdet_ops.ops.deform_conv import DCN_BENCH_SHAPES, dcn_bench_case
 
 
 def warm_up(fn) -> None:

@@ -1,7 +1,8 @@
 """Every operator registered in torch.ops.visdet_ops has what the project promises for an op: a fake impl
 (torch.compile), an opcheck of the call its module's example case makes, that example case calling it (the doctor, the
-sanitizer sweep and tests/test_examples.py run those), a benchmark of its family (its module's `@benchmark`s,
-which benchmarks/bench.py runs) and a docs section. A new op that misses one fails here, by name.
+sanitizer sweep and tests/test_examples.py run those), a benchmark of its family (the `@benchmark`s of
+benchmarks/op_benchmarks/<family>.py, which benchmarks/bench.py runs) and a docs section. A new op that misses one
+fails here, by name.
 
 An op's family is the module of visdet_ops/ops/ that registers its fake impl; its test file is
 tests/ops/test_<module>.py, its docs section the `## <module>` section of docs/ops.md."""
@@ -20,7 +21,7 @@ from torch._library.simple_registry import singleton
 
 import visdet_ops
 from visdet_ops import _loader
-from visdet_ops.ops import BENCHMARKS, EXAMPLES
+from visdet_ops.ops import EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = _loader.op_names()
@@ -37,6 +38,7 @@ def _load_bench():
 
 
 BENCH = _load_bench()
+BENCHMARKS = BENCH.BENCHMARKS  # benchmarks/op_benchmarks/<family>.py's declarations
 
 
 def _fake_module(qualname: str) -> str:
@@ -88,12 +90,14 @@ def test_example_case(qualname):
 def test_benchmark_entry(qualname):
     family = _fake_module(qualname).rsplit(".", 1)[1]
     covered = {b.family for b in BENCHMARKS}
-    assert family in covered, f"visdet_ops/ops/{family}.py declares no @benchmark ({qualname})"
+    assert family in covered, f"benchmarks/op_benchmarks/{family}.py declares no @benchmark ({qualname})"
 
 
 def test_the_benchmark_list_is_the_op_families():
     assert BENCH.op_families() == sorted(EXAMPLES)
     assert BENCH.unbenchmarked_families() == []
+    strays = sorted({b.family for b in BENCHMARKS} - set(EXAMPLES))
+    assert not strays, f"benchmarks/op_benchmarks/ modules named after no op family: {strays}"
 
 
 @pytest.mark.parametrize("bench", BENCHMARKS, ids=lambda b: f"{b.family}.{b.run.__name__}")

@@ -132,9 +132,3 @@ def check_device_arch(device_index: int) -> None:
     )
     if check.status != "OK":
         warnings.warn(f"visdet-ops: {check.name}: {check.detail}", RuntimeWarning, stacklevel=3)
-
-
-def note_device(tensor) -> None:
-    """Called by op wrappers: runs the arch check for the tensor's GPU once."""
-    if tensor.is_cuda:
-        check_device_arch(tensor.device.index if tensor.device.index is not None else 0)

@@ -465,7 +465,7 @@ def _batched_nms(device, gen, **cfg):
 
 
 def _soft_nms(device, gen, offset=0, op=False):
-    from visdet_ops.ops.nms import soft_nms
+    from visdet_ops.ops.soft_nms import soft_nms
     from visdet_ops.reference.nms import soft_nms_reference
 
     boxes, scores, _ = edges.boxes(device, gen)

@@ -136,13 +136,6 @@ def test_soft_nms_method_is_a_string():
         visdet_ops.soft_nms(boxes, scores, method="cubic")
 
 
-def test_soft_nms_importable_from_the_nms_module():
-    """soft_nms lived in visdet_ops.ops.nms: that import keeps working."""
-    from visdet_ops.ops.nms import soft_nms
-
-    assert soft_nms is visdet_ops.soft_nms
-
-
 # soft_nms under autocast: tests/ops/test_nms.py's test_nms_family_under_autocast (indices equal the float32 ones)
 # and its test_opcheck_under_autocast cover it with the other NMS ops, as do its integer-edge rows.
 AUTOCAST_COVERED_OTHERWISE = {"soft_nms": "tests/ops/test_nms.py::test_nms_family_under_autocast"}

@@ -4,7 +4,7 @@ backward, checked against the float64 reference, in any float dtype on any
 device. `visdet-ops doctor` runs the example cases on each device, the
 compute-sanitizer sweep (tests/sanitize_sweep.py) runs them on CUDA in every
 dtype, and tests/test_examples.py on the CPU: adding an op adds its example to
-all three. Each also declares its `@benchmark`s, which benchmarks/bench.py runs."""
+all three. Their GPU benchmarks live outside the package, in benchmarks/op_benchmarks/<family>.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
+
+from .. import _loader
 
 # fn(device, dtype, gen) -> None when right, else what is wrong (see _examples.py).
 ExampleCase = Callable[[torch.device, torch.dtype, torch.Generator], "str | None"]
@@ -45,31 +46,6 @@ def example(*ops: str):
     return register
 
 
-@dataclass(frozen=True)
-class Benchmark:
-    family: str  # the op module whose ops it times (visdet_ops/ops/<family>.py)
-    ops: tuple[str, ...]  # the registered ops whose rows it adds
-    run: Callable[[Any], None]  # run(bench): times on a GPU, appends rows to bench.results (benchmarks/bench.py)
-
-
-# every declared benchmark, in import order of the op modules (a module may declare several)
-BENCHMARKS: list[Benchmark] = []
-
-
-def benchmark(*ops: str, family: str | None = None):
-    """Registers the decorated function as a benchmark of its module's family: `benchmarks/bench.py` calls it on a
-    GPU with a `BenchRun` (bench.gen, bench.tv: torchvision.ops or None, bench.cuda_time_ms, bench.cpu_time_ms,
-    bench.peak_memory_bytes, bench.forward_traffic) and it appends its table rows to bench.results. `ops` names the
-    registered ops whose rows it adds. Importing an op module runs nothing: torchvision and other peers are
-    imported inside the function. `family` only for a benchmark declared outside its op module."""
-
-    def register(fn: Callable[[Any], None]) -> Callable[[Any], None]:
-        BENCHMARKS.append(Benchmark(family or fn.__module__.rsplit(".", 1)[1], ops, fn))
-        return fn
-
-    return register
-
-
 def renamed_kwargs(who: str, renames: dict[str, str]):
     """mmcv's `deprecated_api_warning`: old keyword names still work, with a
     DeprecationWarning; old and new given together is a TypeError (mmcv: an
@@ -79,6 +55,8 @@ def renamed_kwargs(who: str, renames: dict[str, str]):
     def decorate(fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            if not kwargs:  # the common call: positional arguments only
+                return fn(*args)
             for old, new in renames.items():
                 if old in kwargs:
                     if new in kwargs:
@@ -96,9 +74,18 @@ def renamed_kwargs(who: str, renames: dict[str, str]):
     return decorate
 
 
-def note_device(tensor: torch.Tensor) -> None:
-    """Per-GPU arch check (warns once); skipped while torch.compile traces."""
-    if not torch.compiler.is_compiling():
-        from .._loader import note_device as _note
+def refuse_graph_capture(op: str, tensor: torch.Tensor, why: str) -> None:
+    """A clear error for an op whose host reads device data (why) when a CUDA graph is being captured on the current
+    stream: the read would invalidate the capture with a CUDA error that names neither the op nor the cause."""
+    if tensor.is_cuda and not torch.compiler.is_compiling() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"{op} cannot be captured in a CUDA graph: {why}, which makes the host wait for the GPU. Call it outside "
+            "torch.cuda.graph(...) capture (torch.compile(mode='reduce-overhead') runs the graph parts around it)"
+        )
 
-        _note(tensor)
+
+def note_device(tensor: torch.Tensor) -> None:
+    """Per-GPU arch check (warns once per GPU); nothing for CPU tensors or while torch.compile traces. Every public
+    call runs this, so the CPU path is one attribute read."""
+    if tensor.is_cuda and not torch.compiler.is_compiling():
+        _loader.check_device_arch(tensor.get_device())

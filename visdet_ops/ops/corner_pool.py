@@ -146,30 +146,3 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
         if error is not None:
             return f"corner_pool {mode}: {error}"
     return None
-
-
-from . import benchmark  # noqa: E402 - the benchmark declarations' own import, kept with them
-
-
-@benchmark("corner_pool")
-def _benchmark(bench) -> None:
-    """CornerNet's pooling input: 2 images, 128 channels at 128 x 128 (511 px input, stride 4), every direction.
-    Peer: mmcv's CornerPool.forward (torch.cummax, `_cummax_pool`), same values first."""
-    from ._benchmarks import fwd_bwd
-
-    x = torch.randn(2, 128, 128, 128, generator=bench.gen).cuda()
-    grad = torch.randn(x.shape, generator=bench.gen).cuda()
-
-    def case(mode: str) -> None:
-        assert torch.equal(corner_pool(x, mode), _cummax_pool(x, mode))
-        xg = x.clone().requires_grad_()
-        row = {"op": "corner_pool fwd+bwd", "case": f"{mode}, 2 x 128 x 128x128"}
-        row["ours"] = bench.cuda_time_ms(fwd_bwd(lambda t: corner_pool(t, mode), [xg], grad))
-        row["peer"] = bench.cuda_time_ms(fwd_bwd(lambda t: _cummax_pool(t, mode), [xg], grad))
-        row["peer_name"] = "torch.cummax (mmcv CornerPool)"
-        fwd = bench.cuda_time_ms(lambda: torch.ops.visdet_ops.corner_pool(x, mode))
-        bench.forward_traffic(row, fwd["median_ms"], 2 * x.numel() * 4)
-        bench.results.append(row)
-
-    for mode in ("top", "bottom", "left", "right"):
-        case(mode)

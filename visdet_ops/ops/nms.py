@@ -6,49 +6,30 @@ bfloat16 boxes are accepted on every device (IoUs are computed in float32)."""
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Mapping
 
 import torch
 
-from . import _args, example, note_device, renamed_kwargs
+from . import _args, example, note_device, refuse_graph_capture, renamed_kwargs
+from ._boxes import (
+    KEPT_DEPENDS_ON_DATA,
+    SOFT_NMS_METHODS,
+    as_tensors,
+    check_boxes_fake,
+    check_offset,
+    is_exporting,
+    is_ndarray,
+)
 from ._registration import float32_autocast, register_autocast
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["batched_nms", "nms", "nms_match"]
 
-# soft_nms' methods (its schema's `str method`): soft_nms.py and batched_nms check them.
-_SOFT_NMS_METHODS = ("naive", "linear", "gaussian")
-
-
-def __getattr__(name: str):
-    # soft_nms lived here before it got its own module: `from visdet_ops.ops.nms import soft_nms` keeps working
-    # (imported on first use: soft_nms.py imports this module's helpers).
-    if name == "soft_nms":
-        from .soft_nms import soft_nms
-
-        return soft_nms
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _is_ndarray(x) -> bool:
-    # The package needs torch only: numpy is looked up, never imported (an
-    # ndarray can exist only once numpy has been imported by its owner).
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(x, np.ndarray)
-
-
-def _check_boxes_fake(op: str, boxes, scores) -> None:
-    torch._check(
-        boxes.dim() == 2 and boxes.size(1) == 4, lambda: f"{op}: boxes must have shape [N, 4], got {list(boxes.shape)}"
-    )
-    torch._check(scores.dim() == 1 and scores.size(0) == boxes.size(0), lambda: f"{op}: scores must have shape [N]")
-
 
 @torch.library.register_fake("visdet_ops::nms")
 def _nms_fake(boxes, scores, iou_threshold, offset=0):
-    _check_boxes_fake("nms", boxes, scores)
+    check_boxes_fake("nms", boxes, scores)
     _args.check_fake("nms", "offset", offset, _args.OFFSET)
     # How many boxes survive depends on the data: an unbacked size.
     num_kept = torch.library.get_ctx().new_dynamic_size()
@@ -57,7 +38,7 @@ def _nms_fake(boxes, scores, iou_threshold, offset=0):
 
 @torch.library.register_fake("visdet_ops::batched_nms")
 def _batched_nms_fake(boxes, scores, idxs, iou_threshold, offset=0):
-    _check_boxes_fake("batched_nms", boxes, scores)
+    check_boxes_fake("batched_nms", boxes, scores)
     _args.check_fake("batched_nms", "offset", offset, _args.OFFSET)
     torch._check(idxs.dim() == 1 and idxs.size(0) == boxes.size(0), lambda: "batched_nms: idxs must have shape [N]")
     num_kept = torch.library.get_ctx().new_dynamic_size()
@@ -81,25 +62,6 @@ register_autocast("batched_nms", float32_autocast("batched_nms", "boxes", "score
 register_autocast("nms_match", float32_autocast("nms_match", "dets"))
 
 
-def _as_tensors(op: str, boxes, scores):
-    is_numpy = _is_ndarray(boxes)
-    if is_numpy:
-        boxes = torch.from_numpy(boxes)
-    if _is_ndarray(scores):
-        scores = torch.from_numpy(scores)
-    if not isinstance(boxes, torch.Tensor) or not isinstance(scores, torch.Tensor):
-        raise TypeError(
-            f"{op}: boxes and scores must be Tensors or np.ndarrays, got {type(boxes).__name__} and "
-            f"{type(scores).__name__}"
-        )
-    return boxes, scores, is_numpy
-
-
-def _check_offset(op: str, offset) -> None:
-    if offset not in (0, 1):
-        raise _args.ArgumentError(f"{op}: offset must be 0 or 1, got {offset!r}")
-
-
 @renamed_kwargs("nms", {"iou_thr": "iou_threshold"})
 def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: float = 0, max_num: int = -1):
     """Non-maximum suppression (mmcv semantics).
@@ -117,10 +79,11 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
         score order (ties: lower index first); inds [K] their indices in
         `boxes`. NumPy in, NumPy out.
     """
-    boxes, scores, is_numpy = _as_tensors("nms", boxes, scores)
-    _check_offset("nms", offset)
+    boxes, scores, is_numpy = as_tensors("nms", boxes, scores)
+    check_offset("nms", offset)
     max_num = _args.as_int("nms", "max_num", max_num)  # any value: <= 0 keeps all
     note_device(boxes)
+    refuse_graph_capture("nms", boxes, KEPT_DEPENDS_ON_DATA)
     valid_inds = None
     sel_boxes, sel_scores = boxes, scores
     if score_threshold > 0:
@@ -129,7 +92,9 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
         valid_inds = torch.nonzero(valid_mask, as_tuple=False).squeeze(dim=1)
     inds = torch.ops.visdet_ops.nms(sel_boxes, sel_scores, float(iou_threshold), int(offset))
     if max_num > 0:
-        inds = inds[:max_num]
+        # inds[:max_num], written so that torch.export traces it for a data-dependent size (torch 2.9's cannot slice
+        # one: it would guard on size < max_num).
+        inds = inds.narrow(0, 0, torch.sym_min(inds.size(0), max_num))
     if valid_inds is not None:
         inds = valid_inds.index_select(0, inds)
     # index_select, not boxes[inds]: the same rows with less host work per call (advanced indexing parses its index
@@ -216,14 +181,15 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
         return torch.cat([boxes[inds], scores[:, None]], -1), inds
     nms_type, cfg, class_agnostic, split_thr, max_num = _nms_params(nms_cfg, class_agnostic)
     note_device(boxes)
+    refuse_graph_capture("batched_nms", boxes, KEPT_DEPENDS_ON_DATA)
     if nms_type == "soft_nms":
         method = cfg.get("method", "linear")
-        if method not in _SOFT_NMS_METHODS:
+        if method not in SOFT_NMS_METHODS:
             raise _args.ArgumentError(
-                f"batched_nms: soft_nms method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}"
+                f"batched_nms: soft_nms method must be one of {sorted(SOFT_NMS_METHODS)}, got {method!r}"
             )
         offset = cfg.get("offset", 0)
-        _check_offset("batched_nms", offset)
+        check_offset("batched_nms", offset)
         # O(N) memory per call whatever N: no need to split.
         keep, new_scores = torch.ops.visdet_ops.soft_nms(
             boxes,
@@ -237,7 +203,7 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
         )
     else:
         offset = cfg.get("offset", 0)
-        _check_offset("batched_nms", offset)
+        check_offset("batched_nms", offset)
         iou = float(cfg["iou_threshold"])
         score_threshold = float(cfg.get("score_threshold", 0))
         candidates = None
@@ -247,9 +213,10 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
             b, s, c = boxes[candidates], scores[candidates], idxs[candidates]
         if class_agnostic:
             keep = torch.ops.visdet_ops.nms(b, s, iou, int(offset))
-        elif b.size(0) < split_thr or b.device.type == "cpu":
+        elif b.device.type == "cpu" or is_exporting() or b.size(0) < split_thr:
             # The CPU kernel runs class by class in O(N) memory: splitting would only add calls. (Same result:
-            # each class is suppressed on its own either way.)
+            # each class is suppressed on its own either way.) Under torch.export (and so ONNX export) the one op
+            # too: the size may be symbolic, and the split reads the classes on the host.
             keep = torch.ops.visdet_ops.batched_nms(b, s, c, iou, int(offset))
         else:
             kept = [
@@ -262,7 +229,8 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
             keep = candidates[keep]
         new_scores = scores[keep]
     if max_num > 0:
-        keep, new_scores = keep[:max_num], new_scores[:max_num]
+        count = torch.sym_min(keep.size(0), max_num)  # as nms: [:max_num] for torch.export
+        keep, new_scores = keep.narrow(0, 0, count), new_scores.narrow(0, 0, count)
     return torch.cat([boxes[keep], new_scores[:, None].to(boxes.dtype)], -1), keep
 
 
@@ -281,7 +249,7 @@ def nms_match(dets, iou_threshold: float):
         group, in descending score order of the group's first box; each starts
         with that box, then its members in descending score order.
     """
-    is_numpy = _is_ndarray(dets)
+    is_numpy = is_ndarray(dets)
     dets_t = torch.from_numpy(dets) if is_numpy else dets
     if not isinstance(dets_t, torch.Tensor):
         raise TypeError(f"nms_match: dets must be a Tensor or np.ndarray, got {type(dets).__name__}")
@@ -297,7 +265,15 @@ def nms_match(dets, iou_threshold: float):
         raise _args.ShapeError(
             f"nms_match: dets must have shape [N, 5] (x1, y1, x2, y2, score), got {list(dets_t.shape)}"
         )
+    if is_exporting():
+        # The split below would fail on its data-dependent sizes, with torch's generic message.
+        raise RuntimeError(
+            "nms_match: its result is a list of groups whose number and sizes depend on the data, which torch.export "
+            "and ONNX export cannot trace; torch.ops.visdet_ops.nms_match(dets, iou_threshold) gives each box's group "
+            "leader as one tensor (in ONNX a visdet_ops::nms_match node)"
+        )
     note_device(dets_t)
+    refuse_graph_capture("nms_match", dets_t, "how many groups it forms depends on the data")
     leader = torch.ops.visdet_ops.nms_match(dets_t.detach(), float(iou_threshold))
     n = leader.numel()
     if n == 0:
@@ -338,51 +314,3 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     if [g.tolist() for g in groups] != nms_match_reference(dets.double(), 0.5):
         return "nms_match: wrong result"
     return None
-
-
-from . import benchmark  # noqa: E402 - the benchmark declarations' own import, kept with them
-
-
-@benchmark("nms")
-def _benchmark_nms(bench) -> None:
-    """nms of 1000 to 20000 clustered boxes, iou 0.5, against torchvision (same keep list first)."""
-    from ._benchmarks import detection_boxes
-
-    def case(n: int) -> None:
-        boxes, scores = detection_boxes(n, bench.gen)
-        ours_keep = nms(boxes, scores, 0.5)[1]
-        row = {"op": "nms", "case": f"{n} boxes, iou 0.5", "kept": int(ours_keep.numel())}
-        row["ours"] = bench.cuda_time_ms(lambda: torch.ops.visdet_ops.nms(boxes, scores, 0.5, 0))
-        if bench.tv is not None:
-            assert torch.equal(bench.tv.nms(boxes, scores, 0.5), ours_keep), "nms differs from torchvision"
-            row["peer"] = bench.cuda_time_ms(lambda: bench.tv.nms(boxes, scores, 0.5))
-            row["peer_name"] = "torchvision.ops.nms"
-        bench.results.append(row)
-
-    for n in (1000, 5000, 20000):
-        case(n)
-
-
-@benchmark("batched_nms")
-def _benchmark_batched_nms(bench) -> None:
-    """mmdet's test-time config: 80 classes, iou 0.5, default split_thr (10000), against torchvision."""
-    from ._benchmarks import detection_boxes
-
-    cfg = {"type": "nms", "iou_threshold": 0.5}
-
-    def case(n: int) -> None:
-        boxes, scores = detection_boxes(n, bench.gen)
-        idxs = torch.randint(0, 80, (n,), generator=bench.gen).cuda()
-        ours_keep = batched_nms(boxes, scores, idxs, cfg)[1]
-        row = {"op": "batched_nms", "case": f"{n} boxes, 80 classes, iou 0.5", "kept": int(ours_keep.numel())}
-        row["ours"] = bench.cuda_time_ms(lambda: batched_nms(boxes, scores, idxs, cfg))
-        if bench.tv is not None:
-            assert torch.equal(bench.tv.batched_nms(boxes, scores, idxs, 0.5), ours_keep), (
-                "batched_nms differs from torchvision"
-            )
-            row["peer"] = bench.cuda_time_ms(lambda: bench.tv.batched_nms(boxes, scores, idxs, 0.5))
-            row["peer_name"] = "torchvision.ops.batched_nms"
-        bench.results.append(row)
-
-    for n in (1000, 5000, 20000):
-        case(n)

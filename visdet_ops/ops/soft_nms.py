@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from . import _args, benchmark, example, note_device, renamed_kwargs
+from . import _args, example, note_device, refuse_graph_capture, renamed_kwargs
+from ._boxes import KEPT_DEPENDS_ON_DATA, SOFT_NMS_METHODS, as_tensors, check_boxes_fake, check_offset
 from ._registration import float32_autocast, register_autocast
-from .nms import _SOFT_NMS_METHODS, _as_tensors, _check_boxes_fake, _check_offset
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["soft_nms"]
@@ -18,9 +18,9 @@ __all__ = ["soft_nms"]
 
 @torch.library.register_fake("visdet_ops::soft_nms")
 def _soft_nms_fake(boxes, scores, iou_threshold, sigma, min_score, method, offset=0, idxs=None):
-    _check_boxes_fake("soft_nms", boxes, scores)
+    check_boxes_fake("soft_nms", boxes, scores)
     torch._check(
-        method in _SOFT_NMS_METHODS,
+        method in SOFT_NMS_METHODS,
         lambda: f"soft_nms: method must be 'naive', 'linear' or 'gaussian', got '{method}'",
     )
     _args.check_fake("soft_nms", "offset", offset, _args.OFFSET)
@@ -58,11 +58,12 @@ def soft_nms(
         descending score order; inds [K] their indices. NumPy in, NumPy out.
         Equal scores are taken in index order; NaN scores are dropped.
     """
-    boxes, scores, is_numpy = _as_tensors("soft_nms", boxes, scores)
-    _check_offset("soft_nms", offset)
-    if method not in _SOFT_NMS_METHODS:
-        raise _args.ArgumentError(f"soft_nms: method must be one of {sorted(_SOFT_NMS_METHODS)}, got {method!r}")
+    boxes, scores, is_numpy = as_tensors("soft_nms", boxes, scores)
+    check_offset("soft_nms", offset)
+    if method not in SOFT_NMS_METHODS:
+        raise _args.ArgumentError(f"soft_nms: method must be one of {sorted(SOFT_NMS_METHODS)}, got {method!r}")
     note_device(boxes)
+    refuse_graph_capture("soft_nms", boxes, KEPT_DEPENDS_ON_DATA)
     inds, new_scores = torch.ops.visdet_ops.soft_nms(
         boxes, scores, float(iou_threshold), float(sigma), float(min_score), method, int(offset)
     )
@@ -104,27 +105,3 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
         if got.tolist() != want.tolist():
             return "soft_nms (global scratch): wrong result"
     return None
-
-
-@benchmark("soft_nms")
-def _benchmark_soft_nms(bench) -> None:
-    """soft_nms of 1000 and 5000 clustered boxes against our own CPU kernel (mmcv has soft_nms on the CPU only)."""
-    from ._benchmarks import detection_boxes
-
-    def case(n: int, method: str) -> None:
-        boxes, scores = detection_boxes(n, bench.gen)
-        args = (0.3, 0.5, 1e-3, method, 0)
-        ours = torch.ops.visdet_ops.soft_nms(boxes, scores, *args)
-        cpu_boxes, cpu_scores = boxes.cpu(), scores.cpu()
-        theirs = torch.ops.visdet_ops.soft_nms(cpu_boxes, cpu_scores, *args)
-        assert torch.equal(ours[0].cpu(), theirs[0]), "soft_nms CUDA and CPU pick differently"
-        row = {"op": "soft_nms", "case": f"{n} boxes, {method}", "kept": int(ours[0].numel())}
-        row["ours"] = bench.cuda_time_ms(
-            lambda: torch.ops.visdet_ops.soft_nms(boxes, scores, *args), warmup=3, repeat=20
-        )
-        row["peer"] = bench.cpu_time_ms(lambda: torch.ops.visdet_ops.soft_nms(cpu_boxes, cpu_scores, *args))
-        row["peer_name"] = f"visdet-ops CPU ({torch.get_num_threads()} threads, serial kernel)"
-        bench.results.append(row)
-
-    for n, method in ((1000, "linear"), (5000, "linear"), (5000, "gaussian")):
-        case(n, method)

@@ -1,0 +1,113 @@
+"""GPU benchmarks of visdet_ops.ops.roi_align against its peers, which benchmarks/bench.py discovers and runs
+(not shipped in the wheel)."""
+
+from __future__ import annotations
+
+import torch
+
+from visdet_ops.ops.roi_align import roi_align
+
+from . import benchmark
+
+
+@benchmark("roi_align")
+def _benchmark(bench) -> None:
+    """Forward + backward at the FPN levels of a 2-image batch at 800x1333 (1000 RoIs, 256 channels, 7x7),
+    adaptive and fixed sampling, against torchvision (same values first)."""
+    from ._helpers import FPN_LEVELS, fpn_rois
+
+    tv, k = bench.tv, 1000
+
+    def case(stride, h, w, feats, rois, grad, mode_name, sr) -> None:
+        scale = 1.0 / stride
+        x = feats.clone().requires_grad_()
+
+        def ours():
+            out = roi_align(x, rois, 7, scale, sr, "avg", True)
+            out.backward(grad)
+
+        row = {"op": "roi_align fwd+bwd", "case": f"stride {stride} ({h}x{w}), 1000 rois x 256 ch, 7x7, {mode_name}"}
+        row["ours"] = bench.cuda_time_ms(ours)
+        x.grad = None
+        fwd = bench.cuda_time_ms(lambda: roi_align(feats, rois, 7, scale, sr, "avg", True))
+        # Compulsory traffic of the forward: read the feature map once, write the output.
+        bench.forward_traffic(row, fwd["median_ms"], feats.numel() * 4 + k * 256 * 49 * 4)
+        if tv is not None:
+            xt = feats.clone().requires_grad_()
+            got = roi_align(feats, rois, 7, scale, sr, "avg", True)
+            want = tv.roi_align(feats, rois, 7, scale, sr, True)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+            def peer():
+                out = tv.roi_align(xt, rois, 7, scale, sr, True)
+                out.backward(grad)
+
+            row["peer"] = bench.cuda_time_ms(peer)
+            row["peer_name"] = "torchvision.ops.roi_align"
+        bench.results.append(row)
+
+    for stride, h, w in FPN_LEVELS:
+        feats = torch.randn(2, 256, h, w, generator=bench.gen).cuda()
+        rois = fpn_rois(k, stride, h, w, bench.gen)
+        grad = torch.randn(k, 256, 7, 7, generator=bench.gen).cuda()
+        for mode_name, sr in (("sampling_ratio=0", 0), ("sampling_ratio=2", 2)):
+            case(stride, h, w, feats, rois, grad, mode_name, sr)
+
+
+@benchmark("roi_align")
+def _benchmark_overhead(bench) -> None:
+    from ._helpers import per_call_overhead
+
+    per_call_overhead(
+        bench,
+        "roi_align",
+        lambda t, rois: roi_align(t, rois, 1, 1.0, 1),
+        lambda tv, t, rois: tv.roi_align(t, rois, 1, 1.0, 1, True),
+    )
+
+
+@benchmark("roi_align")
+def _benchmark_amp(bench) -> None:
+    """The AMP path: inside torch.autocast("cuda", float16), with what an AMP step hands the op (a 16-bit feature
+    map from a conv, float32 RoIs). Ours keeps the 16-bit map (the kernels read it; RoIs stay float32);
+    torchvision's autocast kernel casts every argument to float32 and the output back."""
+    from ._helpers import FPN_LEVELS, fpn_rois
+
+    amp, tv, k = torch.float16, bench.tv, 1000
+
+    def case(stride, h, w) -> None:
+        feats = torch.randn(2, 256, h, w, generator=bench.gen).cuda().to(amp)
+        rois = fpn_rois(k, stride, h, w, bench.gen)
+        grad = torch.randn(k, 256, 7, 7, generator=bench.gen).cuda().to(amp)
+        x, scale = feats.clone().requires_grad_(), 1.0 / stride
+
+        def ours():
+            x.grad = None
+            with torch.autocast("cuda", dtype=amp):
+                out = roi_align(x, rois, 7, scale, 2, "avg", True)
+            out.backward(grad.to(out.dtype))
+
+        row = {
+            "op": "roi_align fwd+bwd, AMP",
+            "case": f"stride {stride} ({h}x{w}), 1000 rois x 256 ch, 7x7, f16 autocast",
+        }
+        row["ours"] = bench.cuda_time_ms(ours)
+        if tv is not None:
+            xt = feats.clone().requires_grad_()
+            with torch.autocast("cuda", dtype=amp):
+                got = roi_align(feats, rois, 7, scale, 2, "avg", True)
+                want = tv.roi_align(feats, rois, 7, scale, 2, True)
+            torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+
+            def peer():
+                xt.grad = None
+                with torch.autocast("cuda", dtype=amp):
+                    out = tv.roi_align(xt, rois, 7, scale, 2, True)
+                out.backward(grad.to(out.dtype))
+
+            row["peer"] = bench.cuda_time_ms(peer)
+            row["peer_name"] = "torchvision.ops.roi_align under autocast"
+        bench.results.append(row)
+
+    for stride, h, w in FPN_LEVELS[:2]:
+        case(stride, h, w)
