@@ -162,44 +162,50 @@ def float32_comparison_test(cases: dict):
     @pytest.mark.parametrize("name", list(cases))
     @pytest.mark.parametrize("device_name, dtype", AMP)
     def test_op_under_autocast_matches_float32(rng, name, device_name, dtype):
-        device = device_for(device_name)
-        case = cases[name](rng).to(device)
-        with torch.no_grad():
-            shape = case(*[t.to(device) for t in case.inputs]).shape
-        grad_seed = torch.randn(shape, generator=rng)
-        got, got_acts, got_params, amp_values = run_case(case, device, dtype, grad_seed)
-        want, want_acts, want_params, _ = run_case(case, device, dtype, grad_seed, amp_values)
-
-        factor = GEMM_FACTOR if case.gemm and device.type == "cuda" else 1.0
-        out_tol, grad_tol, param_tol = (factor * t[dtype] for t in (OUT_TOL, GRAD_TOL, PARAM_GRAD_TOL))
-        expected_dtype = dtype if case.out_kind == LOW else torch.float32
-        assert got.dtype == expected_dtype, f"{name}: output {got.dtype}, policy says {expected_dtype}"
-        assert want.dtype == torch.float32
-        assert any(a.dtype == dtype for a in amp_values), f"{name}: no 16-bit activation under autocast"
-        err = _relative_max(got.detach().float().cpu(), want.detach().cpu())
-        assert err <= out_tol, f"{name}: output max error {err:.3g} x max|f32| > {out_tol}"
-
-        for i, (g, w) in enumerate(zip(got_acts, want_acts, strict=True)):
-            assert (g is None) == (w is None), f"{name}: activation {i} gradient present in one run only"
-            if w is None or w.norm() == 0:
-                continue
-            rel = _relative_norm(g, w)
-            assert rel <= grad_tol, f"{name}: activation {i} gradient error {rel:.3g} > {grad_tol}"
-        named = [n for n, p in case.named_parameters() if p.requires_grad]
-        checked = 0
-        for pname, g, w in zip(named, got_params, want_params, strict=True):
-            if w is None or w.norm() == 0:
-                # Parameters the loss does not reach (DCNv1 has no bias).
-                assert g is None or g.norm() == 0, f"{name}: {pname} has a gradient only under autocast"
-                continue
-            assert g is not None and g.dtype == torch.float32, f"{name}: {pname} lost its float32 gradient"
-            assert torch.isfinite(g).all(), f"{name}: {pname} gradient not finite"
-            rel = _relative_norm(g, w)
-            assert rel <= param_tol, f"{name}: {pname} gradient error {rel:.3g} > {param_tol}"
-            checked += 1
-        assert checked > 0, f"{name}: no gradient was compared"
+        check_case(name, cases[name], device_for(device_name), dtype, rng)
 
     return test_op_under_autocast_matches_float32
+
+
+def check_case(name: str, make_case, device: torch.device, dtype: torch.dtype, rng: torch.Generator) -> None:
+    """One case under torch.autocast(device, dtype) against float32 (the module docstring's comparison); raises
+    AssertionError naming the case. Also what tests/sanitize_sweep.py runs under compute-sanitizer: every op's
+    autocast path with the mixed dtypes AMP produces."""
+    case = make_case(rng).to(device)
+    with torch.no_grad():
+        shape = case(*[t.to(device) for t in case.inputs]).shape
+    grad_seed = torch.randn(shape, generator=rng)
+    got, got_acts, got_params, amp_values = run_case(case, device, dtype, grad_seed)
+    want, want_acts, want_params, _ = run_case(case, device, dtype, grad_seed, amp_values)
+
+    factor = GEMM_FACTOR if case.gemm and device.type == "cuda" else 1.0
+    out_tol, grad_tol, param_tol = (factor * t[dtype] for t in (OUT_TOL, GRAD_TOL, PARAM_GRAD_TOL))
+    expected_dtype = dtype if case.out_kind == LOW else torch.float32
+    assert got.dtype == expected_dtype, f"{name}: output {got.dtype}, policy says {expected_dtype}"
+    assert want.dtype == torch.float32
+    assert any(a.dtype == dtype for a in amp_values), f"{name}: no 16-bit activation under autocast"
+    err = _relative_max(got.detach().float().cpu(), want.detach().cpu())
+    assert err <= out_tol, f"{name}: output max error {err:.3g} x max|f32| > {out_tol}"
+
+    for i, (g, w) in enumerate(zip(got_acts, want_acts, strict=True)):
+        assert (g is None) == (w is None), f"{name}: activation {i} gradient present in one run only"
+        if w is None or w.norm() == 0:
+            continue
+        rel = _relative_norm(g, w)
+        assert rel <= grad_tol, f"{name}: activation {i} gradient error {rel:.3g} > {grad_tol}"
+    named = [n for n, p in case.named_parameters() if p.requires_grad]
+    checked = 0
+    for pname, g, w in zip(named, got_params, want_params, strict=True):
+        if w is None or w.norm() == 0:
+            # Parameters the loss does not reach (DCNv1 has no bias).
+            assert g is None or g.norm() == 0, f"{name}: {pname} has a gradient only under autocast"
+            continue
+        assert g is not None and g.dtype == torch.float32, f"{name}: {pname} lost its float32 gradient"
+        assert torch.isfinite(g).all(), f"{name}: {pname} gradient not finite"
+        rel = _relative_norm(g, w)
+        assert rel <= param_tol, f"{name}: {pname} gradient error {rel:.3g} > {param_tol}"
+        checked += 1
+    assert checked > 0, f"{name}: no gradient was compared"
 
 
 def opcheck_test(cases: dict):

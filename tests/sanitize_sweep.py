@@ -1,15 +1,25 @@
-"""Launches every CUDA kernel of visdet-ops, forward and backward, in every float dtype, for
-compute-sanitizer: the op modules' example cases (visdet_ops.ops.EXAMPLES, one per op module), so a
-new op is swept as soon as its module declares its example. Exits non-zero on a wrong result, so a
-sanitizer run also checks the answers.
+"""Launches every CUDA kernel of visdet-ops, forward and backward, for compute-sanitizer, in two passes:
 
-  compute-sanitizer --tool memcheck python tests/sanitize_sweep.py [family ...]
+1. the op modules' example cases (visdet_ops.ops.EXAMPLES, one per op module) in every float dtype, so a new op is
+   swept as soon as its module declares its example;
+2. every public op and module under torch.autocast (float16 and bfloat16), as an AMP step feeds it: the
+   AUTOCAST_CASES of tests/ops/test_<family>.py (tests/autocast_harness.py), where float32 convs and linears make
+   16-bit activations beside float32 RoIs, offsets, weights and parameters (the mixed dtypes of issue 25, e.g.
+   DeformConv2dPack with a float32 input inside autocast).
 
-ci/gpu_check.py runs it under memcheck, racecheck and initcheck."""
+Exits non-zero on a wrong result (each pass checks its answers), so a sanitizer run also checks the answers.
+
+  compute-sanitizer --tool memcheck python tests/sanitize_sweep.py [--pass examples|autocast] [family ...]
+
+ci/gpu_check.py runs it under memcheck, racecheck and initcheck. --device cpu runs the same calls on the CPU
+(tests/test_autocast.py does, so the script cannot rot unseen)."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
+from pathlib import Path
 
 import torch
 
@@ -17,24 +27,65 @@ import visdet_ops  # noqa: F401 - registers the ops and imports every op module
 from visdet_ops.ops import EXAMPLES
 from visdet_ops.ops._examples import DTYPES
 
+ROOT = Path(__file__).resolve().parent.parent
+AUTOCAST_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def autocast_cases(families: list[str]) -> list[tuple[str, object]]:
+    """(family.name, make_case) of every AUTOCAST_CASES entry of the families' test files."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # `tests` as a package: the test files import their helpers relatively
+    found = []
+    for family in families:
+        module = importlib.import_module(f"tests.ops.test_{family}")
+        found += [(f"{family}.{name}", make) for name, make in getattr(module, "AUTOCAST_CASES", {}).items()]
+    return found
+
 
 def main(argv: list[str] | None = None) -> int:
-    """Every op family's example, or those whose family name contains one of the arguments."""
-    names = sys.argv[1:] if argv is None else argv
-    examples = [e for e in EXAMPLES.values() if not names or any(n in e.family for n in names)]
-    if not examples:
-        print(f"no example case matches {names}; families: {sorted(EXAMPLES)}", file=sys.stderr)
+    """Every op family's example and autocast cases, or those whose family name contains one of the arguments."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("families", nargs="*")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--pass", dest="which", choices=("examples", "autocast", "both"), default="both")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    families = [f for f in sorted(EXAMPLES) if not args.families or any(n in f for n in args.families)]
+    if not families:
+        print(f"no family matches {args.families}; families: {sorted(EXAMPLES)}", file=sys.stderr)
         return 1
-    device = torch.device("cuda")
-    gen = torch.Generator().manual_seed(1)
-    for dtype in DTYPES:
-        for example in examples:
-            error = example.run(device, dtype, gen)
+    device = torch.device(args.device)
+
+    def sync():
+        if device.type == "cuda":
             torch.cuda.synchronize()
-            if error is not None:
-                print(f"{example.family} {dtype}: {error}", file=sys.stderr)
-                return 1
-    print(f"sanitize sweep: {len(examples)} op families x {len(DTYPES)} dtypes launched, results correct")
+
+    gen = torch.Generator().manual_seed(1)
+    launched = []
+    if args.which in ("examples", "both"):
+        for dtype in DTYPES:
+            for family in families:
+                error = EXAMPLES[family].run(device, dtype, gen)
+                sync()
+                if error is not None:
+                    print(f"{family} {dtype}: {error}", file=sys.stderr)
+                    return 1
+        launched.append(f"{len(families)} op families x {len(DTYPES)} dtypes")
+    if args.which in ("autocast", "both"):
+        from tests.autocast_harness import check_case
+
+        cases = autocast_cases(families)
+        # The CPU's autocast has no float16 kernels for torch's own convs.
+        dtypes = AUTOCAST_DTYPES if device.type == "cuda" else (torch.bfloat16,)
+        for dtype in dtypes:
+            for name, make in cases:
+                try:
+                    check_case(name, make, device, dtype, gen)
+                    sync()
+                except AssertionError as e:
+                    print(f"autocast {dtype} {name}: {e}", file=sys.stderr)
+                    return 1
+        launched.append(f"{len(cases)} autocast cases x {len(dtypes)} dtypes")
+    print(f"sanitize sweep on {device}: {' and '.join(launched)} launched, results correct")
     return 0
 
 

@@ -108,3 +108,12 @@ def test_detector_step_trains_under_grad_scaler(rng, device_name, dtype):
         losses.append(loss.item())
     assert all(math.isfinite(v) for v in losses), losses
     assert skipped <= 1, f"{skipped} of 3 steps had non-finite gradients"
+
+
+def test_the_sanitize_sweeps_autocast_pass_runs():
+    """tests/sanitize_sweep.py's autocast pass (what compute-sanitizer runs on the GPU: every op's autocast path with
+    AMP's mixed dtypes) on the CPU, for the family of issue 25's report (DeformConv2dPack, float32 input inside
+    autocast) and roi_align: the script imports the test files' cases and checks their answers."""
+    from . import sanitize_sweep
+
+    assert sanitize_sweep.main(["--device", "cpu", "--pass", "autocast", "deform_conv", "roi_align"]) == 0
