@@ -58,6 +58,14 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "the arch tests/test_cuda_sources.py compiles for (default: the newest SASS arch of the matrix row)",
     ),
     "VISDET_OPS_TEST_SEED": ("tests", "replays the random seed a failing test printed"),
+    "VISDET_OPS_FUZZ_EXAMPLES": (
+        "tests",
+        "tests/test_fuzz.py: hypothesis examples per op family (default 500, the fixed CI budget; 2000+: a long run)",
+    ),
+    "VISDET_OPS_FUZZ_SEED": (
+        "tests",
+        "tests/test_fuzz.py: the hypothesis seed (default 0: the same cases every run; `random`: a fresh one, printed)",
+    ),
     "VISDET_OPS_MEMORY_CALLS": (
         "tests",
         "tests/test_memory.py: calls per op and measuring window, at most (default 20000; more for a soak run)",
