@@ -70,10 +70,18 @@ def register_autograd(op_name: str, backward: Callable, setup_context: Callable)
         setup_context(ctx, args, output)
         return output
 
+    def eager_backward(ctx, *grads):
+        # Grad mode is off in a backward unless create_graph: then nothing records a graph, so the backward op's own
+        # autograd kernel (refuse_double_backward, a Python wrapper of torch.library's) is skipped like the forward's.
+        if torch.is_grad_enabled():
+            return backward(ctx, *grads)
+        with torch._C._AutoDispatchBelowAutograd():
+            return backward(ctx, *grads)
+
     eager = type(
         f"{op_name}_eager",
         (torch.autograd.Function,),
-        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+        {"forward": staticmethod(forward), "backward": staticmethod(eager_backward)},
     )
 
     def call(*args):

@@ -95,6 +95,13 @@ def _as_tensors(op: str, boxes, scores):
     return boxes, scores, is_numpy
 
 
+def _is_exporting() -> bool:
+    """Whether torch.export traces this call (torch.onnx.export's dynamo exporter runs it): sizes may be symbolic
+    and values unknown."""
+    is_exporting = getattr(torch.compiler, "is_exporting", None)  # absent in older torch
+    return bool(is_exporting is not None and is_exporting())
+
+
 def _check_offset(op: str, offset) -> None:
     if offset not in (0, 1):
         raise _args.ArgumentError(f"{op}: offset must be 0 or 1, got {offset!r}")
@@ -247,9 +254,10 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
             b, s, c = boxes[candidates], scores[candidates], idxs[candidates]
         if class_agnostic:
             keep = torch.ops.visdet_ops.nms(b, s, iou, int(offset))
-        elif b.size(0) < split_thr or b.device.type == "cpu":
+        elif b.device.type == "cpu" or _is_exporting() or b.size(0) < split_thr:
             # The CPU kernel runs class by class in O(N) memory: splitting would only add calls. (Same result:
-            # each class is suppressed on its own either way.)
+            # each class is suppressed on its own either way.) Under torch.export (and so ONNX export) the one op
+            # too: the size may be symbolic, and the split reads the classes on the host.
             keep = torch.ops.visdet_ops.batched_nms(b, s, c, iou, int(offset))
         else:
             kept = [
@@ -296,6 +304,13 @@ def nms_match(dets, iou_threshold: float):
     if dets_t.size(1) != 5:
         raise _args.ShapeError(
             f"nms_match: dets must have shape [N, 5] (x1, y1, x2, y2, score), got {list(dets_t.shape)}"
+        )
+    if _is_exporting():
+        # The split below would fail on its data-dependent sizes, with torch's generic message.
+        raise RuntimeError(
+            "nms_match: its result is a list of groups whose number and sizes depend on the data, which torch.export "
+            "and ONNX export cannot trace; torch.ops.visdet_ops.nms_match(dets, iou_threshold) gives each box's group "
+            "leader as one tensor (in ONNX a visdet_ops::nms_match node)"
         )
     note_device(dets_t)
     leader = torch.ops.visdet_ops.nms_match(dets_t.detach(), float(iou_threshold))
