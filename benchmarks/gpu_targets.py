@@ -105,6 +105,11 @@ def _softmax_focal_peer(input, target, gamma=2.0, alpha=0.25):
     return (-alpha * (1 - p) ** gamma * logp).sum() / input.size(0)
 
 
+# case name -> the bytes a call must move at least (issue 24's focal-loss target: a fraction of the measured copy
+# bandwidth on these): one read of the logits and targets, one write of the gradient.
+COMPULSORY_BYTES: dict[str, int] = {}
+
+
 def _focal_cases(gen: torch.Generator, tv) -> Iterator[Case]:
     for n in (100_000, 400_000):
         logits = torch.randn(n, 80, generator=gen).cuda()
@@ -117,6 +122,8 @@ def _focal_cases(gen: torch.Generator, tv) -> Iterator[Case]:
 
         for back_to_back in (False, True):
             tag = ", back to back" if back_to_back else ""
+            for kind in ("sigmoid", "softmax"):
+                COMPULSORY_BYTES[f"{kind}_focal_loss fwd+bwd {n} x 80, mean{tag}"] = 2 * logits.nbytes + labels.nbytes
             yield (
                 "focal",
                 f"sigmoid_focal_loss fwd+bwd {n} x 80, mean{tag}",
@@ -226,6 +233,12 @@ def main(argv: list[str]) -> int:
     rows = []
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"visdet_ops {visdet_ops.__version__}; {args.rounds} rounds x {args.calls} calls")  # fmt: skip
+    copy_gbs = None
+    if "focal" in families:
+        from bench import copy_bandwidth_gbs
+
+        copy_gbs = copy_bandwidth_gbs()
+        print(f"# device-to-device copy: {copy_gbs:.0f} GB/s (read + write); focal rows: compulsory bytes / time")
     print("| case | ours ms | peer ms | peer / ours |\n|---|---|---|---|")
     for build in builders:
         for family, name, ours, peer, back_to_back in build(torch.Generator().manual_seed(0), torchvision.ops):
@@ -241,6 +254,11 @@ def main(argv: list[str]) -> int:
             row["ratio"] = row["peer_ms"] / row["ours_ms"]
             rows.append(row)
             print(f"| {name} | {row['ours_ms']:.4f} | {row['peer_ms']:.4f} | {row['ratio']:.2f}x |", flush=True)
+            if name in COMPULSORY_BYTES and copy_gbs:
+                row["compulsory_gbs"] = COMPULSORY_BYTES[name] / (row["ours_ms"] * 1e-3) / 1e9
+                row["fraction_of_copy"] = row["compulsory_gbs"] / copy_gbs
+                print(f"|   compulsory traffic: {row['compulsory_gbs']:.0f} GB/s, "
+                      f"{100 * row['fraction_of_copy']:.0f}% of copy | | | |")  # fmt: skip
             if args.profile and not back_to_back:
                 for who, fn in (("ours", ours), ("peer", peer)):
                     for kname, us in _kernels(fn):

@@ -69,3 +69,29 @@ def test_noise_floor_labels_a_gap_the_rounds_cannot_tell_and_still_fails(tmp_pat
     steady = [_run(tmp_path, f"d{n}", [("nms", "a", 1.0, 2.0)]) for n in range(4)]
     assert compare.main(["--classic", *map(str, steady), "--stable", *map(str, stable)]) == 1
     assert "under its noise floor" not in capsys.readouterr().out
+
+
+def test_lockstep_harness_runs_two_builds_in_turn(tmp_path):
+    """benchmarks/compare_builds.py (issue 23): two worker processes step through the same timers in turn; a build
+    compared with itself has no problem, and the report names both builds. On the CPU (its selftest row), so that
+    the protocol cannot rot between GPU runs."""
+    import subprocess
+    import sys
+
+    import visdet_ops
+
+    site = str(Path(visdet_ops.__file__).resolve().parent.parent)
+    out = tmp_path / "cb.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "compare_builds.py"), "--a", f"one={site}", "--b", f"two={site}"]
+        + ["--only", "selftest", "--rounds", "3", "--calls", "3", "--limit", "10", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    (row,) = data["rows"]
+    assert row["op"] == "roi_align" and len(row["ratio_rounds"]) == 3
+    assert row["peer"] is not None and row["a_ms"] > 0 and row["b_ms"] > 0
+    assert "two / one" in proc.stdout and data["summary"]["problems"] == []

@@ -63,10 +63,15 @@ def _benchmark(bench) -> None:
                 "median_ms"
             ]
             row["peer_forward_ms"] = bench.cuda_time_ms(lambda: peer_fn(x, target, 2.0, 0.25, reduction))["median_ms"]
-        # Compulsory traffic of the fused pair: the forward reads input and target (and writes
-        # the [N, C] loss for 'none'), the backward reads them again and writes grad_input.
+        # Traffic of the pair. Reduced float32 loss (the fused training forward): the forward reads input and
+        # target and writes the gradient, the backward (grad_output 1) touches nothing. Else the forward reads
+        # input and target (and writes the [N, C] loss for 'none'), the backward reads them again and writes
+        # grad_input.
         logits = n * c * x.element_size()
-        moved = 3 * logits + 2 * n * 8 + (logits if reduction == "none" else 0)
+        if reduction != "none" and dtype == torch.float32:
+            moved = 2 * logits + n * 8
+        else:
+            moved = 3 * logits + 2 * n * 8 + (logits if reduction == "none" else 0)
         row["fused_gbs"] = moved / (row["ours"]["median_ms"] * 1e-3) / 1e9
         row["fused_fraction_of_copy"] = row["fused_gbs"] / bench.copy_gbs
         bench.results.append(row)

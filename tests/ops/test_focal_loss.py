@@ -636,3 +636,84 @@ AUTOCAST_OPCHECKS = {
     "softmax_focal_loss": _opcheck_focal_loss("softmax", "none"),
 }
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("grad_scale", [1.0, -2.5], ids=["grad_output_1", "grad_output_scaled"])
+@pytest.mark.parametrize("classes", [5, 80])
+def test_training_forward_matches_the_registered_formula(device, dtype, rng, kind, reduction, grad_scale, classes):
+    """A reduced loss whose input requires grad runs the training path (one forward kernel writes the loss and the
+    gradient; the backward scales that gradient in place, or leaves it for a grad_output of 1). It gives what the
+    registered formula (the forward op, then the backward op) gives. C = 80: CUDA's vector path, 5: the scalar."""
+    fn = KINDS[kind][0]
+    x, target = case(kind, rng, rows=300, classes=classes)
+    x, target = x.to(device, dtype), target.to(device)
+    weight = (torch.rand(classes, generator=rng, dtype=torch.float64) + 0.5).to(device, dtype)
+    got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got = fn(got_x, target, 2.0, 0.25, weight, reduction)
+    assert type(got.grad_fn).__name__ == f"{kind}_focal_loss_trainingBackward"
+    (got * grad_scale).backward()
+    want = getattr(torch.ops.visdet_ops, f"{kind}_focal_loss")(want_x, target, 2.0, 0.25, weight, reduction)
+    (want * grad_scale).backward()
+    torch.testing.assert_close(got, want, **TOL[dtype])
+    torch.testing.assert_close(got_x.grad, want_x.grad, **TOL[dtype])
+    # The gradient against the float64 reference too (not only against our other path).
+    _, ref_grad = reference_and_grad(kind, x, target, 2.0, 0.25, weight, reduction, torch.tensor(grad_scale))
+    torch.testing.assert_close(got_x.grad.cpu().double(), ref_grad, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_training_forward_backward_twice(device, rng, kind):
+    """retain_graph: the second backward recomputes the gradient (the first handed its buffer over)."""
+    fn = KINDS[kind][0]
+    x, target = case(kind, rng, rows=64, classes=8)
+    x = x.to(device, torch.float32).requires_grad_()
+    loss = fn(x, target.to(device), 2.0, 0.25, None, "sum")
+    (first,) = torch.autograd.grad(loss, x, retain_graph=True)
+    first = first.clone()
+    (second,) = torch.autograd.grad(loss * 3.0, x)
+    torch.testing.assert_close(second, 3.0 * first, rtol=1e-6, atol=1e-7)
+    _, ref_grad = reference_and_grad(kind, x, target, 2.0, 0.25, None, "sum", torch.tensor(1.0))
+    torch.testing.assert_close(first.cpu().double(), ref_grad, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_training_forward_under_autocast(device, rng, kind):
+    """Under autocast a 16-bit input is cast to float32 first (as the op's autocast kernel does) and takes the
+    training path; the loss is float32, the input's gradient comes back in its own dtype, equal to the registered
+    op's under the same autocast."""
+    fn = KINDS[kind][0]
+    x, target = case(kind, rng, rows=64, classes=16)
+    x, target = x.to(device, torch.bfloat16), target.to(device)
+    results = []
+    for call in (fn, getattr(torch.ops.visdet_ops, f"{kind}_focal_loss")):
+        xd = x.clone().requires_grad_()
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = call(xd, target, 2.0, 0.25, None, "mean")
+        assert loss.dtype == torch.float32
+        if call is fn:
+            assert type(loss.grad_fn).__name__ == f"{kind}_focal_loss_trainingBackward"
+        (loss * 4.0).backward()
+        assert xd.grad.dtype == torch.bfloat16
+        results.append((loss, xd.grad))
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=0, atol=0)
+
+
+def test_training_ops_check_their_arguments():
+    g = torch.ones(2, 3)
+    scale = torch.ops.visdet_ops._focal_loss_scale_grad_
+    with pytest.raises(RuntimeError, match="grad_output of a reduced loss must be a scalar tensor"):
+        scale(g, torch.ones(2))
+    with pytest.raises(RuntimeError, match="grad_output"):
+        scale(g, torch.tensor(1.0, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="grad_input must be contiguous"):
+        scale(torch.ones(3, 2).t(), torch.tensor(2.0))
+    with pytest.raises(RuntimeError, match="reduction must be 'mean' or 'sum'"):
+        torch.ops.visdet_ops._sigmoid_focal_loss_forward_with_grad(g, torch.zeros(2, dtype=torch.long), 2.0, 0.25,
+                                                                   None, "none")  # fmt: skip
+    scale(g, torch.tensor(1.0))
+    assert torch.equal(g, torch.ones(2, 3))
+    scale(g, torch.tensor(-0.5))
+    assert torch.equal(g, torch.full((2, 3), -0.5))

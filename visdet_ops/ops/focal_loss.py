@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device
-from ._registration import float32_autocast, register_autocast, register_autograd
+from ._registration import autocast_to, float32_autocast, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"]
@@ -79,6 +79,23 @@ def _softmax_focal_loss_backward_fake(grad_output, input, target, gamma, alpha, 
     return input.new_empty(input.shape)
 
 
+@torch.library.register_fake("visdet_ops::_sigmoid_focal_loss_forward_with_grad")
+def _sigmoid_focal_loss_forward_with_grad_fake(input, target, gamma, alpha, weight, reduction):
+    _fake_checks("sigmoid_focal_loss", input, target, weight)
+    return input.new_empty(()), input.new_empty(input.shape)
+
+
+@torch.library.register_fake("visdet_ops::_softmax_focal_loss_forward_with_grad")
+def _softmax_focal_loss_forward_with_grad_fake(input, target, gamma, alpha, weight, reduction):
+    _fake_checks("softmax_focal_loss", input, target, weight)
+    return input.new_empty(()), input.new_empty(input.shape)
+
+
+@torch.library.register_fake("visdet_ops::_focal_loss_scale_grad_")
+def _focal_loss_scale_grad_fake(grad_input, grad_output):
+    return None
+
+
 # Autograd and autocast are registered here, for the classic and the stable build alike (the stable ABI has no C++
 # API for them; one source either way): docs/stable-abi.md.
 
@@ -126,11 +143,69 @@ for _name in _EAGER:
 del _name
 
 
+def _training_function(name: str) -> type[torch.autograd.Function]:
+    """The eager autograd function of a reduced loss in a training step: one forward kernel writes the loss and the
+    gradient of the reduced loss (`_<name>_forward_with_grad`), so the logits are read once, and the backward
+    multiplies that gradient by grad_output in place (`_focal_loss_scale_grad_`: grad_output read on the device, no
+    host sync; nothing to do for the usual 1 of loss.backward()) and hands it over without a copy.
+
+    The gradient is kept until the first backward. A second backward (retain_graph=True) or one that records a graph
+    (create_graph=True: the registered backward op, which refuses double backward) computes it again from the saved
+    input, like the registered formula."""
+    with_grad = getattr(torch.ops.visdet_ops, f"_{name}_forward_with_grad").default
+    backward_op = getattr(torch.ops.visdet_ops, f"_{name}_backward").default
+    scale_grad = torch.ops.visdet_ops._focal_loss_scale_grad_.default
+    setup_context = _focal_loss_setup_context(name)
+    recompute = _focal_loss_backward(backward_op)
+
+    def forward(ctx, input, target, gamma, alpha, weight, reduction):
+        with torch._C._AutoDispatchBelowAutograd():
+            loss, grad = with_grad(input, target, gamma, alpha, weight, reduction)
+        setup_context(ctx, (input, target, gamma, alpha, weight, reduction), loss)
+        ctx.grad = grad
+        return loss
+
+    def backward(ctx, grad_output):
+        grad, ctx.grad = ctx.grad, None
+        if grad is None or torch.is_grad_enabled():
+            return recompute(ctx, grad_output)
+        with torch._C._AutoDispatchBelowAutograd():
+            scale_grad(grad, grad_output)
+        return grad, None, None, None, None, None
+
+    return type(
+        f"{name}_training",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+    )
+
+
+_TRAINING = {name: _training_function(name) for name in _EAGER}
+_TRAINING_DTYPES = (torch.float32, torch.float64)
+
+
 def _focal_loss(name: str, input, target, gamma, alpha, weight, reduction: str) -> torch.Tensor:
     """What sigmoid_focal_loss and softmax_focal_loss do with their (mmcv) arguments."""
     _check_reduction(name, reduction)
     note_device(input)
-    return _EAGER[name](input, target, float(gamma), float(alpha), weight, reduction)
+    gamma, alpha = float(gamma), float(alpha)
+    if (
+        reduction != "none"
+        and type(input) in (torch.Tensor, torch.nn.Parameter)
+        and input.requires_grad
+        and torch.is_grad_enabled()
+        and not torch.compiler.is_compiling()
+        and not torch._C._are_functorch_transforms_active()
+    ):
+        # A training step's reduced loss: the fused forward. Under autocast the inputs are cast to float32 here, as
+        # the op's autocast kernel would (float32_autocast: float64 stays), and the cast records its own backward.
+        device_type = input.device.type
+        if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
+            input = autocast_to(torch.float32, input, device_type)
+            weight = autocast_to(torch.float32, weight, device_type)
+        if input.dtype in _TRAINING_DTYPES and (weight is None or type(weight) in (torch.Tensor, torch.nn.Parameter)):
+            return _TRAINING[name].apply(input, target, gamma, alpha, weight, reduction)
+    return _EAGER[name](input, target, gamma, alpha, weight, reduction)
 
 
 def sigmoid_focal_loss(
@@ -237,13 +312,16 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
         for fn, ref, name in kinds:
             t = target if name == "sigmoid" else torch.where(target == classes, -1, target)
             for reduction in _REDUCTIONS:
+                # A grad_output of 1 ('mean': the fused training forward's gradient as is) and of 0.75 ('sum':
+                # scaled in place by the backward).
+                k = 0.75 if reduction == "sum" else 1.0
                 xd = x.to(device, dtype, copy=True).requires_grad_()
                 out = fn(xd, t.to(device), 2.0, 0.25, weight.to(device, dtype), reduction)
-                out.sum().backward()
+                (out.sum() * k).backward()
                 synchronize(device)
                 xr = x.detach().clone().requires_grad_()
                 want = ref(xr, t, 2.0, 0.25, weight, reduction)
-                want.sum().backward()
+                (want.sum() * k).backward()
                 for what, got, exp in (("loss", out.detach(), want.detach()), ("grad", xd.grad, xr.grad)):
                     atol = rtol * exp.abs().max().item() * 1e-2 + 1e-7
                     if not torch.allclose(got.cpu().double(), exp, rtol=rtol, atol=atol):

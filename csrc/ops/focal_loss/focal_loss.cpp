@@ -76,11 +76,15 @@ const char* focal_loss_op_name(FocalKind kind) {
 FocalLossForward focal_loss_prepare_forward(
     FocalKind kind, const Tensor& input, const Tensor& target, double gamma,
     double alpha, const std::optional<Tensor>& weight,
-    host::StringArg reduction) {
+    host::StringArg reduction, bool with_grad) {
   FocalLossForward f;
   f.kind = kind;
   f.reduction =
       check_inputs(kind, input, target, gamma, alpha, weight, reduction);
+  VISDET_CHECK(!with_grad || f.reduction != kNone, "_",
+               focal_loss_op_name(kind),
+               "_forward_with_grad: reduction must be 'mean' or 'sum' (the "
+               "gradient it writes is that of the reduced loss), got 'none'");
   f.rows = input.size(0);
   f.classes = input.size(1);
   f.gamma = gamma;
@@ -97,7 +101,29 @@ FocalLossForward focal_loss_prepare_forward(
   } else {
     f.output = host::empty({f.rows}, dtype, input);
   }
+  f.with_grad = with_grad;
+  if (with_grad) {
+    f.grad = host::empty({f.rows, f.classes}, dtype, input);
+    f.grad_scale = (f.reduction == kMean && f.rows > 0)
+                       ? 1.0 / static_cast<double>(f.rows)
+                       : 1.0;
+  }
   return f;
+}
+
+void focal_loss_check_scale_grad(const Tensor& grad,
+                                 const Tensor& grad_output) {
+  const char* op = "_focal_loss_scale_grad_";
+  check_dim(grad, 2, op, "grad_input");
+  VISDET_CHECK(grad.is_contiguous(), op,
+               ": grad_input must be contiguous (the buffer the forward "
+               "wrote)");
+  VISDET_CHECK(grad_output.dim() == 0, op,
+               ": grad_output of a reduced loss must be a scalar tensor, got "
+               "shape ",
+               host::shape_of(grad_output));
+  check_same_dtype(grad, grad_output, op, "grad_input", "grad_output");
+  check_same_device(grad, grad_output, op, "grad_input", "grad_output");
 }
 
 Tensor focal_loss_empty_forward(const FocalLossForward& f) {
@@ -186,17 +212,17 @@ int64_t grain_rows(int64_t classes) {
   return std::max<int64_t>(1, 4096 / std::max<int64_t>(classes, 1));
 }
 
-Tensor focal_loss_forward_cpu_kernel(FocalKind kind, const Tensor& input,
-                                     const Tensor& target, double gamma,
-                                     double alpha,
-                                     const std::optional<Tensor>& weight,
-                                     host::StringArg reduction) {
-  FocalLossForward f = focal_loss_prepare_forward(kind, input, target, gamma,
-                                                  alpha, weight, reduction);
+// The loss and, with_grad, the gradient of the reduced loss (else undefined).
+std::tuple<Tensor, Tensor> focal_loss_forward_cpu_kernel(
+    FocalKind kind, const Tensor& input, const Tensor& target, double gamma,
+    double alpha, const std::optional<Tensor>& weight,
+    host::StringArg reduction, bool with_grad) {
+  FocalLossForward f = focal_loss_prepare_forward(
+      kind, input, target, gamma, alpha, weight, reduction, with_grad);
   VISDET_CHECK(host::is_cpu(f.input), focal_loss_op_name(kind),
                ": the CPU kernel needs CPU tensors, got input on ",
                host::device_of(f.input));
-  if (f.empty()) return focal_loss_empty_forward(f);
+  if (f.empty()) return {focal_loss_empty_forward(f), f.grad};
   focal_loss_check_targets(kind, f.target, f.classes);
   const bool sigmoid_elements =
       kind == FocalKind::kSigmoid && f.reduction == kNone;
@@ -214,18 +240,22 @@ Tensor focal_loss_forward_cpu_kernel(FocalKind kind, const Tensor& input,
     const auto a = static_cast<T>(alpha);
     T* loss = sigmoid_elements ? host::mutable_data<T>(f.output) : nullptr;
     T* row = host::mutable_data<T>(per_row);
+    const auto grad_scale = static_cast<T>(f.grad_scale);
+    T* grad = f.with_grad ? host::mutable_data<T>(f.grad) : nullptr;
     host::parallel_for(
         0, f.rows, grain_rows(f.classes), [&](int64_t begin, int64_t end) {
           if (kind == FocalKind::kSigmoid) {
             sigmoid_focal_loss_forward_cpu<T>(in, tg, w, f.classes, g, a,
-                                              begin, end, loss, row);
+                                              begin, end, loss, row,
+                                              grad_scale, grad);
           } else {
             softmax_focal_loss_forward_cpu<T>(in, tg, w, f.classes, g, a,
-                                              begin, end, row);
+                                              begin, end, row, grad_scale,
+                                              grad);
           }
         });
   });
-  if (f.reduction == kNone) return f.output;
+  if (f.reduction == kNone) return {f.output, f.grad};
   const Tensor total = host::sum_all(per_row);
   if (f.reduction == kMean) {
     // In T, as at::Tensor::div_(double) divides a CPU float tensor.
@@ -235,7 +265,7 @@ Tensor focal_loss_forward_cpu_kernel(FocalKind kind, const Tensor& input,
       *value = *value / static_cast<T>(f.rows);
     });
   }
-  return total;
+  return {total, f.grad};
 }
 
 Tensor focal_loss_backward_cpu_kernel(FocalKind kind, const Tensor& grad_output,
@@ -291,19 +321,58 @@ std::optional<Tensor> float_if_reduced(const std::optional<Tensor>& t) {
 // The schema's ops, one per kind (the kind is a template argument so that
 // each registers as a plain function).
 template <FocalKind kKind>
+std::tuple<Tensor, Tensor> forward_cpu(const Tensor& input,
+                                       const Tensor& target, double gamma,
+                                       double alpha,
+                                       const std::optional<Tensor>& weight,
+                                       host::StringArg reduction,
+                                       bool with_grad) {
+  if (is_reduced_float(input)) {
+    check_inputs(kKind, input, target, gamma, alpha, weight, reduction);
+    const auto [loss, grad] = focal_loss_forward_cpu_kernel(
+        kKind, host::to_dtype(input, ScalarType::Float), target, gamma, alpha,
+        float_if_reduced(weight), reduction, with_grad);
+    const ScalarType dtype = host::dtype_of(input);
+    return {host::to_dtype(loss, dtype),
+            with_grad ? host::to_dtype(grad, dtype) : grad};
+  }
+  return focal_loss_forward_cpu_kernel(kKind, input, target, gamma, alpha,
+                                       weight, reduction, with_grad);
+}
+
+template <FocalKind kKind>
 Tensor forward_cpu_op(const Tensor& input, const Tensor& target, double gamma,
                       double alpha, const std::optional<Tensor>& weight,
                       host::StringArg reduction) {
-  if (is_reduced_float(input)) {
-    check_inputs(kKind, input, target, gamma, alpha, weight, reduction);
-    return host::to_dtype(
-        focal_loss_forward_cpu_kernel(
-            kKind, host::to_dtype(input, ScalarType::Float), target, gamma,
-            alpha, float_if_reduced(weight), reduction),
-        host::dtype_of(input));
-  }
-  return focal_loss_forward_cpu_kernel(kKind, input, target, gamma, alpha,
-                                       weight, reduction);
+  return std::get<0>(forward_cpu<kKind>(input, target, gamma, alpha, weight,
+                                        reduction, false));
+}
+
+template <FocalKind kKind>
+std::tuple<Tensor, Tensor> forward_with_grad_cpu_op(
+    const Tensor& input, const Tensor& target, double gamma, double alpha,
+    const std::optional<Tensor>& weight, host::StringArg reduction) {
+  return forward_cpu<kKind>(input, target, gamma, alpha, weight, reduction,
+                            true);
+}
+
+// grad_input *= grad_output, skipped where grad_output is 1 (loss.backward()).
+void scale_grad_cpu_op(const Tensor& grad_input, const Tensor& grad_output) {
+  focal_loss_check_scale_grad(grad_input, grad_output);
+  VISDET_CHECK(host::is_cpu(grad_input), "_focal_loss_scale_grad_",
+               ": the CPU kernel needs CPU tensors, got grad_input on ",
+               host::device_of(grad_input));
+  host::dispatch_float_double(
+      host::dtype_of(grad_input), "_focal_loss_scale_grad_", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T k = *host::const_data<T>(grad_output);
+        if (k == T(1)) return;
+        T* g = host::mutable_data<T>(grad_input);
+        host::parallel_for(0, grad_input.numel(), 16384,
+                           [&](int64_t begin, int64_t end) {
+                             for (int64_t i = begin; i < end; ++i) g[i] *= k;
+                           });
+      });
 }
 
 template <FocalKind kKind>
@@ -343,9 +412,26 @@ VISDET_LIBRARY_FRAGMENT(m) {
       "_softmax_focal_loss_backward(Tensor grad_output, Tensor input, "
       "Tensor target, float gamma, float alpha, Tensor? weight, "
       "str reduction) -> Tensor");
+  // The fused training forward (docs/ops.md, focal_loss): the loss and the
+  // gradient of the reduced loss in one pass; the backward scales it in place.
+  m.def(
+      "_sigmoid_focal_loss_forward_with_grad(Tensor input, Tensor target, "
+      "float gamma, float alpha, Tensor? weight, str reduction) -> (Tensor, "
+      "Tensor)");
+  m.def(
+      "_softmax_focal_loss_forward_with_grad(Tensor input, Tensor target, "
+      "float gamma, float alpha, Tensor? weight, str reduction) -> (Tensor, "
+      "Tensor)");
+  m.def("_focal_loss_scale_grad_(Tensor(a!) grad_input, Tensor grad_output) "
+        "-> ()");
 }
 
 VISDET_LIBRARY_IMPL(CPU, m) {
+  m.impl("_sigmoid_focal_loss_forward_with_grad",
+         VISDET_KERNEL(forward_with_grad_cpu_op<FocalKind::kSigmoid>));
+  m.impl("_softmax_focal_loss_forward_with_grad",
+         VISDET_KERNEL(forward_with_grad_cpu_op<FocalKind::kSoftmax>));
+  m.impl("_focal_loss_scale_grad_", VISDET_KERNEL(scale_grad_cpu_op));
   m.impl("sigmoid_focal_loss",
          VISDET_KERNEL(forward_cpu_op<FocalKind::kSigmoid>));
   m.impl("_sigmoid_focal_loss_backward",

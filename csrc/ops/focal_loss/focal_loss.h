@@ -25,6 +25,12 @@ struct FocalLossForward {
   host::Tensor input, target, weight;
   bool has_weight = false;
   host::Tensor output;
+  // The forward that also writes the gradient of the reduced loss (the
+  // _<kind>_focal_loss_forward_with_grad ops): grad [rows, classes], the
+  // gradient for a grad_output of 1, and its scale (1 / rows for 'mean').
+  bool with_grad = false;
+  double grad_scale = 1.0;
+  host::Tensor grad;
   // No logit to compute: N == 0 or C == 0.
   bool empty() const { return rows == 0 || classes == 0; }
 };
@@ -32,7 +38,12 @@ struct FocalLossForward {
 FocalLossForward focal_loss_prepare_forward(
     FocalKind kind, const host::Tensor& input, const host::Tensor& target,
     double gamma, double alpha, const std::optional<host::Tensor>& weight,
-    host::StringArg reduction);
+    host::StringArg reduction, bool with_grad = false);
+
+// grad_output of the reduced loss (a scalar of grad's dtype and device),
+// checked for _focal_loss_scale_grad_.
+void focal_loss_check_scale_grad(const host::Tensor& grad,
+                                 const host::Tensor& grad_output);
 
 // The result of an empty forward (checks the targets first): zeros for
 // 'none' and 'sum'; for 'mean' the sum divided by N, so NaN for N == 0 as in

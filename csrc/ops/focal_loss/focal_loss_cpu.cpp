@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "focal_loss_kernel.h"
 #include "focal_loss_launch.h"
 
@@ -31,23 +33,42 @@ SoftmaxTarget<T> softmax_row(const T* x, int64_t classes, int64_t t, T* m_out) {
   return softmax_target(d_t, exp_of(d_t), s_other);
 }
 
+// d loss / d x_c = k * ([c == t] - p_c) of one row (k: the row's coef times
+// its grad_output, scale and weight).
+template <typename T>
+void softmax_row_grad(const T* x, int64_t classes, int64_t t, T m,
+                      const SoftmaxTarget<T>& st, T k, T* g) {
+  const T minus_k_over_s = -k / st.s;
+  for (int64_t c = 0; c < classes; ++c) {
+    g[c] = c == t ? k * st.u : minus_k_over_s * exp_of(x[c] - m);
+  }
+}
+
 }  // namespace
 
 template <typename T>
 void sigmoid_focal_loss_forward_cpu(const T* input, const int64_t* target,
                                     const T* weight, int64_t classes, T gamma,
                                     T alpha, int64_t begin, int64_t end,
-                                    T* loss, T* row_sum) {
+                                    T* loss, T* row_sum, T grad_scale,
+                                    T* grad) {
   for (int64_t n = begin; n < end; ++n) {
     const int64_t t = target[n];
     const T* x = input + n * classes;
     const bool valid = sigmoid_target_valid(t, classes);
     const T w = row_weight(weight, t, classes);
+    const T grad_w = grad_scale * w;
     T sum = T(0);
     for (int64_t c = 0; c < classes; ++c) {
-      const T value =
-          valid ? w * sigmoid_focal_loss_value(x[c], c == t, gamma, alpha)
-                : quiet_nan<T>();
+      T value = quiet_nan<T>();
+      T g = quiet_nan<T>();
+      if (valid) {
+        const ValueGrad<T> vg =
+            sigmoid_focal_loss_value_grad(x[c], c == t, gamma, alpha);
+        value = w * vg.value;
+        if (grad != nullptr) g = grad_w * vg.grad;
+      }
+      if (grad != nullptr) grad[n * classes + c] = g;
       if (loss != nullptr) {
         loss[n * classes + c] = value;
       } else {
@@ -62,21 +83,28 @@ template <typename T>
 void softmax_focal_loss_forward_cpu(const T* input, const int64_t* target,
                                     const T* weight, int64_t classes, T gamma,
                                     T alpha, int64_t begin, int64_t end,
-                                    T* loss) {
+                                    T* loss, T grad_scale, T* grad) {
   for (int64_t n = begin; n < end; ++n) {
     const int64_t t = target[n];
-    if (t < 0) {
-      loss[n] = T(0);
+    T* g = grad == nullptr ? nullptr : grad + n * classes;
+    if (t < 0 || t >= classes) {
+      // Ignored rows (t < 0) have no loss; invalid ones get NaN.
+      const T fill = t < 0 ? T(0) : quiet_nan<T>();
+      loss[n] = fill;
+      if (g != nullptr) std::fill(g, g + classes, fill);
       continue;
     }
-    if (t >= classes) {
-      loss[n] = quiet_nan<T>();
-      continue;
-    }
+    const T* x = input + n * classes;
     T m;
-    const SoftmaxTarget<T> st = softmax_row(input + n * classes, classes, t, &m);
-    loss[n] = row_weight(weight, t, classes) *
-              softmax_focal_loss_value(st, gamma, alpha);
+    const SoftmaxTarget<T> st = softmax_row(x, classes, t, &m);
+    const T w = row_weight(weight, t, classes);
+    loss[n] = w * softmax_focal_loss_value(st, gamma, alpha);
+    if (g != nullptr) {
+      softmax_row_grad(x, classes, t, m, st,
+                       grad_scale * w * softmax_focal_loss_coef(st, gamma,
+                                                                alpha),
+                       g);
+    }
   }
 }
 
@@ -121,23 +149,21 @@ void softmax_focal_loss_backward_cpu(const T* grad_output, int64_t go_stride_n,
     }
     T m;
     const SoftmaxTarget<T> st = softmax_row(x, classes, t, &m);
-    const T k = grad_output[n * go_stride_n] * scale *
-                row_weight(weight, t, classes) *
-                softmax_focal_loss_coef(st, gamma, alpha);
-    const T minus_k_over_s = -k / st.s;
-    for (int64_t c = 0; c < classes; ++c) {
-      g[c] = c == t ? k * st.u : minus_k_over_s * exp_of(x[c] - m);
-    }
+    softmax_row_grad(x, classes, t, m, st,
+                     grad_output[n * go_stride_n] * scale *
+                         row_weight(weight, t, classes) *
+                         softmax_focal_loss_coef(st, gamma, alpha),
+                     g);
   }
 }
 
 #define VISDET_INSTANTIATE(T)                                                 \
   template void sigmoid_focal_loss_forward_cpu<T>(                            \
       const T*, const int64_t*, const T*, int64_t, T, T, int64_t, int64_t,    \
-      T*, T*);                                                                \
+      T*, T*, T, T*);                                                         \
   template void softmax_focal_loss_forward_cpu<T>(                            \
       const T*, const int64_t*, const T*, int64_t, T, T, int64_t, int64_t,    \
-      T*);                                                                    \
+      T*, T, T*);                                                             \
   template void sigmoid_focal_loss_backward_cpu<T>(                           \
       const T*, int64_t, int64_t, T, const T*, const int64_t*, const T*,      \
       int64_t, T, T, int64_t, int64_t, T*);                                   \

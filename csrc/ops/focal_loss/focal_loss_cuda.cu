@@ -7,7 +7,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_helpers.cuh"
 #include "focal_loss_kernel.h"
@@ -144,49 +146,134 @@ __device__ __forceinline__ void grid_stride_unrolled(I n, Load load,
 }
 
 // Blocks of a sigmoid kernel without a reduction: about four logits a thread
-// (one unrolled step of grid_stride_unrolled).
+// (one unrolled step of grid_stride_unrolled, or one vector of four).
 inline unsigned int sigmoid_blocks(int64_t numel) {
   return cuda::blocks_for((numel + 3) / 4);
 }
 
-template <typename T, typename I, bool kReduce>
+// Four consecutive values, loaded and stored as one access.
+template <typename T>
+struct alignas(4 * sizeof(T)) Vec4 {
+  T v[4];
+};
+
+// The loss of logit x of class c in a row with target t, weighted, and (kGrad)
+// its gradient times grad_scale; NaN for an invalid target (flagged).
+template <bool kGrad, typename T, typename A>
+__device__ __forceinline__ ValueGrad<A> sigmoid_element(
+    A x, int64_t t, int64_t c, int64_t classes, const T* __restrict__ weight,
+    A gamma, A alpha, A grad_scale, int32_t* __restrict__ bad_target) {
+  ValueGrad<A> r;
+  if (t >= 0 && t <= classes) {
+    const A w = (weight != nullptr && t < classes) ? to_acc(weight[t]) : A(1);
+    if constexpr (kGrad) {
+      r = sigmoid_focal_loss_value_grad(x, c == t, gamma, alpha);
+      r.grad *= grad_scale * w;
+    } else {
+      r.value = sigmoid_focal_loss_value(x, c == t, gamma, alpha);
+    }
+    r.value *= w;
+  } else {
+    // Every writer stores the same value; nullptr: no check asked for.
+    if (bad_target != nullptr) *bad_target = 1;
+    r.value = quiet_nan<A>();
+    r.grad = quiet_nan<A>();
+  }
+  return r;
+}
+
+// kVec4: four consecutive logits of one row per step, as one load (and one
+// store of each output): classes % 4 == 0 and aligned pointers, checked by
+// the launcher. It saves the per-logit division by classes and target load.
+// kGrad: also writes grad (the gradient of the reduced loss, a training
+// forward).
+template <typename T, typename I, bool kReduce, bool kGrad, bool kVec4>
 __global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_forward_kernel(
     const T* __restrict__ input, const int64_t* __restrict__ target,
     const T* __restrict__ weight, I numel, I classes,
     typename Acc<T>::type gamma, typename Acc<T>::type alpha,
     T* __restrict__ loss, typename Acc<T>::type* __restrict__ partials,
-    int32_t* __restrict__ bad_target) {
+    int32_t* __restrict__ bad_target, typename Acc<T>::type grad_scale,
+    T* __restrict__ grad) {
   using A = typename Acc<T>::type;
   A sum = A(0);
-  grid_stride_unrolled<I>(
-      numel,
-      [&](I i) {
-        const I n = i / classes;
-        return Logit<A, I>{to_acc(input[i]), A(0), target[n], i - n * classes};
-      },
-      [&](I i, const Logit<A, I>& l) {
-        const int64_t t = l.t;
-        A value;
-        if (t >= 0 && t <= static_cast<int64_t>(classes)) {
-          value = sigmoid_focal_loss_value(
-              l.x, static_cast<int64_t>(l.c) == t, gamma, alpha);
-          if (weight != nullptr && t < static_cast<int64_t>(classes)) {
-            value *= to_acc(weight[t]);
-          }
-        } else {
-          // Every writer stores the same value; nullptr: no check asked for.
-          if (bad_target != nullptr) *bad_target = 1;
-          value = quiet_nan<A>();
-        }
+  auto element = [&](A x, int64_t t, I c) {
+    return sigmoid_element<kGrad>(x, t, static_cast<int64_t>(c),
+                                  static_cast<int64_t>(classes), weight, gamma,
+                                  alpha, grad_scale, bad_target);
+  };
+  if constexpr (kVec4) {
+    const I vectors = numel / 4;
+    const I stride = static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x);
+    for (I v = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +
+               static_cast<I>(threadIdx.x);
+         v < vectors; v += stride) {
+      const I i = v * 4;
+      const I n = i / classes;
+      const I c = i - n * classes;
+      const Vec4<T> x = reinterpret_cast<const Vec4<T>*>(input)[v];
+      const int64_t t = target[n];
+      Vec4<T> out, g;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const ValueGrad<A> r = element(to_acc(x.v[k]), t, c + k);
         if constexpr (kReduce) {
-          sum += value;
+          sum += r.value;
         } else {
-          loss[i] = from_acc<T>(value);
+          out.v[k] = from_acc<T>(r.value);
         }
-      });
+        if constexpr (kGrad) g.v[k] = from_acc<T>(r.grad);
+      }
+      if constexpr (!kReduce) reinterpret_cast<Vec4<T>*>(loss)[v] = out;
+      if constexpr (kGrad) reinterpret_cast<Vec4<T>*>(grad)[v] = g;
+    }
+  } else {
+    grid_stride_unrolled<I>(
+        numel,
+        [&](I i) {
+          const I n = i / classes;
+          return Logit<A, I>{to_acc(input[i]), A(0), target[n],
+                             i - n * classes};
+        },
+        [&](I i, const Logit<A, I>& l) {
+          const ValueGrad<A> r = element(l.x, l.t, l.c);
+          if constexpr (kReduce) {
+            sum += r.value;
+          } else {
+            loss[i] = from_acc<T>(r.value);
+          }
+          if constexpr (kGrad) grad[i] = from_acc<T>(r.grad);
+        });
+  }
   if constexpr (kReduce) {
     sum = block_sum(sum);
     if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+  }
+}
+
+// grad[i] *= *grad_output, where that is not 1; grid-stride, by four when
+// kVec4 (numel % 4 == 0, aligned).
+template <typename T, bool kVec4>
+__global__ void __launch_bounds__(kThreads) focal_loss_scale_grad_kernel(
+    T* __restrict__ grad, int64_t numel, const T* __restrict__ grad_output) {
+  using A = typename Acc<T>::type;
+  const A k = to_acc(*grad_output);
+  if (k == A(1)) return;
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  const int64_t first =
+      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if constexpr (kVec4) {
+    Vec4<T>* g = reinterpret_cast<Vec4<T>*>(grad);
+    for (int64_t v = first; v < numel / 4; v += stride) {
+      Vec4<T> x = g[v];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) x.v[j] = from_acc<T>(to_acc(x.v[j]) * k);
+      g[v] = x;
+    }
+  } else {
+    for (int64_t i = first; i < numel; i += stride) {
+      grad[i] = from_acc<T>(to_acc(grad[i]) * k);
+    }
   }
 }
 
@@ -305,15 +392,51 @@ __device__ __forceinline__ void softmax_row_stats(
   r.st = softmax_target(d_t, e_t, s_other);
 }
 
+// Writes row n's gradient g[c] = k * ([c == t] - p_c) from its statistics
+// (k: the row's coef times its grad_output, scale and weight); rows without a
+// class get 0 (ignored, t < 0) or NaN (invalid target).
+template <typename T, int kGroup, int kPerLane>
+__device__ __forceinline__ void softmax_store_grad(
+    T* __restrict__ g, const T* __restrict__ x, int64_t classes, int64_t t,
+    int lane, bool has_class,
+    const SoftmaxRow<typename Acc<T>::type, kPerLane>& r,
+    typename Acc<T>::type k) {
+  using A = typename Acc<T>::type;
+  if (!has_class) {
+    const T fill = from_acc<T>(t < 0 ? A(0) : quiet_nan<A>());
+    for (int64_t c = lane; c < classes; c += kGroup) g[c] = fill;
+    return;
+  }
+  const A minus_k_over_s = -k / r.st.s;
+  const A grad_t = k * r.st.u;
+  if constexpr (kPerLane > 0) {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int c = lane + j * kGroup;
+      if (c < classes) {
+        g[c] = from_acc<T>(c == t ? grad_t : minus_k_over_s * r.e[j]);
+      }
+    }
+  } else {
+    for (int64_t c = lane; c < classes; c += kGroup) {
+      const A grad =
+          c == t ? grad_t : minus_k_over_s * exp_of(to_acc(x[c]) - r.m);
+      g[c] = from_acc<T>(grad);
+    }
+  }
+}
+
 // Rows are visited in block-uniform steps, so every warp runs the same number
-// of iterations and its shuffles always see all 32 lanes.
-template <typename T, int kGroup, int kPerLane, bool kReduce>
+// of iterations and its shuffles always see all 32 lanes. kGrad: also writes
+// grad, the gradient of the reduced loss times grad_scale.
+template <typename T, int kGroup, int kPerLane, bool kReduce, bool kGrad>
 __global__ void __launch_bounds__(kThreads) softmax_focal_loss_forward_kernel(
     const T* __restrict__ input, const int64_t* __restrict__ target,
     const T* __restrict__ weight, int64_t rows, int64_t classes,
     typename Acc<T>::type gamma, typename Acc<T>::type alpha,
     T* __restrict__ loss, typename Acc<T>::type* __restrict__ partials,
-    int32_t* __restrict__ bad_target) {
+    int32_t* __restrict__ bad_target, typename Acc<T>::type grad_scale,
+    T* __restrict__ grad) {
   using A = typename Acc<T>::type;
   constexpr int kRowsPerBlock = kThreads / kGroup;
   const int lane = threadIdx.x % kGroup;
@@ -325,15 +448,21 @@ __global__ void __launch_bounds__(kThreads) softmax_focal_loss_forward_kernel(
     const bool in_range = n < rows;
     const int64_t t = in_range ? target[n] : -1;
     const bool has_class = t >= 0 && t < classes;
+    const T* x = input + (in_range ? n : 0) * classes;
     SoftmaxRow<A, kPerLane> r;
-    softmax_row_stats<T, kGroup, kPerLane>(input + (in_range ? n : 0) * classes,
-                                           classes, t, lane,
+    softmax_row_stats<T, kGroup, kPerLane>(x, classes, t, lane,
                                            in_range && has_class, r);
-    if (!in_range || lane != 0) continue;
+    if (!in_range) continue;
+    const A w = (weight != nullptr && has_class) ? to_acc(weight[t]) : A(1);
+    if constexpr (kGrad) {
+      softmax_store_grad<T, kGroup, kPerLane>(
+          grad + n * classes, x, classes, t, lane, has_class, r,
+          grad_scale * softmax_focal_loss_coef(r.st, gamma, alpha) * w);
+    }
+    if (lane != 0) continue;
     A value;
     if (has_class) {
-      value = softmax_focal_loss_value(r.st, gamma, alpha);
-      if (weight != nullptr) value *= to_acc(weight[t]);
+      value = softmax_focal_loss_value(r.st, gamma, alpha) * w;
     } else if (t < 0) {
       value = A(0);
     } else {
@@ -374,33 +503,14 @@ __global__ void __launch_bounds__(kThreads) softmax_focal_loss_backward_kernel(
     softmax_row_stats<T, kGroup, kPerLane>(x, classes, t, lane,
                                            in_range && has_class, r);
     if (!in_range) continue;
-    T* g = grad_input + n * classes;
-    if (!has_class) {
-      // Ignored rows (t < 0) have no loss; invalid ones get NaN.
-      const T fill = from_acc<T>(t < 0 ? A(0) : quiet_nan<A>());
-      for (int64_t c = lane; c < classes; c += kGroup) g[c] = fill;
-      continue;
-    }
-    A k = to_acc(grad_output[n * go_stride_n]) * scale *
+    A k = A(0);
+    if (has_class) {
+      k = to_acc(grad_output[n * go_stride_n]) * scale *
           softmax_focal_loss_coef(r.st, gamma, alpha);
-    if (weight != nullptr) k *= to_acc(weight[t]);
-    const A minus_k_over_s = -k / r.st.s;
-    const A grad_t = k * r.st.u;
-    if constexpr (kPerLane > 0) {
-#pragma unroll
-      for (int j = 0; j < kPerLane; ++j) {
-        const int c = lane + j * kGroup;
-        if (c < classes) {
-          g[c] = from_acc<T>(c == t ? grad_t : minus_k_over_s * r.e[j]);
-        }
-      }
-    } else {
-      for (int64_t c = lane; c < classes; c += kGroup) {
-        const A grad =
-            c == t ? grad_t : minus_k_over_s * exp_of(to_acc(x[c]) - r.m);
-        g[c] = from_acc<T>(grad);
-      }
+      if (weight != nullptr) k *= to_acc(weight[t]);
     }
+    softmax_store_grad<T, kGroup, kPerLane>(grad_input + n * classes, x,
+                                            classes, t, lane, has_class, r, k);
   }
 }
 
@@ -443,65 +553,114 @@ cudaError_t dispatch_softmax_shape(int64_t classes, F&& launch) {
   return launch(Shape<32, 0>{});
 }
 
-template <typename T, int kGroup, int kPerLane>
-cudaError_t softmax_forward_shape(const T* input, const int64_t* target,
-                                  const T* weight, int64_t rows,
-                                  int64_t classes, double gamma, double alpha,
-                                  int reduction, T* loss, int32_t* workspace,
-                                  bool check_targets, cudaStream_t stream) {
+// What a forward launch needs, in the kernels' compute type A.
+template <typename T>
+struct ForwardArgs {
   using A = typename Acc<T>::type;
-  int32_t* flag = check_targets ? workspace : nullptr;
-  A* partials = workspace == nullptr
-                    ? nullptr
-                    : reinterpret_cast<A*>(workspace + kPartialsOffsetWords);
-  constexpr int kRowsPerBlock = kThreads / kGroup;
-  unsigned int blocks = cuda::blocks_for(rows, kRowsPerBlock);
-  const A g = static_cast<A>(gamma);
-  const A a = static_cast<A>(alpha);
-  if (reduction == kNone) {
-    softmax_focal_loss_forward_kernel<T, kGroup, kPerLane, false>
-        <<<blocks, kThreads, 0, stream>>>(input, target, weight, rows, classes,
-                                          g, a, loss, partials, flag);
+  const T* input;
+  const int64_t* target;
+  const T* weight;
+  int64_t rows, classes;
+  A gamma, alpha, grad_scale;
+  int reduction;
+  T* loss;
+  int32_t* flag;  // nullptr: no target check asked for
+  A* partials;    // reductions
+  T* grad;        // nullptr: no gradient (the host allows it for reductions)
+
+  ForwardArgs(const T* input_, const int64_t* target_, const T* weight_,
+              int64_t rows_, int64_t classes_, double gamma_, double alpha_,
+              int reduction_, T* loss_, int32_t* workspace, bool check_targets,
+              double grad_scale_, T* grad_)
+      : input(input_),
+        target(target_),
+        weight(weight_),
+        rows(rows_),
+        classes(classes_),
+        gamma(static_cast<A>(gamma_)),
+        alpha(static_cast<A>(alpha_)),
+        grad_scale(static_cast<A>(grad_scale_)),
+        reduction(reduction_),
+        loss(loss_),
+        flag(check_targets ? workspace : nullptr),
+        partials(workspace == nullptr
+                     ? nullptr
+                     : reinterpret_cast<A*>(workspace + kPartialsOffsetWords)),
+        grad(grad_) {}
+};
+
+// Runs launch(kReduce, kGrad, blocks) as std::bool_constant tags: without a
+// reduction on `blocks`, with one on at most kReduceBlocks blocks, then the
+// block that sums their partials.
+template <typename T, typename Launch>
+cudaError_t launch_forward(const ForwardArgs<T>& f, unsigned int blocks,
+                           cudaStream_t stream, Launch&& launch) {
+  if (f.reduction == kNone) {
+    launch(std::false_type{}, std::false_type{}, blocks);
     return cudaGetLastError();
   }
   if (blocks > kReduceBlocks) blocks = kReduceBlocks;
-  softmax_focal_loss_forward_kernel<T, kGroup, kPerLane, true>
-      <<<blocks, kThreads, 0, stream>>>(input, target, weight, rows, classes, g,
-                                        a, loss, partials, flag);
+  if (f.grad != nullptr) {
+    launch(std::true_type{}, std::true_type{}, blocks);
+  } else {
+    launch(std::true_type{}, std::false_type{}, blocks);
+  }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  return launch_finalize<T>(partials, blocks, reduction, rows, loss, stream);
+  return launch_finalize<T>(f.partials, blocks, f.reduction, f.rows, f.loss,
+                            stream);
+}
+
+template <typename T>
+bool aligned_for_vec4(const void* p) {
+  return p == nullptr ||
+         reinterpret_cast<uintptr_t>(p) % alignof(Vec4<T>) == 0;
+}
+
+template <typename T, int kGroup, int kPerLane>
+cudaError_t softmax_forward_shape(const ForwardArgs<T>& f,
+                                  cudaStream_t stream) {
+  constexpr int kRowsPerBlock = kThreads / kGroup;
+  return launch_forward(
+      f, cuda::blocks_for(f.rows, kRowsPerBlock), stream,
+      [&](auto reduce, auto grad, unsigned int blocks) {
+        softmax_focal_loss_forward_kernel<T, kGroup, kPerLane,
+                                          decltype(reduce)::value,
+                                          decltype(grad)::value>
+            <<<blocks, kThreads, 0, stream>>>(
+                f.input, f.target, f.weight, f.rows, f.classes, f.gamma,
+                f.alpha, f.loss, f.partials, f.flag, f.grad_scale, f.grad);
+      });
 }
 
 template <typename T, typename I>
-cudaError_t sigmoid_forward_index(const T* input, const int64_t* target,
-                                  const T* weight, int64_t rows,
-                                  int64_t classes, double gamma, double alpha,
-                                  int reduction, T* loss, int32_t* workspace,
-                                  bool check_targets, cudaStream_t stream) {
-  using A = typename Acc<T>::type;
-  int32_t* flag = check_targets ? workspace : nullptr;
-  A* partials = workspace == nullptr
-                    ? nullptr
-                    : reinterpret_cast<A*>(workspace + kPartialsOffsetWords);
-  const int64_t numel = rows * classes;
-  unsigned int blocks = sigmoid_blocks(numel);
-  const A g = static_cast<A>(gamma);
-  const A a = static_cast<A>(alpha);
-  if (reduction == kNone) {
-    sigmoid_focal_loss_forward_kernel<T, I, false>
-        <<<blocks, kThreads, 0, stream>>>(
-            input, target, weight, static_cast<I>(numel),
-            static_cast<I>(classes), g, a, loss, partials, flag);
-    return cudaGetLastError();
+cudaError_t sigmoid_forward_index(const ForwardArgs<T>& f,
+                                  cudaStream_t stream) {
+  const int64_t numel = f.rows * f.classes;
+  auto run = [&](auto vec4) {
+    constexpr bool kVec4 = decltype(vec4)::value;
+    const unsigned int blocks =
+        kVec4 ? cuda::blocks_for(numel / 4) : sigmoid_blocks(numel);
+    return launch_forward(
+        f, blocks, stream, [&](auto reduce, auto grad, unsigned int b) {
+          sigmoid_focal_loss_forward_kernel<T, I, decltype(reduce)::value,
+                                            decltype(grad)::value, kVec4>
+              <<<b, kThreads, 0, stream>>>(
+                  f.input, f.target, f.weight, static_cast<I>(numel),
+                  static_cast<I>(f.classes), f.gamma, f.alpha, f.loss,
+                  f.partials, f.flag, f.grad_scale, f.grad);
+        });
+  };
+  // Vectors of four: 32-bit indices only (the common case; larger inputs
+  // take the scalar loop).
+  if constexpr (std::is_same_v<I, int32_t>) {
+    if (f.classes % 4 == 0 && aligned_for_vec4<T>(f.input) &&
+        aligned_for_vec4<T>(f.grad) &&
+        (f.reduction != kNone || aligned_for_vec4<T>(f.loss))) {
+      return run(std::true_type{});
+    }
   }
-  if (blocks > kReduceBlocks) blocks = kReduceBlocks;
-  sigmoid_focal_loss_forward_kernel<T, I, true><<<blocks, kThreads, 0, stream>>>(
-      input, target, weight, static_cast<I>(numel), static_cast<I>(classes), g,
-      a, loss, partials, flag);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
-  return launch_finalize<T>(partials, blocks, reduction, rows, loss, stream);
+  return run(std::false_type{});
 }
 
 }  // namespace
@@ -515,38 +674,59 @@ template <typename T>
 cudaError_t sigmoid_focal_loss_forward_cuda_launch(
     const T* input, const int64_t* target, const T* weight, int64_t rows,
     int64_t classes, double gamma, double alpha, int reduction, T* loss,
-    int32_t* workspace, bool check_targets, cudaStream_t stream) {
+    int32_t* workspace, bool check_targets, double grad_scale, T* grad,
+    cudaStream_t stream) {
   if (check_targets) {
     const cudaError_t err =
         cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream);
     if (err != cudaSuccess) return err;
   }
+  const ForwardArgs<T> f(input, target, weight, rows, classes, gamma, alpha,
+                         reduction, loss, workspace, check_targets, grad_scale,
+                         grad);
   if (rows * classes <= cuda::kMaxInt32LoopSize) {
-    return sigmoid_forward_index<T, int32_t>(
-        input, target, weight, rows, classes, gamma, alpha, reduction, loss,
-        workspace, check_targets, stream);
+    return sigmoid_forward_index<T, int32_t>(f, stream);
   }
-  return sigmoid_forward_index<T, int64_t>(input, target, weight, rows, classes,
-                                           gamma, alpha, reduction, loss,
-                                           workspace, check_targets, stream);
+  return sigmoid_forward_index<T, int64_t>(f, stream);
 }
 
 template <typename T>
 cudaError_t softmax_focal_loss_forward_cuda_launch(
     const T* input, const int64_t* target, const T* weight, int64_t rows,
     int64_t classes, double gamma, double alpha, int reduction, T* loss,
-    int32_t* workspace, bool check_targets, cudaStream_t stream) {
+    int32_t* workspace, bool check_targets, double grad_scale, T* grad,
+    cudaStream_t stream) {
   if (check_targets) {
     const cudaError_t err =
         cudaMemsetAsync(workspace, 0, sizeof(int32_t), stream);
     if (err != cudaSuccess) return err;
   }
+  const ForwardArgs<T> f(input, target, weight, rows, classes, gamma, alpha,
+                         reduction, loss, workspace, check_targets, grad_scale,
+                         grad);
   return dispatch_softmax_shape(classes, [&](auto shape) {
     using S = decltype(shape);
-    return softmax_forward_shape<T, S::kGroup, S::kPerLane>(
-        input, target, weight, rows, classes, gamma, alpha, reduction, loss,
-        workspace, check_targets, stream);
+    return softmax_forward_shape<T, S::kGroup, S::kPerLane>(f, stream);
   });
+}
+
+template <typename T>
+cudaError_t focal_loss_scale_grad_cuda_launch(T* grad, int64_t numel,
+                                              const T* grad_output,
+                                              cudaStream_t stream) {
+  // Enough blocks to stream the buffer; few, so that the early return (a
+  // grad_output of 1) costs about a launch.
+  constexpr unsigned int kMaxBlocks = 1024;
+  if (numel % 4 == 0 && aligned_for_vec4<T>(grad)) {
+    focal_loss_scale_grad_kernel<T, true>
+        <<<std::min(cuda::blocks_for(numel / 4), kMaxBlocks), kThreads, 0,
+           stream>>>(grad, numel, grad_output);
+  } else {
+    focal_loss_scale_grad_kernel<T, false>
+        <<<std::min(cuda::blocks_for(numel), kMaxBlocks), kThreads, 0,
+           stream>>>(grad, numel, grad_output);
+  }
+  return cudaGetLastError();
 }
 
 template <typename T>
@@ -596,10 +776,13 @@ cudaError_t softmax_focal_loss_backward_cuda_launch(
 #define VISDET_INSTANTIATE(T)                                                  \
   template cudaError_t sigmoid_focal_loss_forward_cuda_launch<T>(              \
       const T*, const int64_t*, const T*, int64_t, int64_t, double, double,    \
-      int, T*, int32_t*, bool, cudaStream_t);                                  \
+      int, T*, int32_t*, bool, double, T*, cudaStream_t);                      \
   template cudaError_t softmax_focal_loss_forward_cuda_launch<T>(              \
       const T*, const int64_t*, const T*, int64_t, int64_t, double, double,    \
-      int, T*, int32_t*, bool, cudaStream_t);                                  \
+      int, T*, int32_t*, bool, double, T*, cudaStream_t);                      \
+  template cudaError_t focal_loss_scale_grad_cuda_launch<T>(T*, int64_t,       \
+                                                            const T*,          \
+                                                            cudaStream_t);     \
   template cudaError_t sigmoid_focal_loss_backward_cuda_launch<T>(             \
       const T*, int64_t, int64_t, double, const T*, const int64_t*, const T*,  \
       int64_t, int64_t, double, double, T*, cudaStream_t);                     \

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <optional>
+#include <tuple>
 
 #include "common/checks.h"
 #include "common/host.h"
@@ -31,16 +32,16 @@ void check_on_cuda(FocalKind kind, const Tensor& input, const Tensor& target,
                host::device_of(input));
 }
 
-Tensor focal_loss_forward_cuda_kernel(FocalKind kind, const Tensor& input,
-                                      const Tensor& target, double gamma,
-                                      double alpha,
-                                      const std::optional<Tensor>& weight,
-                                      host::StringArg reduction) {
+// The loss and, with_grad, the gradient of the reduced loss (else undefined).
+std::tuple<Tensor, Tensor> focal_loss_forward_cuda_kernel(
+    FocalKind kind, const Tensor& input, const Tensor& target, double gamma,
+    double alpha, const std::optional<Tensor>& weight,
+    host::StringArg reduction, bool with_grad) {
   check_on_cuda(kind, input, target, weight);
   const host::CudaDeviceGuard device_guard(input);
-  FocalLossForward f = focal_loss_prepare_forward(kind, input, target, gamma,
-                                                  alpha, weight, reduction);
-  if (f.empty()) return focal_loss_empty_forward(f);
+  FocalLossForward f = focal_loss_prepare_forward(
+      kind, input, target, gamma, alpha, weight, reduction, with_grad);
+  if (f.empty()) return {focal_loss_empty_forward(f), f.grad};
   // Without VISDET_OPS_SYNC_TARGET_CHECKS=1 the host does not wait for the
   // kernel: a row with an out-of-range target gets a NaN loss (so a NaN
   // 'mean' / 'sum') and NaN gradients, never an out-of-bounds read. With it,
@@ -68,6 +69,7 @@ Tensor focal_loss_forward_cuda_kernel(FocalKind kind, const Tensor& input,
             f.has_weight ? host::const_data<T>(f.weight) : nullptr, f.rows,
             f.classes, gamma, alpha, f.reduction,
             host::mutable_data<T>(f.output), workspace_ptr, sync_check,
+            f.grad_scale, f.with_grad ? host::mutable_data<T>(f.grad) : nullptr,
             stream));
       });
   if (sync_check &&
@@ -77,7 +79,7 @@ Tensor focal_loss_forward_cuda_kernel(FocalKind kind, const Tensor& input,
                  ": internal error: the CUDA kernel flagged a target that the "
                  "host check accepts");
   }
-  return f.output;
+  return {f.output, f.grad};
 }
 
 Tensor focal_loss_backward_cuda_kernel(
@@ -121,8 +123,35 @@ template <FocalKind kKind>
 Tensor forward_cuda_op(const Tensor& input, const Tensor& target, double gamma,
                        double alpha, const std::optional<Tensor>& weight,
                        host::StringArg reduction) {
+  return std::get<0>(focal_loss_forward_cuda_kernel(
+      kKind, input, target, gamma, alpha, weight, reduction, false));
+}
+
+template <FocalKind kKind>
+std::tuple<Tensor, Tensor> forward_with_grad_cuda_op(
+    const Tensor& input, const Tensor& target, double gamma, double alpha,
+    const std::optional<Tensor>& weight, host::StringArg reduction) {
   return focal_loss_forward_cuda_kernel(kKind, input, target, gamma, alpha,
-                                        weight, reduction);
+                                        weight, reduction, true);
+}
+
+// grad_input *= grad_output with grad_output read on the device: no host
+// sync, and nothing to do where it is 1 (loss.backward()).
+void scale_grad_cuda_op(const Tensor& grad_input, const Tensor& grad_output) {
+  focal_loss_check_scale_grad(grad_input, grad_output);
+  VISDET_CHECK(host::is_cuda(grad_input), "_focal_loss_scale_grad_",
+               ": the CUDA kernel needs CUDA tensors, got grad_input on ",
+               host::device_of(grad_input));
+  if (grad_input.numel() == 0) return;
+  const host::CudaDeviceGuard device_guard(grad_input);
+  const cudaStream_t stream = host::current_cuda_stream(grad_input);
+  host::dispatch_floating_types<__half, __nv_bfloat16>(
+      host::dtype_of(grad_input), "_focal_loss_scale_grad_", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        VISDET_CUDA_CHECK(focal_loss_scale_grad_cuda_launch<T>(
+            host::mutable_data<T>(grad_input), grad_input.numel(),
+            host::const_data<T>(grad_output), stream));
+      });
 }
 
 template <FocalKind kKind>
@@ -137,6 +166,11 @@ Tensor backward_cuda_op(const Tensor& grad_output, const Tensor& input,
 }  // namespace
 
 VISDET_LIBRARY_IMPL(CUDA, m) {
+  m.impl("_sigmoid_focal_loss_forward_with_grad",
+         VISDET_KERNEL(forward_with_grad_cuda_op<FocalKind::kSigmoid>));
+  m.impl("_softmax_focal_loss_forward_with_grad",
+         VISDET_KERNEL(forward_with_grad_cuda_op<FocalKind::kSoftmax>));
+  m.impl("_focal_loss_scale_grad_", VISDET_KERNEL(scale_grad_cuda_op));
   m.impl("sigmoid_focal_loss",
          VISDET_KERNEL(forward_cuda_op<FocalKind::kSigmoid>));
   m.impl("_sigmoid_focal_loss_backward",

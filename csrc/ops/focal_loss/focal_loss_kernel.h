@@ -93,28 +93,50 @@ VISDET_HOST_DEVICE VISDET_INLINE LogSigmoid<A> log_sigmoid(A x) {
   return s;
 }
 
-// Loss of one logit x; positive: is its class the row's target.
+// v^gamma of v in [0, 1] with log_v = log(v): v * v for gamma == 2 (the
+// default: no exponential), else from the log.
 template <typename A>
-VISDET_HOST_DEVICE VISDET_INLINE A sigmoid_focal_loss_value(A x, bool positive,
-                                                            A gamma, A alpha) {
-  const LogSigmoid<A> s = log_sigmoid(x);
-  if (positive) return -alpha * pow_from_log(s.log_q, gamma) * s.log_p;
-  return -(A(1) - alpha) * pow_from_log(s.log_p, gamma) * s.log_q;
+VISDET_HOST_DEVICE VISDET_INLINE A pow_of_prob(A v, A log_v, A gamma) {
+  return gamma == A(2) ? v * v : pow_from_log(log_v, gamma);
 }
 
-// d loss / dx of one logit (mmcv's formulas with q = 1 - p):
+// Loss of one logit x and its d loss / dx (positive: is its class the row's
+// target), from one log_sigmoid. The gradient is mmcv's, with q = 1 - p:
 //   positive: -alpha       * q^gamma * (q - gamma * p * log p)
 //   negative: -(1 - alpha) * p^gamma * (gamma * q * log q - p)
 template <typename A>
+struct ValueGrad {
+  A value, grad;
+};
+
+template <typename A>
+VISDET_HOST_DEVICE VISDET_INLINE ValueGrad<A> sigmoid_focal_loss_value_grad(
+    A x, bool positive, A gamma, A alpha) {
+  const LogSigmoid<A> s = log_sigmoid(x);
+  ValueGrad<A> r;
+  if (positive) {
+    const A w = -alpha * pow_of_prob(s.q, s.log_q, gamma);
+    r.value = w * s.log_p;
+    r.grad = w * (s.q - gamma * xlogx(s.p, s.log_p));
+  } else {
+    const A w = -(A(1) - alpha) * pow_of_prob(s.p, s.log_p, gamma);
+    r.value = w * s.log_q;
+    r.grad = w * (gamma * xlogx(s.q, s.log_q) - s.p);
+  }
+  return r;
+}
+
+// The loss alone (inlined, the gradient's arithmetic is dropped).
+template <typename A>
+VISDET_HOST_DEVICE VISDET_INLINE A sigmoid_focal_loss_value(A x, bool positive,
+                                                            A gamma, A alpha) {
+  return sigmoid_focal_loss_value_grad(x, positive, gamma, alpha).value;
+}
+
+template <typename A>
 VISDET_HOST_DEVICE VISDET_INLINE A sigmoid_focal_loss_grad(A x, bool positive,
                                                            A gamma, A alpha) {
-  const LogSigmoid<A> s = log_sigmoid(x);
-  if (positive) {
-    return -alpha * pow_from_log(s.log_q, gamma) *
-           (s.q - gamma * xlogx(s.p, s.log_p));
-  }
-  return -(A(1) - alpha) * pow_from_log(s.log_p, gamma) *
-         (gamma * xlogx(s.q, s.log_q) - s.p);
+  return sigmoid_focal_loss_value_grad(x, positive, gamma, alpha).grad;
 }
 
 // The softmax probability of a row's target class and what the loss needs
@@ -139,10 +161,16 @@ VISDET_HOST_DEVICE VISDET_INLINE SoftmaxTarget<A> softmax_target(A d_t, A e_t,
   return r;
 }
 
+// u^gamma: u * u for gamma == 2 (the default), else pow.
+template <typename A>
+VISDET_HOST_DEVICE VISDET_INLINE A pow_gamma(A u, A gamma) {
+  return gamma == A(2) ? u * u : pow_of(u, gamma);
+}
+
 template <typename A>
 VISDET_HOST_DEVICE VISDET_INLINE A softmax_focal_loss_value(
     const SoftmaxTarget<A>& t, A gamma, A alpha) {
-  return -alpha * pow_of(t.u, gamma) * t.log_pt;
+  return -alpha * pow_gamma(t.u, gamma) * t.log_pt;
 }
 
 // coef such that d loss / d x_c = coef * ([c == t] - p_c):
@@ -155,7 +183,7 @@ template <typename A>
 VISDET_HOST_DEVICE VISDET_INLINE A softmax_focal_loss_coef(
     const SoftmaxTarget<A>& t, A gamma, A alpha) {
   const A ratio = t.u > A(0) ? t.pt * t.log_pt / t.u : A(-1);
-  return -alpha * pow_of(t.u, gamma) * (A(1) - gamma * ratio);
+  return -alpha * pow_gamma(t.u, gamma) * (A(1) - gamma * ratio);
 }
 
 // Row max that propagates NaN (fmax would drop it).

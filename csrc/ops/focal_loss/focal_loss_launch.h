@@ -9,6 +9,12 @@
 // ignored, loss and gradient 0, as in mmcv). Rows with any other target get
 // NaN loss / gradient; the CUDA forward with check_targets also raises the
 // flag in workspace[0].
+//
+// Forward with grad (not nullptr): it also writes the gradient of the summed
+// loss, d sum(loss) / d input times grad_scale (1 / rows for 'mean'), so that
+// a training step needs no second pass over the logits; the backward then
+// multiplies it by grad_output (focal_loss_scale_grad, nothing to do for the
+// usual grad_output of exactly 1).
 #pragma once
 
 #include <cstdint>
@@ -29,13 +35,14 @@ template <typename T>
 void sigmoid_focal_loss_forward_cpu(const T* input, const int64_t* target,
                                     const T* weight, int64_t classes, T gamma,
                                     T alpha, int64_t begin, int64_t end,
-                                    T* loss, T* row_sum);
+                                    T* loss, T* row_sum, T grad_scale,
+                                    T* grad);
 
 template <typename T>
 void softmax_focal_loss_forward_cpu(const T* input, const int64_t* target,
                                     const T* weight, int64_t classes, T gamma,
                                     T alpha, int64_t begin, int64_t end,
-                                    T* loss);
+                                    T* loss, T grad_scale, T* grad);
 
 // Backward: grad_input[n, c] = grad_output[n * go_stride_n + c * go_stride_c]
 // * scale * d loss[n(, c)] / d input[n, c]. Strides 0 broadcast a scalar
@@ -73,13 +80,15 @@ template <typename T>
 cudaError_t sigmoid_focal_loss_forward_cuda_launch(
     const T* input, const int64_t* target, const T* weight, int64_t rows,
     int64_t classes, double gamma, double alpha, int reduction, T* loss,
-    int32_t* workspace, bool check_targets, cudaStream_t stream);
+    int32_t* workspace, bool check_targets, double grad_scale, T* grad,
+    cudaStream_t stream);
 
 template <typename T>
 cudaError_t softmax_focal_loss_forward_cuda_launch(
     const T* input, const int64_t* target, const T* weight, int64_t rows,
     int64_t classes, double gamma, double alpha, int reduction, T* loss,
-    int32_t* workspace, bool check_targets, cudaStream_t stream);
+    int32_t* workspace, bool check_targets, double grad_scale, T* grad,
+    cudaStream_t stream);
 
 // No sync, no scratch; rows with an invalid target get a NaN gradient.
 template <typename T>
@@ -94,6 +103,12 @@ cudaError_t softmax_focal_loss_backward_cuda_launch(
     const T* grad_output, int64_t go_stride_n, double scale, const T* input,
     const int64_t* target, const T* weight, int64_t rows, int64_t classes,
     double gamma, double alpha, T* grad_input, cudaStream_t stream);
+// grad[0, numel) *= *grad_output, read on the device (no host sync); the
+// kernel returns at once where *grad_output == 1.
+template <typename T>
+cudaError_t focal_loss_scale_grad_cuda_launch(T* grad, int64_t numel,
+                                              const T* grad_output,
+                                              cudaStream_t stream);
 #endif
 
 }  // namespace visdet_ops
