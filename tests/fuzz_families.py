@@ -956,13 +956,15 @@ def _on_gpu(case: dict, name: str) -> bool:
 def _roi_unchecked(run: Run, case: dict) -> None:
     """On CUDA without sync checks a bad RoI (batch index outside [0, N), non-finite coordinate) is not refused: its
     output row must be NaN (documented)."""
-    if case["bad"] in ("bad_index", "nan_roi") and run.unchecked_values and _on_gpu(case, "rois"):
+    # An empty batch makes every RoI's batch index (drawn in [0, 1)) a bad one.
+    empty_batch = case["bad"] is None and case["shape"][0] == 0 and case["k"] > 0
+    if (case["bad"] in ("bad_index", "nan_roi") or empty_batch) and run.unchecked_values and _on_gpu(case, "rois"):
         run.expect = "either"
-        row = case["k"] // 2
+        rows = slice(None) if empty_batch else case["k"] // 2
 
         def check(out):
-            if out.size(1) and not torch.isnan(out[row]).all():
-                raise Mismatch(f"a bad RoI on CUDA (row {row}) did not give NaN")
+            if out.size(1) and not torch.isnan(out[rows]).all():
+                raise Mismatch(f"a bad RoI on CUDA (rows {rows}) did not give NaN")
 
         run.unchecked_check = check
 

@@ -4,12 +4,12 @@
 
 The calls are the ones each op module's example case makes (visdet_ops.ops.EXAMPLES, float32), captured below
 autograd by a TorchDispatchMode: the op's own arguments, str ones included, replayed through the dispatcher as a
-user's call reaches it. Per op: warm-up calls, then two windows of up to `--calls` calls each (fewer where they
+user's call reaches it. Per op: warm-up calls, then three windows of up to `--calls` calls each (fewer where they
 would take more than `--seconds`, but at least MIN_CALLS), each between two readings of
 - host RSS (/proc/self/statm), what a user's monitoring sees;
 - glibc's bytes in use (mallinfo2: every live malloc block, to the byte), where the C library has it;
 - torch.cuda.memory_allocated() on CUDA (every live tensor of the caching allocator, to the byte).
-The growth per op is the smaller of its two windows' (measure() says why). Prints one JSON object:
+The growth per op is the smallest of its three windows' (measure() says why). Prints one JSON object:
 {"ops": {qualname: {...}}, "str_ops": [...]} (an op missing from "ops" was called by no example case).
 """
 
@@ -195,6 +195,9 @@ def reading(device: torch.device) -> dict[str, int | None]:
     return {"rss": rss, "heap": heap, "cuda": cuda}
 
 
+WINDOWS = 3
+
+
 def _window(func, args, kwargs, device: torch.device, calls: int) -> dict[str, int | None]:
     before = reading(device)
     for _ in range(calls):
@@ -205,10 +208,11 @@ def _window(func, args, kwargs, device: torch.device, calls: int) -> dict[str, i
 
 def measure(call: tuple, device: torch.device, max_calls: int, seconds: float, min_calls: int = MIN_CALLS) -> dict:
     """Calls the op at most max_calls times, fewer where that would take longer than `seconds` (the bytes-in-use
-    reading is exact, so a few hundred calls show a leak of a byte a call), after a tenth as many warm-up calls;
-    twice. The growth reported is the smaller of the two windows': a leak grows memory in both, while a one-off
-    allocation that outlives the warm-up (a cache filled once, as seen on CUDA: 3 KB once in a thousand calls of
-    _deform_roi_pool_backward) falls in one window only."""
+    reading is exact, so a few hundred calls show a leak of a byte a call), after a quarter as many warm-up calls;
+    WINDOWS times. The growth reported is the smallest of the windows': a leak grows memory in every one, while a
+    one-off allocation that outlives the warm-up (a cache filled once, as seen on CUDA: 3 KB once in a thousand calls
+    of _deform_roi_pool_backward; 1-3 KB in each of two 200-call windows of public DCN calls, run 22) falls in some
+    windows only."""
     func, args, kwargs = call
     func(*args, **kwargs)
     if device.type == "cuda":
@@ -220,10 +224,10 @@ def measure(call: tuple, device: torch.device, max_calls: int, seconds: float, m
         torch.cuda.synchronize(device)
     per_call = (time.perf_counter() - started) / 10
     calls = max(min_calls, min(max_calls, int(seconds / max(per_call, 1e-9))))
-    for _ in range(max(calls // 10, 10)):
+    for _ in range(max(calls // 4, 50)):
         func(*args, **kwargs)
     started = time.perf_counter()
-    windows = [_window(func, args, kwargs, device, calls) for _ in range(2)]
+    windows = [_window(func, args, kwargs, device, calls) for _ in range(WINDOWS)]
     took = time.perf_counter() - started
     growth = {k: (None if windows[0][k] is None else min(w[k] for w in windows)) for k in windows[0]}
     return {

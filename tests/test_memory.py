@@ -6,9 +6,9 @@ a call. The ops with a str argument are read from the schemas (tests/memory_work
 a new one is measured without anyone adding it here, and each must be among the measured ops.
 
 tests/memory_worker.py runs in a fresh process per device (nothing else of the suite in its heap): it captures
-the calls each op module's example case makes, replays each op's call in two windows of CALLS calls after a
+the calls each op module's example case makes, replays each op's call in three windows of CALLS calls after a
 warm-up, and reads host RSS, glibc's bytes in use and, on CUDA, torch.cuda.memory_allocated() around each; the
-smaller growth of the two windows counts (a leak grows in both, a one-off cache fill in one). A leak of even a few
+smallest growth of the three windows counts (a leak grows in each, a one-off cache fill in some). A leak of even a few
 bytes a call shows in the bytes in use exactly; RSS, what a user's monitor sees, moves in pages.
 """
 

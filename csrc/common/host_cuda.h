@@ -18,6 +18,7 @@
 #if defined(VISDET_OPS_STABLE_ABI)
 #include <dlfcn.h>
 
+#include <optional>
 #include <string>
 
 #include <torch/csrc/stable/accelerator.h>
@@ -33,12 +34,17 @@ namespace host {
 #if defined(VISDET_OPS_STABLE_ABI)
 
 // Makes t's GPU the current device for the scope (allocations, launches).
+// A t that is not on a GPU sets nothing: a CUDA kernel reached with a CPU
+// tensor among its arguments (mixed devices) must get to the op's own
+// same-device check and its message, not fail in the guard.
 class CudaDeviceGuard {
  public:
-  explicit CudaDeviceGuard(const Tensor& t) : guard_(t.get_device_index()) {}
+  explicit CudaDeviceGuard(const Tensor& t) {
+    if (t.is_cuda()) guard_.emplace(t.get_device_index());
+  }
 
  private:
-  torch::stable::accelerator::DeviceGuard guard_;
+  std::optional<torch::stable::accelerator::DeviceGuard> guard_;
 };
 
 namespace detail {
@@ -91,12 +97,15 @@ inline cudaStream_t current_cuda_stream(const Tensor& t) {
 
 #else
 
+// As above: a t that is not on a GPU sets nothing (see the stable one).
 class CudaDeviceGuard {
  public:
-  explicit CudaDeviceGuard(const Tensor& t) : guard_(t.device()) {}
+  explicit CudaDeviceGuard(const Tensor& t) {
+    if (t.is_cuda()) guard_.set_device(t.device());
+  }
 
  private:
-  c10::cuda::CUDAGuard guard_;
+  c10::cuda::OptionalCUDAGuard guard_;
 };
 
 inline cudaStream_t current_cuda_stream(const Tensor& t) {

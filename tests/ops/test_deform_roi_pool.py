@@ -873,3 +873,42 @@ def _opcheck_deform_roi_pool(device, dtype, gen):
 
 AUTOCAST_OPCHECKS = {"deform_roi_pool": _opcheck_deform_roi_pool}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+def test_cuda_invalid_rois_give_nan_without_a_sync(rng):
+    """On CUDA the host does not wait for a RoI check (so the op can be captured in a CUDA graph): an invalid RoI
+    gives NaN and no input or offset gradient, the valid ones their normal answer; no synchronising call is made.
+    VISDET_OPS_SYNC_ROI_CHECKS=1 brings back the check and its error."""
+    require_cuda()
+    x, rois, offset = case(rng, k=4)
+    bad = torch.tensor(
+        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("-inf"), 6]],
+        dtype=torch.float64,
+    )
+    xc = x.cuda().requires_grad_()
+    oc = torch.cat([offset, torch.randn(4, *offset.shape[1:], generator=rng, dtype=torch.float64)]).cuda()
+    oc.requires_grad_()
+    all_rois = torch.cat([rois, bad]).cuda()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = visdet_ops.deform_roi_pool(xc, all_rois, oc, (7, 7), 0.5, 0, 0.1)
+        out.backward(torch.ones_like(out))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isnan(out[4:]).all()
+    assert torch.equal(oc.grad[4:].cpu(), torch.zeros_like(oc.grad[4:].cpu()))
+    xr, orf = x.clone().requires_grad_(), offset.clone().requires_grad_()
+    want = deform_roi_pool_reference(xr, rois, orf, (7, 7), 0.5, 0, 0.1)
+    torch.testing.assert_close(out[:4].detach().cpu(), want.detach())
+    want_gx, want_go = torch.autograd.grad(want, (xr, orf), torch.ones_like(want))
+    torch.testing.assert_close(xc.grad.cpu(), want_gx)
+    torch.testing.assert_close(oc.grad[:4].cpu(), want_go)
+
+
+def test_cuda_sync_roi_checks_raise(monkeypatch):
+    require_cuda()
+    monkeypatch.setenv("VISDET_OPS_SYNC_ROI_CHECKS", "1")
+    x = torch.zeros(2, 3, 4, 4, device="cuda")
+    with pytest.raises(RuntimeError, match=r"deform_roi_pool: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
+        visdet_ops.deform_roi_pool(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), None, 2)

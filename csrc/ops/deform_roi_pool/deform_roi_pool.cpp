@@ -69,12 +69,14 @@ DeformRoIPoolShape check_inputs(const Tensor& input, const Tensor& rois,
   return s;
 }
 
-// RoIs in the compute dtype, contiguous, their values validated (on CUDA a
-// small kernel and a 4-byte copy: deform_roi_pool always checks).
+// RoIs in the compute dtype, contiguous, their values validated where that
+// costs no device sync (CPU RoIs; CUDA ones with VISDET_OPS_SYNC_ROI_CHECKS=1).
+// Unchecked CUDA RoIs are tested by the kernels themselves (invalid_roi in
+// deform_roi_pool_kernel.h: NaN output, no gradient), as roi_align's are.
 Tensor prepare_rois(const Tensor& input, const Tensor& rois) {
   const ScalarType compute = roi_compute_dtype(host::dtype_of(input));
   Tensor r = host::contiguous(host::to_dtype(rois, compute));
-  check_rois_values(r, input.size(0), kOp);
+  check_rois_values_nosync(r, input.size(0), kOp);
   return r;
 }
 

@@ -170,13 +170,25 @@ VISDET_HOST_DEVICE VISDET_INLINE void for_each_sample(const BinGeometry<T>& g,
 template <typename I>
 struct Dims {
   I channels, height, width, pooled_h, pooled_w;
+  int64_t batch_size;  // for roi_flags
 };
 
 template <typename I, typename Shape>
 VISDET_HOST_DEVICE VISDET_INLINE Dims<I> dims_of(const Shape& s) {
   return {static_cast<I>(s.channels), static_cast<I>(s.height),
-          static_cast<I>(s.width), static_cast<I>(s.pooled_h),
-          static_cast<I>(s.pooled_w)};
+          static_cast<I>(s.width),    static_cast<I>(s.pooled_h),
+          static_cast<I>(s.pooled_w), s.batch_size};
+}
+
+// An invalid RoI (roi_flags != 0: non-finite, or batch index outside
+// [0, batch_size)), which CUDA calls do not refuse unless sync checks are on
+// (no device-to-host wait per call, so the op can be captured in a CUDA
+// graph): NaN output, no input or offset gradient, and no input read. CPU
+// calls never get here with one (the host check refuses it first).
+template <typename T, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE bool invalid_roi(const T* rois, I k,
+                                                  const Dims<I>& d) {
+  return roi_flags(rois + k * 5, d.batch_size) != 0;
 }
 
 // One output element; index enumerates [K, C, PH, PW] in row-major order.
@@ -189,6 +201,10 @@ VISDET_HOST_DEVICE VISDET_INLINE void forward_element(
   const I ph = (index / d.pooled_w) % d.pooled_h;
   const I c = (index / d.pooled_w / d.pooled_h) % d.channels;
   const I k = index / d.pooled_w / d.pooled_h / d.channels;
+  if (invalid_roi(rois, k, d)) {
+    output[index] = ValueCast<T, S>::store(quiet_nan<T>());
+    return;
+  }
   const BinGeometry<T> g =
       bin_geometry(rois + k * 5, offset, k, ph, pw, d.pooled_h, d.pooled_w,
                    spatial_scale, sampling_ratio, gamma, d.height, d.width);
@@ -213,6 +229,7 @@ VISDET_HOST_DEVICE VISDET_INLINE void backward_input_element(
   const I ph = (index / d.pooled_w) % d.pooled_h;
   const I c = (index / d.pooled_w / d.pooled_h) % d.channels;
   const I k = index / d.pooled_w / d.pooled_h / d.channels;
+  if (invalid_roi(rois, k, d)) return;
   const BinGeometry<T> g =
       bin_geometry(rois + k * 5, offset, k, ph, pw, d.pooled_h, d.pooled_w,
                    spatial_scale, sampling_ratio, gamma, d.height, d.width);
@@ -245,12 +262,17 @@ VISDET_HOST_DEVICE VISDET_INLINE OffsetGrad<T> backward_offset_partial(
   const I pw = bin % d.pooled_w;
   const I ph = (bin / d.pooled_w) % d.pooled_h;
   const I k = bin / d.pooled_w / d.pooled_h;
-  const BinGeometry<T> g =
-      bin_geometry(rois + k * 5, offset, k, ph, pw, d.pooled_h, d.pooled_w,
-                   spatial_scale, sampling_ratio, gamma, d.height, d.width);
   OffsetGrad<T> r;
   r.dx = T(0);
   r.dy = T(0);
+  if (invalid_roi(rois, k, d)) {  // no gradient: 0 * 0, never 0 * NaN
+    r.scale_x = T(0);
+    r.scale_y = T(0);
+    return r;
+  }
+  const BinGeometry<T> g =
+      bin_geometry(rois + k * 5, offset, k, ph, pw, d.pooled_h, d.pooled_w,
+                   spatial_scale, sampling_ratio, gamma, d.height, d.width);
   r.scale_x = gamma * g.roi_w / g.count;
   r.scale_y = gamma * g.roi_h / g.count;
   const I bin_stride = d.pooled_h * d.pooled_w;

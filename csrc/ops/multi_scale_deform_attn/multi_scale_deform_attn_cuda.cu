@@ -84,15 +84,16 @@ __device__ __forceinline__ bool level_in_bounds(
   const int64_t h = spatial_shapes[2 * l];
   const int64_t w = spatial_shapes[2 * l + 1];
   const int64_t st = level_start[l];
-  if (h < 0 || w < 0 || st < 0 || st > num_keys || h > num_keys ||
-      w > num_keys) {
-    return false;
-  }
+  if (h < 0 || w < 0 || st < 0 || st > num_keys) return false;
+  // An empty level (h or w 0, e.g. 0 x 1) has no keys, whatever the other
+  // side: it fits anywhere up to num_keys, and samples nothing.
+  const bool empty = h == 0 || w == 0;
+  if (!empty && (h > num_keys || w > num_keys)) return false;
   // h, w <= num_keys: with int32 indexing (num_keys < 2^31) h * w fits int64.
-  const bool fits = sizeof(I) == 4 ? h * w <= num_keys - st
-                                   : (w == 0 || h <= (num_keys - st) / w);
-  *height = static_cast<I>(h);
-  *width = static_cast<I>(w);
+  const bool fits = empty || (sizeof(I) == 4 ? h * w <= num_keys - st
+                                             : h <= (num_keys - st) / w);
+  *height = static_cast<I>(empty ? 0 : h);  // an empty level as 0 x 0
+  *width = static_cast<I>(empty ? 0 : w);
   *start = static_cast<I>(st);
   return fits;
 }
