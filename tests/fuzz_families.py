@@ -2370,35 +2370,7 @@ class KnownBug:
 KNOWN_BUGS: list[KnownBug] = []
 
 
-def _dts(case: dict) -> set[str]:
-    return {o["dt"] for o in case.get("t", {}).values()}
-
-
 KNOWN_BUGS += [
-    KnownBug(
-        "bbox_overlaps-f16-grad-nan",
-        "bbox_overlaps",
-        "float16 backward gives NaN gradients (the true gradient is 0) for a pair whose union is clamped to eps, "
-        "e.g. two zero-area boxes (mmdet's padding boxes [0, 0, 0, 0]) or boxes with x2 < x1: the backward "
-        "recomputes the reference formula in float16, where eps**2 (1e-12 for the default eps=1e-6) underflows to 0 "
-        "and inter / union**2 becomes 0 / 0. bfloat16 and float32 give 0.",
-        """
-b1 = torch.zeros(1, 4, dtype=torch.float16, requires_grad=True)  # two zero-area boxes
-b2 = torch.zeros(1, 4, dtype=torch.float16, requires_grad=True)
-visdet_ops.bbox_overlaps(b1, b2).sum().backward()
-assert torch.isfinite(b1.grad).all() and torch.isfinite(b2.grad).all(), (b1.grad, b2.grad)  # all NaN
-""",
-        lambda case: (
-            "f16" in _dts(case)
-            and (
-                case["degenerate"]
-                or all(
-                    o["lay"] == "e" and o.get("ed", 0) % (len(case["batch"]) + 2) == len(case["batch"]) + 1
-                    for o in case["t"].values()
-                )
-            )
-        ),
-    ),
     KnownBug(
         "CARAFEPack-empty-batch",
         "carafe",
