@@ -2370,44 +2370,6 @@ class KnownBug:
 KNOWN_BUGS: list[KnownBug] = []
 
 
-KNOWN_BUGS += [
-    KnownBug(
-        "CARAFEPack-empty-batch",
-        "carafe",
-        "CARAFEPack's forward fails on a batch of 0 images with torch's 'cannot reshape tensor of 0 elements ... "
-        "ambiguous' (kernel_normalizer's mask.view(n, mask_channel, -1, h, w), mmcv's code): no clear error, and an "
-        "empty batch is a valid input of the convolutions around it.",
-        """
-mod = visdet_ops.CARAFEPack(channels=4, scale_factor=2)
-out = mod(torch.randn(0, 4, 5, 5))
-assert out.shape == (0, 4, 10, 10), out.shape
-""",
-        lambda case: case["fn"] == "CARAFEPack" and case["n"] == 0,
-    ),
-]
-
-KNOWN_BUGS += [
-    KnownBug(
-        "MultiScaleDeformableAttention-empty-value",
-        "multi_scale_deform_attn",
-        "MultiScaleDeformableAttention's forward fails on a batch of 0 (or a value with 0 keys) with torch's "
-        "'cannot reshape tensor of 0 elements into shape [0, 4, 2, -1] ... ambiguous' (value.view(bs, num_value, "
-        "num_heads, -1), mmcv's code): no clear error for an empty batch.",
-        """
-mod = visdet_ops.MultiScaleDeformableAttention(embed_dims=8, num_heads=2, num_levels=1, num_points=1, batch_first=True)
-shapes, starts = torch.tensor([[2, 2]]), torch.tensor([0])
-out = mod(torch.randn(0, 3, 8), value=torch.randn(0, 4, 8), reference_points=torch.rand(0, 3, 1, 2),
-          spatial_shapes=shapes, level_start_index=starts)
-assert out.shape == (0, 3, 8), out.shape
-""",
-        lambda case: (
-            case["fn"] == "MultiScaleDeformableAttention"
-            and (case["bs"] == 0 or all(h * w == 0 for h, w in case["shapes"]))
-        ),
-    ),
-]
-
-
 def _nms_unchecked_lengths(case: dict) -> bool:
     if case["fn"] == "nms":
         return case["bad"] in ("scores_len", "scores_ndim") and case["score_threshold"] > 0
