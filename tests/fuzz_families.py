@@ -2370,50 +2370,6 @@ class KnownBug:
 KNOWN_BUGS: list[KnownBug] = []
 
 
-def _nms_unchecked_lengths(case: dict) -> bool:
-    if case["fn"] == "nms":
-        return case["bad"] in ("scores_len", "scores_ndim") and case["score_threshold"] > 0
-    if case["fn"] != "batched_nms" or case["bad"] not in ("scores_len", "idxs_len", "boxes_cols"):
-        return False
-    cfg = case["cfg"]
-    if cfg is None:
-        return case["bad"] != "idxs_len"
-    return case["bad"] != "boxes_cols" and cfg.get("type", "nms") == "nms" and cfg.get("score_threshold", 0) > 0
-
-
-KNOWN_BUGS += [
-    KnownBug(
-        "nms-python-side-length-checks",
-        "nms",
-        "nms(score_threshold > 0) and batched_nms (nms_cfg None, or score_threshold > 0) index boxes (and idxs) "
-        "with scores in Python before the op checks their shapes: scores or idxs of another length than boxes give "
-        "torch's IndexError ('The shape of the mask [4] at index 0 does not match ...', 'index 3 is out of bounds "
-        "for dimension 0 with size 3'), naming neither the function nor the argument; batched_nms with "
-        "score_threshold and scores shorter than boxes even returns a result for the first boxes only, and "
-        "batched_nms(nms_cfg=None) checks nothing (boxes of shape [N, 5] give dets of shape [N, 6]).",
-        """
-boxes = torch.tensor([[0, 0, 1, 1], [0, 0, 2, 2], [5, 5, 6, 6]], dtype=torch.float32)
-idxs = torch.zeros(3, dtype=torch.long)
-errors = []
-for call in (
-    lambda: visdet_ops.nms(boxes, torch.rand(4), 0.5, score_threshold=0.1),
-    lambda: visdet_ops.batched_nms(boxes, torch.rand(4), idxs, None),
-    lambda: visdet_ops.batched_nms(boxes, torch.rand(2) + 0.5, idxs, dict(iou_threshold=0.5, score_threshold=0.1)),
-    lambda: visdet_ops.batched_nms(torch.cat([boxes, boxes[:, :1]], 1), torch.rand(3), idxs, None),
-):
-    try:
-        call()
-        errors.append("accepted")
-    except Exception as exc:
-        if "nms" not in str(exc) and "scores" not in str(exc):
-            errors.append(f"{type(exc).__name__}: {exc}")
-assert not errors, errors
-""",
-        _nms_unchecked_lengths,
-    ),
-]
-
-
 def _dcn_truncated_out_size(case: dict) -> bool:
     """Whether an output side of the case is (size + 2 * pad - (dilation * (k - 1) + 1)) // stride + 1 <= 0 with a
     numerator in (-stride, 0), where C++'s truncating division gives 1."""
