@@ -2370,43 +2370,6 @@ class KnownBug:
 KNOWN_BUGS: list[KnownBug] = []
 
 
-def _dcn_truncated_out_size(case: dict) -> bool:
-    """Whether an output side of the case is (size + 2 * pad - (dilation * (k - 1) + 1)) // stride + 1 <= 0 with a
-    numerator in (-stride, 0), where C++'s truncating division gives 1."""
-    if case["family"] != "deform_conv":
-        return False
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), _, _ = _dcn_shapes(case)
-    h, w = case["h"], case["w"]
-    if case["fn"] == "DeformConv2d":  # pads an input smaller than the kernel up to the kernel
-        h, w = max(h, kh), max(w, kw)
-    return any(
-        -stride < size + 2 * pad - (dil * (k - 1) + 1) < 0
-        for size, pad, dil, k, stride in ((h, ph, dh, kh, sh), (w, pw, dw, kw, sw))
-    )
-
-
-KNOWN_BUGS += [
-    KnownBug(
-        "deform_conv2d-truncated-output-size",
-        "deform_conv",
-        "deform_conv2d / modulated_deform_conv2d (and the modules) accept an input too small for the dilated kernel "
-        "when stride > 1: the C++ output size (H + 2 * pad - (dilation * (k - 1) + 1)) / stride + 1 truncates a "
-        "negative numerator towards 0 and gives 1 where it is 0 (torch.nn.functional.conv2d, mmcv and the op's own "
-        "fake impl, which floors, refuse or give 0): the call returns a made-up [.., 1] output instead of raising.",
-        """
-x = torch.randn(1, 1, 1, 1)
-weight = torch.randn(1, 1, 1, 2)  # a 1x2 kernel on a 1x1 map: the output would be 1x0
-try:
-    out = visdet_ops.deform_conv2d(x, torch.zeros(1, 4, 1, 1), weight, stride=(1, 2))
-except RuntimeError as exc:
-    assert "deform_conv2d" in str(exc), exc
-else:
-    raise AssertionError(f"accepted, returned {list(out.shape)}: {out.flatten().tolist()}")
-""",
-        _dcn_truncated_out_size,
-    ),
-]
-
 KNOWN_BUGS += [
     KnownBug(
         "DeformConv2d-both-deform-groups-names",
