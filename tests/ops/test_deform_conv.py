@@ -547,6 +547,25 @@ def test_module_defaults_and_init():
         assert torch.equal(p.conv_offset.bias, torch.zeros_like(p.conv_offset.bias))
 
 
+@pytest.mark.parametrize("cls", [DeformConv2d, DeformConv2dPack, ModulatedDeformConv2d, ModulatedDeformConv2dPack])
+def test_deform_groups_and_its_deprecated_name_together_are_refused(cls):
+    """Regression (fuzzing): given both deform_groups and mmcv's deprecated deformable_groups, the modules used
+    deformable_groups and dropped deform_groups silently, even an invalid one. Both (by keyword or position, equal
+    or not) is a TypeError naming both, as renamed_kwargs (nms' iou_thr, RoIAlign's out_size) and mmcv's
+    deprecated_api_warning refuse an old and a new name together."""
+    both = (
+        rf"{cls.__name__}: got both 'deformable_groups' \(deprecated\) and 'deform_groups'; give 'deform_groups' only"
+    )
+    for deform_groups in (-1, 1, 2):
+        with pytest.raises(TypeError, match=both):
+            cls(4, 4, 3, deform_groups=deform_groups, deformable_groups=1)
+    with pytest.raises(TypeError, match=both):
+        cls(4, 4, 3, 1, 1, 1, 1, 2, deformable_groups=2)  # deform_groups by position
+    with pytest.warns(DeprecationWarning, match="deformable_groups"):
+        assert cls(4, 4, 3, 1, 1, 1, 1, deformable_groups=2).deform_groups == 2
+    assert cls(4, 4, 3, 1, 1, 1, 1, 2, deformable_groups=None).deform_groups == 2
+
+
 # mmcv 2.2.0, mmcv/ops/deform_conv.py, DeformConv2d.reset_parameters (since
 # v1.3.15): nn.init.kaiming_uniform_(self.weight, nonlinearity='relu'), i.e.
 # bound = gain * sqrt(3 / fan_in) = sqrt(6 / fan_in), fan_in = weight.size(1) * KH * KW

@@ -20,6 +20,8 @@ docs/stable-abi.md), and holds the Python API and the modules.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import warnings
 
@@ -284,6 +286,25 @@ def modulated_deform_conv2d(
     )
 
 
+def _one_deform_groups_name(init):
+    """Decorates the modules' __init__: deform_groups (by keyword or position) together with mmcv's deprecated
+    name deformable_groups is a TypeError naming both, as renamed_kwargs (and mmcv's deprecated_api_warning, an
+    AssertionError there) refuses an old and a new name given together. The check is here, not in __init__, which
+    cannot tell an explicit deform_groups=1 from the default."""
+    position = list(inspect.signature(init).parameters).index("deform_groups")  # counting self
+
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        if kwargs.get("deformable_groups") is not None and ("deform_groups" in kwargs or len(args) >= position):
+            raise TypeError(
+                f"{type(self).__name__}: got both 'deformable_groups' (deprecated) and 'deform_groups'; "
+                "give 'deform_groups' only"
+            )
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
 def _deprecated_deformable_groups(cls_name: str, deform_groups: int, deformable_groups: int | None) -> int:
     if deformable_groups is None:
         return deform_groups
@@ -338,6 +359,7 @@ class DeformConv2d(nn.Module):
     forward(x, offset); an input smaller than the kernel is zero-padded at the
     bottom/right and the output cropped back, as mmcv does."""
 
+    @_one_deform_groups_name
     def __init__(
         self,
         in_channels: int,
@@ -458,6 +480,7 @@ class ModulatedDeformConv2d(nn.Module):
     """mmcv.ops.ModulatedDeformConv2d: same constructor arguments and parameters
     (`weight`, `bias` unless bias=False). forward(x, offset, mask)."""
 
+    @_one_deform_groups_name
     def __init__(
         self,
         in_channels: int,
