@@ -65,6 +65,39 @@ def test_reduced_precision(device, rng, half, mode):
     torch.testing.assert_close(got.cpu().double(), want, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("aligned", [False, True])
+def test_reduced_precision_grad_of_degenerate_boxes(device, rng, half, mode, aligned):
+    """Regression (fuzzing): float16 gradients were NaN for pairs whose union is clamped to eps (two zero-area
+    boxes, mmdet's [0, 0, 0, 0] padding; boxes with x2 < x1): the backward recomputed the formula in float16, where
+    1 / eps overflows (0 * inf). 16-bit boxes are differentiated in float32 and each gradient rounded once: exactly
+    0 where the float64 reference's is 0, that reference's value (rounded to 16 bits) elsewhere."""
+    odd = torch.tensor([[0.0, 0, 0, 0], [0, 0, 0, 0], [5, 5, 5, 5], [9, 9, 3, 3]], dtype=torch.float64)
+    a = torch.cat([random_boxes((6,), rng), odd]).to(half)
+    b = torch.cat([random_boxes((6,), rng), odd.flip(0)]).to(half)
+    ref = [t.double().requires_grad_() for t in (a, b)]
+    want = bbox_overlaps_reference(ref[0], ref[1], mode, aligned)
+    grad = torch.randn(want.shape, generator=rng, dtype=torch.float64).to(half)
+    want.backward(grad.double())
+    got = [t.to(device).requires_grad_() for t in (a, b)]
+    visdet_ops.bbox_overlaps(got[0], got[1], mode, aligned).backward(grad.to(device))
+    tol = 2e-3 if half == torch.float16 else 1e-2
+    for name, g, r in zip(("bboxes1", "bboxes2"), got, ref, strict=True):
+        g, r = g.grad.cpu(), r.grad
+        assert g.dtype == half, name
+        # The degenerate rows: each pair's gradient is exactly 0, so is their sum (in float32 too).
+        assert (g[6:][r[6:] == 0] == 0).all(), (name, g, r)
+        # A true gradient beyond the 16-bit range (giou of two equal boxes with x2 < x1 and y2 < y1: an enclosing
+        # area clamped to eps, ~1e6 per coordinate) rounds to inf of its sign; every other one is finite.
+        big = ~torch.isfinite(r.to(half))
+        assert torch.equal(g[big], r[big].to(half)), (name, g, r)
+        assert torch.isfinite(g[~big]).all(), (name, g)
+        # atol: float32 rounding of terms that cancel, and the 16-bit subnormal step
+        atol = 1e-2 * tol * r[~big].abs().max().item() + torch.finfo(half).tiny * torch.finfo(half).eps
+        torch.testing.assert_close(g[~big].double(), r[~big], rtol=tol, atol=atol, msg=name)
+
+
 def test_against_torchvision(device, rng):
     tv = torchvision_or_skip()
     a, b = random_boxes((200,), rng).float().to(device), random_boxes((150,), rng).float().to(device)

@@ -206,6 +206,37 @@ def test_carafe_pack_forward(device, rng):
     assert pack.content_encoder.weight.grad is not None and pack.channel_compressor.weight.grad is not None
 
 
+@pytest.mark.parametrize("n", [0, 2])
+def test_carafe_pack_empty_batch(device, dtype, rng, n):
+    """Regression (fuzzing): CARAFEPack's forward failed on a batch of 0 images with torch's 'cannot reshape tensor
+    of 0 elements ... ambiguous' (kernel_normalizer's mask.view(n, mask_channel, -1, h, w), mmcv's code), and its
+    backward with torch's CPU pixel_unshuffle returning an empty input unchanged. An empty batch is a valid input of
+    the convolutions around it: an empty output and empty (input) or zero (parameter) gradients, as the float64
+    reference (the same module, with carafe_reference for the op); a batch of 2 checks that reference."""
+    torch.manual_seed(0)
+    pack = CARAFEPack(8, 2, up_kernel=3, up_group=2, compressed_channels=4).double()
+    with torch.no_grad():
+        pack.content_encoder.weight.normal_(0, 0.3)
+    x = torch.randn(n, 8, 6, 7, generator=rng, dtype=torch.float64)
+    grad = torch.randn(n, 8, 12, 14, generator=rng, dtype=torch.float64)
+    leaf = x.clone().requires_grad_()
+    mask = pack.kernel_normalizer(pack.content_encoder(pack.channel_compressor(leaf)))
+    want = carafe_reference(leaf, mask, 3, 2, 2)
+    want_grads = torch.autograd.grad(want, [leaf, *pack.parameters()], grad)
+    dev_pack = pack.to(device, dtype)
+    xd = x.to(device, dtype).requires_grad_()
+    got = dev_pack(xd)
+    assert got.shape == (n, 8, 12, 14) and got.dtype == dtype
+    got_grads = torch.autograd.grad(got, [xd, *dev_pack.parameters()], grad.to(device, dtype))
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {}
+    torch.testing.assert_close(got.detach().cpu().double(), want.detach(), **tol)
+    for name, g, w in zip(["input"] + [k for k, _ in pack.named_parameters()], got_grads, want_grads, strict=True):
+        assert g.shape == w.shape, name
+        if n == 0:
+            assert torch.equal(g.cpu().double(), torch.zeros_like(w)), name
+        torch.testing.assert_close(g.cpu().double(), w, **tol, msg=name)
+
+
 def test_torch_compile_fullgraph(rng):
     pack = CARAFEPack(8, 2, up_kernel=3, compressed_channels=4)
     x = torch.randn(2, 8, 5, 6, generator=rng)

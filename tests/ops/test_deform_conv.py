@@ -422,6 +422,56 @@ def test_bad_params_name_the_argument():
         deform_conv2d(a["input"], a["offset"], a["weight"], 1, 1, bias=True)
 
 
+def test_input_too_small_for_the_dilated_kernel_is_refused(device, rng):
+    """Regression (fuzzing): the C++ output size (H + 2 * pad - (dilation * (k - 1) + 1)) / stride + 1 truncated a
+    negative numerator towards 0, so with stride > 1 an input too small for the dilated kernel gave a made-up
+    1-wide output instead of an error. It is refused before the division (the op, its fake impl, DeformConv2d's
+    forward); a numerator of exactly 0 (the dilated kernel fits once) still gives a 1x1 output."""
+    dev = {"device": device, "dtype": torch.float64}
+    with pytest.raises(
+        RuntimeError,
+        match=r"deform_conv2d: the input \(1 x 1, shape \[1, 1, 1, 1\]\) is too small for a 1x2 kernel with padding "
+        r"\(0, 0\) and dilation \(1, 1\): the padded input \(1 x 1\) is smaller than the dilated kernel \(1 x 2\)",
+    ):
+        deform_conv2d(
+            torch.randn(1, 1, 1, 1, **dev), torch.zeros(1, 4, 1, 1, **dev), torch.randn(1, 1, 1, 2, **dev), (1, 2)
+        )
+    # 4 + 2 * 0 - (2 * (3 - 1) + 1) = -1: -1 // 2 + 1 = 0 rows (C++: -1 / 2 + 1 = 1)
+    x, w = torch.randn(2, 4, 4, 6, **dev), torch.randn(3, 4, 3, 3, **dev)
+    off, mask = torch.zeros(2, 18, 1, 1, **dev), torch.rand(2, 9, 1, 1, **dev)
+    for stride in (2, 3, (2, 1)):
+        with pytest.raises(
+            RuntimeError, match=r"deform_conv2d: the input \(4 x 6, shape \[2, 4, 4, 6\]\) is too small"
+        ):
+            modulated_deform_conv2d(x, off, mask, w, None, stride, 0, 2)
+    with pytest.raises(RuntimeError, match=r"deform_conv2d: the input \(4 x 6, shape \[2, 4, 4, 6\]\) is too small"):
+        torch.ops.visdet_ops.deform_conv2d(x, off, mask, w, None, 2, 2, 0, 0, 2, 2, 1, 1, 0)
+    with pytest.raises(RuntimeError, match=r"deform_conv2d: the input \(4 x 6, shape \[2, 4, 4, 6\]\) is too small"):
+        modulated_deform_conv2d(x.to("meta"), off.to("meta"), mask.to("meta"), w.to("meta"), None, 2, 0, 2)
+    # padding makes it fit: (4 + 2 - 5) // 2 + 1 = 1 row, (6 + 2 - 5) // 2 + 1 = 2 columns, as the reference
+    off, mask = torch.randn(2, 18, 1, 2, generator=rng, **dev) * 0.5, torch.rand(2, 9, 1, 2, generator=rng, **dev)
+    got = modulated_deform_conv2d(x, off, mask, w, None, 2, 1, 2)
+    want = deform_conv2d_reference(x, off, mask, w, None, (2, 2), (1, 1), (2, 2), 1, 1)
+    assert got.shape == (2, 3, 1, 2)
+    torch.testing.assert_close(got, want)
+    # DeformConv2d pads an input smaller than the kernel up to the kernel (mmcv) and names the input as given
+    m = DeformConv2d(4, 3, 3, stride=2, dilation=2).double().to(device)
+    with pytest.raises(
+        _args.ShapeError,
+        match=r"DeformConv2d: the input \(2 x 6, zero-padded to 3 x 6 as mmcv does\) is too small for a 3x3 kernel",
+    ):
+        m(x[:, :, :2], torch.zeros(2, 18, 1, 1, **dev))
+    with pytest.raises(_args.ShapeError, match=r"DeformConv2d: the input \(4 x 6\) is too small for a 3x3 kernel"):
+        m(x, torch.zeros(2, 18, 1, 1, **dev))
+
+
+def test_fake_refuses_an_input_too_small_for_the_dilated_kernel():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(), pytest.raises(RuntimeError, match=r"deform_conv2d: the input \(4 x 6, .*\) is too small"):
+        deform_conv2d(torch.empty(2, 4, 4, 6), torch.empty(2, 18, 1, 2), torch.empty(3, 4, 3, 3), 2, 0, 2)
+
+
 def test_mixed_devices_rejected():
     require_cuda()
     a = _good()
@@ -495,6 +545,25 @@ def test_module_defaults_and_init():
         p = cls(8, 16, 3, padding=1)
         assert torch.equal(p.conv_offset.weight, torch.zeros_like(p.conv_offset.weight))
         assert torch.equal(p.conv_offset.bias, torch.zeros_like(p.conv_offset.bias))
+
+
+@pytest.mark.parametrize("cls", [DeformConv2d, DeformConv2dPack, ModulatedDeformConv2d, ModulatedDeformConv2dPack])
+def test_deform_groups_and_its_deprecated_name_together_are_refused(cls):
+    """Regression (fuzzing): given both deform_groups and mmcv's deprecated deformable_groups, the modules used
+    deformable_groups and dropped deform_groups silently, even an invalid one. Both (by keyword or position, equal
+    or not) is a TypeError naming both, as renamed_kwargs (nms' iou_thr, RoIAlign's out_size) and mmcv's
+    deprecated_api_warning refuse an old and a new name together."""
+    both = (
+        rf"{cls.__name__}: got both 'deformable_groups' \(deprecated\) and 'deform_groups'; give 'deform_groups' only"
+    )
+    for deform_groups in (-1, 1, 2):
+        with pytest.raises(TypeError, match=both):
+            cls(4, 4, 3, deform_groups=deform_groups, deformable_groups=1)
+    with pytest.raises(TypeError, match=both):
+        cls(4, 4, 3, 1, 1, 1, 1, 2, deformable_groups=2)  # deform_groups by position
+    with pytest.warns(DeprecationWarning, match="deformable_groups"):
+        assert cls(4, 4, 3, 1, 1, 1, 1, deformable_groups=2).deform_groups == 2
+    assert cls(4, 4, 3, 1, 1, 1, 1, 2, deformable_groups=None).deform_groups == 2
 
 
 # mmcv 2.2.0, mmcv/ops/deform_conv.py, DeformConv2d.reset_parameters (since

@@ -445,15 +445,24 @@ def test_module_init_weights_match_mmcv():
 
 
 def module_reference(m, query, value, identity, reference_points, spatial, key_padding_mask=None):
-    """mmcv's forward on the CPU path (multi_scale_deformable_attn_pytorch), batch-first, eval mode."""
+    """mmcv's forward on the CPU path (multi_scale_deformable_attn_pytorch), batch-first, eval mode. A level with
+    no keys (H or W 0) samples nothing: it is left out of the sampling (grid_sample takes no empty map), and so of
+    the locations (mmcv divides its offsets by 0)."""
     bs, nq, _ = query.shape
     v = m.value_proj(value)
     if key_padding_mask is not None:
         v = v.masked_fill(key_padding_mask[..., None], 0.0)
-    v = v.view(bs, value.shape[1], m.num_heads, -1)
+    v = v.view(bs, value.shape[1], m.num_heads, v.shape[-1] // m.num_heads)
     off = m.sampling_offsets(query).view(bs, nq, m.num_heads, m.num_levels, m.num_points, 2)
-    aw = m.attention_weights(query).view(bs, nq, m.num_heads, -1).softmax(-1)
+    aw = m.attention_weights(query).view(bs, nq, m.num_heads, m.num_levels * m.num_points).softmax(-1)
     aw = aw.view(bs, nq, m.num_heads, m.num_levels, m.num_points)
+    keep = [level for level, (h, w) in enumerate(spatial.tolist()) if h * w]
+    spatial, reference_points, off, aw = (
+        spatial[keep],
+        reference_points[:, :, keep],
+        off[:, :, :, keep],
+        aw[:, :, :, keep],
+    )
     if reference_points.shape[-1] == 2:
         norm = torch.stack([spatial[..., 1], spatial[..., 0]], -1)
         loc = reference_points[:, :, None, :, None, :] + off / norm[None, None, None, :, None, :]
@@ -462,6 +471,8 @@ def module_reference(m, query, value, identity, reference_points, spatial, key_p
             reference_points[:, :, None, :, None, :2]
             + off / m.num_points * reference_points[:, :, None, :, None, 2:] * 0.5
         )
+    if not keep:
+        return m.output_proj(v.new_zeros(bs, nq, m.value_proj.out_features)) + identity
     out = multi_scale_deformable_attn_reference(v, spatial, loc, aw)
     return m.output_proj(out) + identity
 
@@ -510,6 +521,45 @@ def test_module_matches_mmcv_forward(device, rng, ref_dim, batch_first):
     torch.testing.assert_close(got.cpu(), want.detach())
 
 
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("ref_dim", [2, 4])
+@pytest.mark.parametrize(
+    "bs, nq, shapes",
+    [(0, 7, ((6, 5), (3, 3))), (0, 0, ((6, 5), (3, 3))), (0, 7, ((0, 2), (0, 0))), (2, 7, ((6, 5), (0, 3))),
+     (2, 7, ((0, 5), (0, 0))), (2, 0, ((6, 5), (3, 3)))],
+    ids=["empty-batch", "empty-batch-no-queries", "empty-batch-no-keys", "empty-level", "no-keys", "no-queries"],
+)  # fmt: skip
+def test_module_empty_batch_queries_or_levels(device, rng, batch_first, ref_dim, bs, nq, shapes):
+    """Regression (fuzzing): the module's forward failed on a batch of 0 (or a value with 0 keys) with torch's
+    'cannot reshape tensor of 0 elements ... ambiguous' (mmcv's value.view(bs, num_value, num_heads, -1)). Output
+    and gradients (query, value, every parameter) match the float64 reference, empty or not; a level without keys
+    gives no NaN gradient (mmcv divides its offsets by its 0 side)."""
+    m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=batch_first)
+    query, value, ref, spatial, start = make_module_inputs(rng, bs=bs, nq=nq, shapes=shapes, ref_dim=ref_dim)
+    grad = torch.randn(query.shape, generator=rng, dtype=torch.float64)
+    leaves = [query.clone().requires_grad_(), value.clone().requires_grad_()]
+    want = module_reference(m, leaves[0], leaves[1], leaves[0], ref, spatial)
+    want_grads = torch.autograd.grad(want, [*leaves, *m.parameters()], grad, allow_unused=True)
+    md = m.to(device)
+
+    def layout(t):
+        return t.to(device) if batch_first else t.transpose(0, 1).to(device)
+
+    dev = [layout(t).detach().requires_grad_() for t in (query, value)]
+    got = md(dev[0], value=dev[1], reference_points=ref.to(device), spatial_shapes=spatial.to(device),
+             level_start_index=start.to(device))  # fmt: skip
+    assert got.shape == dev[0].shape
+    got_grads = torch.autograd.grad(got, [*dev, *md.parameters()], layout(grad))
+    if not batch_first:
+        got, got_grads = got.transpose(0, 1), [g.transpose(0, 1) for g in got_grads[:2]] + list(got_grads[2:])
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+    names = ["query", "value"] + [name for name, _ in m.named_parameters()]
+    for name, g, w in zip(names, got_grads, want_grads, strict=True):
+        w = torch.zeros_like(g.cpu()) if w is None else w
+        assert torch.isfinite(g).all(), name
+        torch.testing.assert_close(g.cpu(), w, msg=name)
+
+
 def test_module_identity_residual_and_errors(rng):
     m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=True)
     query, value, ref, spatial, start = make_module_inputs(rng)
@@ -525,6 +575,10 @@ def test_module_identity_residual_and_errors(rng):
         m(query, **{**kwargs, "value": value[:, :-1]})
     with pytest.raises(ValueError, match="embed_dims must be divisible by num_heads"):
         MultiScaleDeformableAttention(embed_dims=30, num_heads=8)
+    # value_proj's 9 outputs (int(32 * 0.3)) do not split into 4 heads: mmcv's view fails with torch's message
+    odd = MultiScaleDeformableAttention(embed_dims=32, num_heads=4, num_levels=2, value_proj_ratio=0.3).double()
+    with pytest.raises(ValueError, match=r"value_proj's output size 9 .* must be divisible by num_heads \(4\)"):
+        odd(query, **kwargs)
     with pytest.warns(UserWarning, match="power-of-2"):
         MultiScaleDeformableAttention(embed_dims=48, num_heads=8)
 

@@ -134,6 +134,62 @@ def test_nms_bad_inputs(device, make, match):
         visdet_ops.nms(boxes, scores, 0.5)
 
 
+def test_shapes_checked_before_indexing(device):
+    """Regression (fuzzing): nms(score_threshold > 0) and batched_nms indexed boxes (and idxs) with scores before
+    any shape check (torch's IndexError, naming neither the function nor the argument, or a result for the first
+    boxes only), and batched_nms(nms_cfg=None) checked nothing. Each is now a ShapeError naming the argument."""
+    boxes = torch.tensor([[0, 0, 1, 1], [0, 0, 2, 2], [5, 5, 6, 6]], dtype=torch.float32, device=device)
+    scores = torch.tensor([0.9, 0.8, 0.7], device=device)
+    idxs = torch.zeros(3, dtype=torch.long, device=device)
+    cfgs = (None, {"iou_threshold": 0.5, "score_threshold": 0.1}, {"iou_threshold": 0.5}, {"type": "soft_nms"})
+    calls = [
+        *((f"nms-{thr}", lambda b, s, i, thr=thr: visdet_ops.nms(b, s, 0.5, score_threshold=thr)) for thr in (0, 0.1)),
+        *((f"batched_nms-{cfg}", lambda b, s, i, cfg=cfg: visdet_ops.batched_nms(b, s, i, cfg)) for cfg in cfgs),
+    ]
+    bad = [
+        (
+            "scores",
+            r"scores must have shape \[N\] with N = boxes.size\(0\) = 3, got \[4\]",
+            boxes,
+            scores[[0, 1, 2, 0]],
+            idxs,
+        ),
+        (
+            "scores",
+            r"scores must have shape \[N\] with N = boxes.size\(0\) = 3, got \[2\]",
+            boxes,
+            scores[:2] + 1,
+            idxs,
+        ),
+        ("scores", r"scores must have 1 dimensions, got shape \[3, 1\]", boxes, scores[:, None], idxs),
+        ("boxes", r"boxes must have shape \[N, 4\], got \[3, 5\]", torch.cat([boxes, boxes[:, :1]], 1), scores, idxs),
+        ("boxes", r"boxes must have 2 dimensions, got shape \[12\]", boxes.flatten(), scores, idxs),
+        ("scores", "scores must be a floating point tensor", boxes, idxs, idxs),
+    ]
+    for name, call in calls:
+        op = name.split("-")[0]
+        for arg, match, b, s, i in bad:
+            with pytest.raises(_args.ShapeError, match=f"{op}: {match}") as caught:
+                call(b, s, i)
+            assert str(caught.value).startswith(f"{op}: {arg} ")
+        # A ShapeError is a RuntimeError (the op's own check raises one) and an AssertionError (mmcv asserts).
+        with pytest.raises(RuntimeError, match=f"{op}: scores") as caught:
+            call(boxes, scores[:2], idxs)
+        assert isinstance(caught.value, AssertionError)
+    for cfg in cfgs[1:]:  # idxs: checked where it is used, as in mmcv (not with nms_cfg None or class_agnostic)
+        with pytest.raises(
+            _args.ShapeError, match=r"batched_nms: idxs must have shape \[N\] with N = boxes.size\(0\) = 3"
+        ):
+            visdet_ops.batched_nms(boxes, scores, idxs[:2], cfg)
+        with pytest.raises(_args.ShapeError, match="batched_nms: idxs must be an integer tensor"):
+            visdet_ops.batched_nms(boxes, scores, scores, cfg)
+        want = visdet_ops.batched_nms(boxes, scores, idxs, cfg, class_agnostic=True)
+        got = visdet_ops.batched_nms(boxes, scores, None, cfg, class_agnostic=True)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    dets, keep = visdet_ops.batched_nms(boxes, scores, None, None)
+    assert keep.tolist() == [0, 1, 2] and torch.equal(dets[:, :4], boxes)
+
+
 def test_nms_bad_offset():
     with pytest.raises(ValueError, match="offset must be 0 or 1"):
         visdet_ops.nms(torch.zeros(2, 4), torch.zeros(2), 0.5, offset=2)

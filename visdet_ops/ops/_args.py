@@ -91,9 +91,10 @@ class OpArgumentError(ArgumentError, RuntimeError):
 
 
 class ShapeError(RuntimeError, AssertionError):
-    """A tensor argument of the wrong shape, found by a public function before it calls the op, where mmcv asserts
-    the shape in Python: the op's own check (C++, for direct torch.ops calls) raises a RuntimeError with the same
-    text, so this is a RuntimeError, and an AssertionError for code written against mmcv."""
+    """A tensor argument of the wrong shape (or dtype or device), found by a public function before it calls the op,
+    where mmcv asserts the shape in Python or the function would index with it first: the op's own check (C++, for
+    direct torch.ops calls) raises a RuntimeError with the same text, so this is a RuntimeError, and an
+    AssertionError for code written against mmcv."""
 
 
 def as_int(op: str, arg: str, value) -> int:

@@ -31,6 +31,44 @@ def check_boxes_fake(op: str, boxes, scores) -> None:
     torch._check(scores.dim() == 1 and scores.size(0) == boxes.size(0), lambda: f"{op}: scores must have shape [N]")
 
 
+def check_box_inputs(op: str, boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor | None = None) -> None:
+    """The op's own checks of boxes, scores and idxs (csrc/ops/nms/nms.cpp check_nms_inputs, the same texts), done
+    by the public functions before they touch the tensors: nms(score_threshold > 0) and batched_nms index boxes
+    (and idxs) with scores first, where a mismatch gave torch's IndexError naming neither the function nor the
+    argument, or a result for the first boxes only; batched_nms(nms_cfg=None) calls no op at all. A ShapeError
+    (a RuntimeError, as the op's check, and an AssertionError, as mmcv's asserts) for a shape, dtype or device."""
+    for arg, t in (("boxes", boxes), ("scores", scores), ("idxs", idxs)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{op}: {arg} must be a Tensor, got {type(t).__name__}")
+    if boxes.dim() != 2:
+        raise _args.ShapeError(f"{op}: boxes must have 2 dimensions, got shape {list(boxes.shape)}")
+    if boxes.size(1) != 4:
+        raise _args.ShapeError(f"{op}: boxes must have shape [N, 4], got {list(boxes.shape)}")
+    if not boxes.is_floating_point():
+        raise _args.ShapeError(f"{op}: boxes must be a floating point tensor, got {boxes.dtype}")
+    n = boxes.size(0)
+    if scores.dim() != 1:
+        raise _args.ShapeError(f"{op}: scores must have 1 dimensions, got shape {list(scores.shape)}")
+    if scores.size(0) != n:
+        raise _args.ShapeError(
+            f"{op}: scores must have shape [N] with N = boxes.size(0) = {n}, got {list(scores.shape)}"
+        )
+    if not scores.is_floating_point():
+        raise _args.ShapeError(f"{op}: scores must be a floating point tensor, got {scores.dtype}")
+    if scores.device != boxes.device:
+        raise _args.ShapeError(
+            f"{op}: boxes and scores must be on the same device, got {boxes.device} and {scores.device}"
+        )
+    if idxs is None:
+        return
+    if idxs.dim() != 1 or idxs.size(0) != n:
+        raise _args.ShapeError(f"{op}: idxs must have shape [N] with N = boxes.size(0) = {n}, got {list(idxs.shape)}")
+    if idxs.is_floating_point() or idxs.is_complex() or idxs.dtype == torch.bool:
+        raise _args.ShapeError(f"{op}: idxs must be an integer tensor, got {idxs.dtype}")
+    if idxs.device != boxes.device:
+        raise _args.ShapeError(f"{op}: boxes and idxs must be on the same device, got {boxes.device} and {idxs.device}")
+
+
 def as_tensors(op: str, boxes, scores):
     """(boxes, scores, is_numpy): np.ndarrays become tensors (NumPy in, NumPy out, as mmcv)."""
     if type(boxes) is torch.Tensor and type(scores) is torch.Tensor:  # the common call, without the lookups below

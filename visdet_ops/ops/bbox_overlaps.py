@@ -9,7 +9,7 @@ import torch
 
 from ..reference.bbox_overlaps import bbox_overlaps_reference
 from . import _args, example, note_device
-from ._registration import float32_autocast, register_autocast, register_autograd
+from ._registration import compute_dtype, float32_autocast, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["bbox_overlaps"]
@@ -44,15 +44,20 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad):
     # The kernel is forward-only; the gradient recomputes the pairs in
     # differentiable PyTorch (same formula, tested equal to the kernel).
+    # 16-bit boxes are differentiated in float32, as the kernel computes them, and each gradient is rounded once
+    # to its box's dtype: in float16, 1 / union for a union clamped to eps (1e-6 by default: two zero-area boxes)
+    # overflows to inf, and inf * 0 made NaN gradients where the true gradient is 0.
     bboxes1, bboxes2 = ctx.saved_tensors
     want = ctx.needs_input_grad[:2]
     with torch.enable_grad():
-        a = bboxes1.detach().requires_grad_(want[0])
-        b = bboxes2.detach().requires_grad_(want[1])
+        a = bboxes1.detach().to(compute_dtype(bboxes1.dtype)).requires_grad_(want[0])
+        b = bboxes2.detach().to(compute_dtype(bboxes2.dtype)).requires_grad_(want[1])
         out = bbox_overlaps_reference(a, b, ctx.mode, ctx.aligned, ctx.offset, ctx.eps)
         inputs = [t for t, w in zip((a, b), want, strict=True) if w]
-        grads = iter(torch.autograd.grad(out, inputs, grad) if inputs else ())
-    return next(grads) if want[0] else None, next(grads) if want[1] else None, None, None, None, None
+        grads = iter(torch.autograd.grad(out, inputs, grad.to(out.dtype)) if inputs else ())
+    grad1 = next(grads).to(bboxes1.dtype) if want[0] else None
+    grad2 = next(grads).to(bboxes2.dtype) if want[1] else None
+    return grad1, grad2, None, None, None, None
 
 
 # Autograd and autocast are registered here, for the classic and the stable build alike (docs/stable-abi.md).

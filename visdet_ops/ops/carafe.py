@@ -255,10 +255,19 @@ class CARAFEPack(nn.Module):
         nn.init.constant_(self.content_encoder.bias, 0)
 
     def kernel_normalizer(self, mask: torch.Tensor) -> torch.Tensor:
-        mask = F.pixel_shuffle(mask, self.scale_factor)
+        r = self.scale_factor
+        if mask.numel() == 0:
+            # The same shuffle by view and permute: torch's CPU pixel_unshuffle (pixel_shuffle's backward) returns a
+            # zero-element input unchanged, of the wrong shape, and the backward fails (pytorch/pytorch PR 192816).
+            n, c, h, w = mask.size()
+            c //= r * r
+            mask = mask.view(n, c, r, r, h, w).permute(0, 1, 4, 2, 5, 3).reshape(n, c, h * r, w * r)
+        else:
+            mask = F.pixel_shuffle(mask, r)
         n, mask_c, h, w = mask.size()
         mask_channel = mask_c // (self.up_kernel**2)
-        mask = mask.view(n, mask_channel, -1, h, w)
+        # up_kernel**2, not mmcv's -1: a view of 0 elements (an empty batch or map) cannot infer it.
+        mask = mask.view(n, mask_channel, self.up_kernel**2, h, w)
         mask = F.softmax(mask, dim=2, dtype=mask.dtype)
         return mask.view(n, mask_c, h, w).contiguous()
 

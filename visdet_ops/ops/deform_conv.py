@@ -20,6 +20,8 @@ docs/stable-abi.md), and holds the Python API and the modules.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import warnings
 
@@ -44,6 +46,20 @@ __all__ = [
 
 def _out_size(size, pad, dilation, kernel, stride):
     return (size + 2 * pad - (dilation * (kernel - 1) + 1)) // stride + 1
+
+
+def _too_small(op: str, input_desc: str, h, w, kernel, padding, dilation) -> str | None:
+    """The message of the C++ check (deform_conv.cpp prepare) when the padded h x w input is smaller than the
+    dilated kernel, else None. The check comes before the division by the stride (which would floor a negative
+    numerator here, truncate it in C++): no output size is made up."""
+    (kh, kw), (ph, pw), (dh, dw) = kernel, padding, dilation
+    if h + 2 * ph - (dh * (kh - 1) + 1) >= 0 and w + 2 * pw - (dw * (kw - 1) + 1) >= 0:
+        return None
+    return (
+        f"{op}: the input ({input_desc}) is too small for a {kh}x{kw} kernel with padding ({ph}, {pw}) and "
+        f"dilation ({dh}, {dw}): the padded input ({h + 2 * ph} x {w + 2 * pw}) is smaller than the dilated kernel "
+        f"({dh * (kh - 1) + 1} x {dw * (kw - 1) + 1})"
+    )
 
 
 # The op's integer arguments in schema order, with their bounds (the C++ check_params).
@@ -72,6 +88,22 @@ def _deform_conv2d_fake(
     _check_op_ints_fake((stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, dg, step))
     torch._check(input.dim() == 4, lambda: f"deform_conv2d: input must have 4 dimensions, got {list(input.shape)}")
     torch._check(weight.dim() == 4, lambda: f"deform_conv2d: weight must have 4 dimensions, got {list(weight.shape)}")
+    for size, pad, dilation, kernel in (
+        (input.size(2), pad_h, dilation_h, weight.size(2)),
+        (input.size(3), pad_w, dilation_w, weight.size(3)),
+    ):
+        torch._check(
+            size + 2 * pad - (dilation * (kernel - 1) + 1) >= 0,
+            lambda: _too_small(
+                "deform_conv2d",
+                f"{input.size(2)} x {input.size(3)}, shape {list(input.shape)}",
+                input.size(2),
+                input.size(3),
+                (weight.size(2), weight.size(3)),
+                (pad_h, pad_w),
+                (dilation_h, dilation_w),
+            ),
+        )
     out_h = _out_size(input.size(2), pad_h, dilation_h, weight.size(2), stride_h)
     out_w = _out_size(input.size(3), pad_w, dilation_w, weight.size(3), stride_w)
     kk = weight.size(2) * weight.size(3)
@@ -254,6 +286,25 @@ def modulated_deform_conv2d(
     )
 
 
+def _one_deform_groups_name(init):
+    """Decorates the modules' __init__: deform_groups (by keyword or position) together with mmcv's deprecated
+    name deformable_groups is a TypeError naming both, as renamed_kwargs (and mmcv's deprecated_api_warning, an
+    AssertionError there) refuses an old and a new name given together. The check is here, not in __init__, which
+    cannot tell an explicit deform_groups=1 from the default."""
+    position = list(inspect.signature(init).parameters).index("deform_groups")  # counting self
+
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        if kwargs.get("deformable_groups") is not None and ("deform_groups" in kwargs or len(args) >= position):
+            raise TypeError(
+                f"{type(self).__name__}: got both 'deformable_groups' (deprecated) and 'deform_groups'; "
+                "give 'deform_groups' only"
+            )
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
 def _deprecated_deformable_groups(cls_name: str, deform_groups: int, deformable_groups: int | None) -> int:
     if deformable_groups is None:
         return deform_groups
@@ -308,6 +359,7 @@ class DeformConv2d(nn.Module):
     forward(x, offset); an input smaller than the kernel is zero-padded at the
     bottom/right and the output cropped back, as mmcv does."""
 
+    @_one_deform_groups_name
     def __init__(
         self,
         in_channels: int,
@@ -339,7 +391,20 @@ class DeformConv2d(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
         kh, kw = self.kernel_size
-        pad_h, pad_w = max(kh - x.size(2), 0), max(kw - x.size(3), 0)
+        h, w = x.size(2), x.size(3)
+        pad_h, pad_w = max(kh - h, 0), max(kw - w, 0)
+        # Checked here, before the padding below changes the input the op's own check would report.
+        error = _too_small(
+            type(self).__name__,
+            f"{h} x {w}" + (f", zero-padded to {h + pad_h} x {w + pad_w} as mmcv does" if pad_h or pad_w else ""),
+            h + pad_h,
+            w + pad_w,
+            self.kernel_size,
+            self.padding,
+            self.dilation,
+        )
+        if error is not None:
+            raise _args.ShapeError(error)
         if pad_h or pad_w:
             x = F.pad(x, (0, pad_w, 0, pad_h), "constant", 0)
             offset = F.pad(offset, (0, pad_w, 0, pad_h), "constant", 0)
@@ -415,6 +480,7 @@ class ModulatedDeformConv2d(nn.Module):
     """mmcv.ops.ModulatedDeformConv2d: same constructor arguments and parameters
     (`weight`, `bias` unless bias=False). forward(x, offset, mask)."""
 
+    @_one_deform_groups_name
     def __init__(
         self,
         in_channels: int,

@@ -313,7 +313,14 @@ class MultiScaleDeformableAttention(nn.Module):
         value = self.value_proj(value)
         if key_padding_mask is not None:
             value = value.masked_fill(key_padding_mask[..., None], 0.0)
-        value = value.view(bs, num_value, self.num_heads, -1)
+        # The size per head, not mmcv's -1: a view of 0 elements (an empty batch, no keys) cannot infer it.
+        value_dims = value.size(-1)
+        if value_dims % self.num_heads:
+            raise _args.ArgumentError(
+                f"MultiScaleDeformableAttention: value_proj's output size {value_dims} (embed_dims * "
+                f"value_proj_ratio) must be divisible by num_heads ({self.num_heads})"
+            )
+        value = value.view(bs, num_value, self.num_heads, value_dims // self.num_heads)
         sampling_offsets = self.sampling_offsets(query).view(
             bs, num_query, self.num_heads, self.num_levels, self.num_points, 2
         )
@@ -325,10 +332,11 @@ class MultiScaleDeformableAttention(nn.Module):
         )
         if reference_points.shape[-1] == 2:
             # In reference_points' dtype: 16-bit offsets (a Linear under autocast) divided by
-            # an integer tensor would stay 16-bit and round the sampling locations.
-            offset_normalizer = torch.stack([spatial_shapes[..., 1], spatial_shapes[..., 0]], -1).to(
-                reference_points.dtype
-            )
+            # an integer tensor would stay 16-bit and round the sampling locations. A side of 0 (a level
+            # without keys, whose samples read nothing) divides by 1, not mmcv's 0: the same output, and a
+            # gradient of 0 where 0 * inf made it NaN.
+            offset_normalizer = torch.stack([spatial_shapes[..., 1], spatial_shapes[..., 0]], -1).clamp(min=1)
+            offset_normalizer = offset_normalizer.to(reference_points.dtype)
             sampling_locations = (
                 reference_points[:, :, None, :, None, :]
                 + sampling_offsets / offset_normalizer[None, None, None, :, None, :]

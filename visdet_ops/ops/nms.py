@@ -16,6 +16,7 @@ from ._boxes import (
     KEPT_DEPENDS_ON_DATA,
     SOFT_NMS_METHODS,
     as_tensors,
+    check_box_inputs,
     check_boxes_fake,
     check_offset,
     is_exporting,
@@ -80,6 +81,7 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
         `boxes`. NumPy in, NumPy out.
     """
     boxes, scores, is_numpy = as_tensors("nms", boxes, scores)
+    check_box_inputs("nms", boxes, scores)  # before scores index boxes (score_threshold)
     check_offset("nms", offset)
     max_num = _args.as_int("nms", "max_num", max_num)  # any value: <= 0 keeps all
     note_device(boxes)
@@ -160,7 +162,9 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
     by shifting coordinates, so the result is exact at any coordinate size.
 
     Args:
-        boxes: [N, 4]; scores: [N]; idxs: [N] integer class of each box.
+        boxes: [N, 4]; scores: [N]; idxs: [N] integer class of each box
+            (not used, and may be None, with nms_cfg None or class_agnostic).
+            Their shapes are checked first, naming the argument.
         nms_cfg: dict with `type` ('nms' or 'soft_nms', default 'nms'),
             `iou_threshold` (alias `iou_thr`), the op's own keys (nms: offset,
             score_threshold; soft_nms: sigma, min_score, method, offset),
@@ -177,9 +181,13 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
         descending score order, ties by index.
     """
     if nms_cfg is None:
+        # No op runs: the shapes are checked here (idxs is not used, as in mmcv).
+        check_box_inputs("batched_nms", boxes, scores)
         scores, inds = scores.sort(descending=True, stable=True)
         return torch.cat([boxes[inds], scores[:, None]], -1), inds
     nms_type, cfg, class_agnostic, split_thr, max_num = _nms_params(nms_cfg, class_agnostic)
+    # Before scores index boxes and idxs (score_threshold); idxs only where it is used, as in mmcv.
+    check_box_inputs("batched_nms", boxes, scores, None if class_agnostic else idxs)
     note_device(boxes)
     refuse_graph_capture("batched_nms", boxes, KEPT_DEPENDS_ON_DATA)
     if nms_type == "soft_nms":
@@ -210,7 +218,8 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
         b, s, c = boxes, scores, idxs
         if score_threshold > 0:
             candidates = torch.nonzero(scores > score_threshold, as_tuple=False).squeeze(1)
-            b, s, c = boxes[candidates], scores[candidates], idxs[candidates]
+            b, s = boxes[candidates], scores[candidates]
+            c = None if class_agnostic else idxs[candidates]
         if class_agnostic:
             keep = torch.ops.visdet_ops.nms(b, s, iou, int(offset))
         elif b.device.type == "cpu" or is_exporting() or b.size(0) < split_thr:

@@ -103,15 +103,21 @@ DeformConvForward prepare(const Tensor& input, const Tensor& offset,
                out_channels, ") must be divisible by groups (", p.groups, ")");
   VISDET_CHECK(c % p.deform_groups == 0, kOp, ": input channels (", c,
                ") must be divisible by deform_groups (", p.deform_groups, ")");
-  const int64_t out_h =
-      (h + 2 * p.pad_h - (p.dilation_h * (kh - 1) + 1)) / p.stride_h + 1;
-  const int64_t out_w =
-      (w + 2 * p.pad_w - (p.dilation_w * (kw - 1) + 1)) / p.stride_w + 1;
-  VISDET_CHECK(out_h > 0 && out_w > 0, kOp, ": input of shape ",
-               host::shape_of(input), " is too small for a ", kh, "x", kw,
-               " kernel with padding (", p.pad_h, ", ", p.pad_w,
+  // The padded input minus the dilated kernel, checked before dividing by
+  // the stride: C++ division truncates towards 0, so a span in (-stride, 0)
+  // would give a made-up 1-wide output.
+  const int64_t span_h = h + 2 * p.pad_h - (p.dilation_h * (kh - 1) + 1);
+  const int64_t span_w = w + 2 * p.pad_w - (p.dilation_w * (kw - 1) + 1);
+  VISDET_CHECK(span_h >= 0 && span_w >= 0, kOp, ": the input (", h, " x ", w,
+               ", shape ", host::shape_of(input), ") is too small for a ", kh,
+               "x", kw, " kernel with padding (", p.pad_h, ", ", p.pad_w,
                ") and dilation (", p.dilation_h, ", ", p.dilation_w,
-               "): the output would be ", out_h, "x", out_w);
+               "): the padded input (", h + 2 * p.pad_h, " x ",
+               w + 2 * p.pad_w, ") is smaller than the dilated kernel (",
+               p.dilation_h * (kh - 1) + 1, " x ",
+               p.dilation_w * (kw - 1) + 1, ")");
+  const int64_t out_h = span_h / p.stride_h + 1;
+  const int64_t out_w = span_w / p.stride_w + 1;
   const int64_t kk = kh * kw;
   checked_numel({n, out_channels, out_h, out_w}, kOp,
                 "the output [N, C_out, out_h, out_w]");
