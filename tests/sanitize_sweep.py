@@ -42,18 +42,46 @@ def autocast_cases(families: list[str]) -> list[tuple[str, object]]:
     return found
 
 
+def cublas_probe(device: torch.device) -> int:
+    """No visdet-ops code: a 16-bit cuBLAS GEMM of the size DCN's backward makes under autocast, then a copy reading
+    its result. On Hopper, initcheck reports that copy ("Uninitialized access ... by cudaMemcpy source", run 22):
+    it does not see the GEMM's own writes, so any kernel reading a 16-bit GEMM's output (DCN's col2im reads
+    W^T @ grad_out, its forward copies W @ columns) is reported too. Run it beside the sweep to tell those reports
+    from ours: `compute-sanitizer --tool initcheck python tests/sanitize_sweep.py --pass cublas-probe`."""
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        gen = torch.Generator().manual_seed(0)
+        w = torch.randn(8, 72, generator=gen).to(device, dtype)
+        g = torch.randn(8, 1344, generator=gen).to(device, dtype)
+        product = torch.mm(w.t(), g)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        print(f"cublas probe {dtype}: copying the GEMM's result", flush=True)
+        copy = product.clone()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if not torch.equal(copy, product):
+            print(f"cublas probe {dtype}: the copy differs", file=sys.stderr)
+            return 1
+    print("cublas probe: done")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every op family's example and autocast cases, or those whose family name contains one of the arguments."""
     parser = argparse.ArgumentParser()
     parser.add_argument("families", nargs="*")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--pass", dest="which", choices=("examples", "autocast", "both"), default="both")
+    parser.add_argument(
+        "--pass", dest="which", choices=("examples", "autocast", "both", "cublas-probe"), default="both"
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     families = [f for f in sorted(EXAMPLES) if not args.families or any(n in f for n in args.families)]
     if not families:
         print(f"no family matches {args.families}; families: {sorted(EXAMPLES)}", file=sys.stderr)
         return 1
     device = torch.device(args.device)
+    if args.which == "cublas-probe":
+        return cublas_probe(device)
 
     def sync():
         if device.type == "cuda":

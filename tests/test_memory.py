@@ -36,6 +36,9 @@ CALLS = int(os.environ.get("VISDET_OPS_MEMORY_CALLS", "20000"))
 SECONDS = float(os.environ.get("VISDET_OPS_MEMORY_SECONDS", "0.5"))
 # Growth allowed per call. The leak this guards against was 48-160 B a call.
 HEAP_BYTES_PER_CALL = 1.0  # glibc's bytes in use: exact, so a steady growth of a byte a call fails
+# ... plus a fixed slack per window for what is not per call: on CUDA a public DCN call's window grew 0.7-1.7 KB
+# whether it held 350 or 11,000 calls (run 22), while 350 calls of the 48 B a call leak grew 17 KB.
+HEAP_SLACK_BYTES = 2048
 CUDA_BYTES_PER_CALL = 0.0  # the caching allocator's live bytes: exact
 # RSS moves in pages, and freed heap is reused before new pages are touched: a leak shows in RSS only once the
 # arena's free space is used up (the 48 B a call above left RSS flat over 20,000 calls while bytes in use grew by
@@ -76,7 +79,7 @@ def _growth_failures(results: dict) -> list[str]:
         calls = r["calls"]
         allowed = {
             "host RSS": (r["rss_growth"], RSS_BYTES_PER_CALL * calls + RSS_SLACK_BYTES),
-            "glibc bytes in use": (r["heap_growth"], HEAP_BYTES_PER_CALL * calls),
+            "glibc bytes in use": (r["heap_growth"], HEAP_BYTES_PER_CALL * calls + HEAP_SLACK_BYTES),
             "CUDA memory allocated": (r["cuda_growth"], CUDA_BYTES_PER_CALL * calls),
         }
         failed += [

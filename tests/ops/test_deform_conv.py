@@ -449,7 +449,8 @@ def test_input_too_small_for_the_dilated_kernel_is_refused(device, rng):
     with pytest.raises(RuntimeError, match=r"deform_conv2d: the input \(4 x 6, shape \[2, 4, 4, 6\]\) is too small"):
         modulated_deform_conv2d(x.to("meta"), off.to("meta"), mask.to("meta"), w.to("meta"), None, 2, 0, 2)
     # padding makes it fit: (4 + 2 - 5) // 2 + 1 = 1 row, (6 + 2 - 5) // 2 + 1 = 2 columns, as the reference
-    off, mask = torch.randn(2, 18, 1, 2, generator=rng, **dev) * 0.5, torch.rand(2, 9, 1, 2, generator=rng, **dev)
+    off = (torch.randn(2, 18, 1, 2, generator=rng, dtype=torch.float64) * 0.5).to(device)
+    mask = torch.rand(2, 9, 1, 2, generator=rng, dtype=torch.float64).to(device)
     got = modulated_deform_conv2d(x, off, mask, w, None, 2, 1, 2)
     want = deform_conv2d_reference(x, off, mask, w, None, (2, 2), (1, 1), (2, 2), 1, 1)
     assert got.shape == (2, 3, 1, 2)
