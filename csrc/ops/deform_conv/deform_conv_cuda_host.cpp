@@ -1,8 +1,8 @@
 // deform_conv: CUDA host layer (torch-facing, through the host adapter). The
 // GEMM driver and the registered functions are shared with the CPU
-// (deform_conv.h); this file supplies the CUDA im2col / col2im. Device code: deform_conv_cuda.cu. The backward
-// accumulates grad_input with atomicAdd: the determinism alert is raised in
-// visdet_ops/ops/deform_conv.py.
+// (deform_conv.h); this file supplies the CUDA im2col / col2im. Device code:
+// deform_conv_cuda.cu. The backward accumulates grad_input with atomicAdd: the
+// determinism alert is raised in visdet_ops/ops/deform_conv.py.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

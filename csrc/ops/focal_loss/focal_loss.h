@@ -95,10 +95,11 @@ FocalLossBackward focal_loss_prepare_backward(
     const std::optional<host::Tensor>& weight, host::StringArg reduction);
 
 // The two registered forwards of a kind, written once over a device's forward
-// kForward(input, target, gamma, alpha, weight, reduction, with_grad) -> (loss,
-// gradient of the reduced loss or undefined): focal_loss_forward_{cpu,cuda}<kind>
-// in focal_loss_cpu_host.cpp / focal_loss_cuda_host.cpp, each of which
-// registers the instances over its own forward.
+// kForward(input, target, gamma, alpha, weight, reduction, with_grad) ->
+// (loss, gradient of the reduced loss or undefined): focal_loss_cpu_host.cpp
+// and focal_loss_cuda_host.cpp each register the instances over their own
+// focal_loss_forward_{cpu,cuda}<kind>.
+//
 // sigmoid_focal_loss / softmax_focal_loss: the loss alone.
 template <auto kForward>
 host::Tensor focal_loss_forward_kernel(
@@ -109,8 +110,8 @@ host::Tensor focal_loss_forward_kernel(
       kForward(input, target, gamma, alpha, weight, reduction, false));
 }
 
-// _sigmoid_focal_loss_forward_with_grad / _softmax_focal_loss_forward_with_grad:
-// the loss and the gradient of the reduced loss, in one pass.
+// _sigmoid_focal_loss_forward_with_grad and its softmax twin: the loss and the
+// gradient of the reduced loss, in one pass.
 template <auto kForward>
 std::tuple<host::Tensor, host::Tensor> focal_loss_forward_with_grad_kernel(
     const host::Tensor& input, const host::Tensor& target, double gamma,

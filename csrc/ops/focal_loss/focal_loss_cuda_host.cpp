@@ -87,11 +87,10 @@ std::tuple<Tensor, Tensor> focal_loss_forward_cuda(
 }
 
 template <FocalKind kKind>
-Tensor focal_loss_backward_cuda_kernel(const Tensor& grad_output,
-                                       const Tensor& input, const Tensor& target,
-                                       double gamma, double alpha,
-                                       const std::optional<Tensor>& weight,
-                                       host::StringArg reduction) {
+Tensor focal_loss_backward_cuda_kernel(
+    const Tensor& grad_output, const Tensor& input, const Tensor& target,
+    double gamma, double alpha, const std::optional<Tensor>& weight,
+    host::StringArg reduction) {
   check_on_cuda(kKind, input, target, weight);
   check_same_device(input, grad_output, focal_loss_op_name(kKind), "input",
                     "grad_output");
