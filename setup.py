@@ -230,7 +230,8 @@ def op_folders() -> list[str]:
 
 def extension():
     csrc = ROOT / "csrc"
-    # csrc/module.cpp, csrc/common/ and the op folders of this build.
+    # csrc/module.cpp, csrc/common/ and the op folders of this build: every .cpp (the CPU host files
+    # *_cpu_host.cpp included) in every build, the CUDA host files *_cuda_host.cpp and the .cu only with CUDA.
     folders = [csrc, csrc / "common", *(csrc / "ops" / op for op in op_folders())]
     sources = sorted(str(p.relative_to(ROOT)) for d in folders for p in d.glob("*.cpp"))
     if WITH_CUDA:

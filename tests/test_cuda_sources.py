@@ -52,6 +52,30 @@ def test_every_op_with_cuda_has_both_halves():
         assert (cu.parent / cu.name.replace("_cuda.cu", "_cuda_host.cpp")).exists(), cu
 
 
+IMPL = re.compile(r"VISDET_LIBRARY_IMPL\((\w+),")
+REGISTERED = re.compile(r'm\.impl\(\s*"(\w+)"')
+
+
+def test_each_device_registers_from_its_own_host_file():
+    """<op>.cpp holds the schema and what every device shares; the CPU registers from <op>_cpu_host.cpp, CUDA from
+    its mirror image <op>_cuda_host.cpp, and the two register the same ops (csrc/common/rois*: the same pair of
+    host files, without registrations)."""
+    assert HOST_SOURCES, "no CUDA host sources found"
+    for cuda_host in HOST_SOURCES:
+        cpu_host = cuda_host.with_name(cuda_host.name.replace("_cuda_host.cpp", "_cpu_host.cpp"))
+        assert cpu_host.exists(), f"{cuda_host.name} has no CPU mirror {cpu_host.name}"
+        cpu_text, cuda_text = cpu_host.read_text(), cuda_host.read_text()
+        assert set(IMPL.findall(cpu_text)) <= {"CPU"} and set(IMPL.findall(cuda_text)) <= {"CUDA"}, cuda_host.name
+        assert sorted(REGISTERED.findall(cpu_text)) == sorted(REGISTERED.findall(cuda_text)), cuda_host.name
+    for cpu_host in CSRC.rglob("*_cpu_host.cpp"):
+        assert cpu_host.with_name(cpu_host.name.replace("_cpu_host.cpp", "_cuda_host.cpp")).exists(), cpu_host
+    for folder in sorted((CSRC / "ops").iterdir()):
+        shared = folder / f"{folder.name}.cpp"
+        assert "VISDET_LIBRARY_FRAGMENT" in shared.read_text(), shared
+        assert not IMPL.search(shared.read_text()), f"{shared.name} registers a device: move it to a host file"
+        assert REGISTERED.findall((folder / f"{folder.name}_cpu_host.cpp").read_text()), folder.name
+
+
 @pytest.mark.parametrize("source", CU_SOURCES, ids=lambda p: p.name)
 def test_cu_compiles(source: Path, cuda_home: Path, arch: str, tmp_path: Path):
     """.cu files are torch-free: only the CUDA toolkit and csrc/ are on the include path.

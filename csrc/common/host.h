@@ -30,6 +30,8 @@
 //   threads      parallel_for(begin, end, grain, f)
 //   registration VISDET_LIBRARY_FRAGMENT(m) { m.def("schema"); }
 //                VISDET_LIBRARY_IMPL(CPU, m) { m.impl("op", VISDET_KERNEL(fn)); }
+//   devices      CpuDeviceGuard (nothing to switch: the CPU's counterpart of
+//                the CUDA guard, for host code that both devices share)
 //   CUDA         common/host_cuda.h: device guard, current stream, error check
 //
 // What neither build does in C++ any more (the stable ABI has no API for it,
@@ -49,6 +51,15 @@
 
 namespace visdet_ops {
 namespace host {
+
+// The CPU's counterpart of CudaDeviceGuard (common/host_cuda.h): there is no
+// current CPU device to switch. Host code that the CPU and CUDA share (a
+// template on the device in an op's <op>.h) takes the device's guard as a
+// type and makes one where the CUDA side makes its guard.
+class CpuDeviceGuard {
+ public:
+  explicit CpuDeviceGuard(const Tensor&) {}
+};
 
 // A type carried into a dispatch lambda: f(type_tag<float>{}) lets the lambda
 // name the type (using T = typename decltype(tag)::type) in C++17.

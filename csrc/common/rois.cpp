@@ -1,3 +1,5 @@
+// The RoI value checks every RoI op shares. The flags come from each device's
+// host file: rois_cpu_host.cpp and rois_cuda_host.cpp.
 #include "common/rois.h"
 
 #include <algorithm>
@@ -5,7 +7,6 @@
 #include "common/checks.h"
 #include "common/host.h"
 #include "common/rois_kernel.h"
-#include "common/rois_launch.h"
 
 namespace visdet_ops {
 
@@ -16,21 +17,13 @@ void check_rois_values(const host::Tensor& rois, int64_t batch_size,
   int flags = 0;
 #if defined(VISDET_OPS_WITH_CUDA)
   if (host::is_cuda(rois_c)) {
-    flags = rois_flags_cuda(rois_c, batch_size);
+    flags = rois_flags_cuda_host(rois_c, batch_size);
   } else
 #endif
   {
     VISDET_CHECK(host::is_cpu(rois_c), op, ": rois on ",
                  host::device_of(rois_c), " are not supported by this build");
-    const host::ScalarType dtype = host::dtype_of(rois_c);
-    VISDET_CHECK(
-        dtype == host::ScalarType::Float || dtype == host::ScalarType::Double,
-        op, ": rois on the CPU must be float32 or float64, got ", dtype);
-    host::dispatch_float_double(dtype, "rois_flags_cpu", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      flags = rois_flags_cpu<T>(host::const_data<T>(rois_c), rois_c.size(0),
-                                batch_size);
-    });
+    flags = rois_flags_cpu_host(rois_c, batch_size, op);
   }
   if (flags == 0) return;
   VISDET_CHECK(!(flags & kRoINonFinite), op,

@@ -68,8 +68,14 @@ inline void check_rois_dtype(const host::Tensor& input,
                ") or ", roi_compute_dtype(dtype), ", got ", rois_dtype);
 }
 
+// The OR of roi_flags (rois_kernel.h) over contiguous rois [K, 5] of one
+// device, from its host file: rois_cpu_host.cpp (float32 or float64 rois; op
+// names the op in the error for another dtype), rois_cuda_host.cpp (one small
+// kernel and a 4-byte copy: a sync).
+int rois_flags_cpu_host(const host::Tensor& rois, int64_t batch_size,
+                        const char* op);
 #if defined(VISDET_OPS_WITH_CUDA)
-int rois_flags_cuda(const host::Tensor& rois, int64_t batch_size);
+int rois_flags_cuda_host(const host::Tensor& rois, int64_t batch_size);
 #endif
 
 }  // namespace visdet_ops

@@ -8,7 +8,7 @@
 
 namespace visdet_ops {
 
-int rois_flags_cuda(const host::Tensor& rois, int64_t batch_size) {
+int rois_flags_cuda_host(const host::Tensor& rois, int64_t batch_size) {
   const host::CudaDeviceGuard device_guard(rois);
   const host::Tensor flags = host::empty({1}, host::ScalarType::Int, rois);
   const cudaStream_t stream = host::current_cuda_stream(rois);

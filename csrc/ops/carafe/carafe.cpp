@@ -1,15 +1,12 @@
-// carafe / carafe_naive: schemas, argument checks and prepared arguments
-// shared by all devices, CPU registration (one CPU implementation serves
-// both: they compute the same function; they differ only in their CUDA
-// kernels). One source for the classic and the stable build
-// (common/host.h). Autograd and autocast are registered in
-// visdet_ops/ops/carafe.py.
-#include <tuple>
-
+// carafe / carafe_naive: schemas, and the argument checks and prepare steps
+// shared by all devices (the two ops compute the same function; they differ
+// only in their CUDA kernels). Each device registers from its own host file:
+// carafe_cpu_host.cpp and carafe_cuda_host.cpp. One source for the classic
+// and the stable build (common/host.h). Autograd and autocast are registered
+// in visdet_ops/ops/carafe.py.
 #include "carafe.h"
 #include "common/checks.h"
 #include "common/host.h"
-#include "common/scalar.h"
 
 namespace visdet_ops {
 namespace {
@@ -106,85 +103,6 @@ CarafeBackward carafe_prepare_backward(const char* op,
   return b;
 }
 
-namespace {
-
-constexpr int64_t kGrain = 2048;
-
-Tensor forward_cpu(const char* op, const Tensor& features, const Tensor& masks,
-                   int64_t kernel_size, int64_t group_size,
-                   int64_t scale_factor) {
-  const CarafeForward f = carafe_prepare_forward(
-      op, features, masks, kernel_size, group_size, scale_factor);
-  const int64_t n = f.output.numel();
-  if (n == 0) return f.output;
-  // float16/bfloat16 are read directly (no float32 copy) and computed in float.
-  host::dispatch_floating_types<HostHalf, HostBFloat16>(
-      host::dtype_of(features), "carafe_forward_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* fp = host::const_data<T>(f.features);
-        const T* mp = host::const_data<T>(f.masks);
-        T* out = host::mutable_data<T>(f.output);
-        host::parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
-          carafe_forward_cpu<T>(fp, mp, f.shape, b, e, out);
-        });
-      });
-  return f.output;
-}
-
-std::tuple<Tensor, Tensor> backward_cpu(const char* op,
-                                        const Tensor& grad_output,
-                                        const Tensor& features,
-                                        const Tensor& masks,
-                                        int64_t kernel_size,
-                                        int64_t group_size,
-                                        int64_t scale_factor) {
-  const CarafeBackward b =
-      carafe_prepare_backward(op, grad_output, features, masks, kernel_size,
-                              group_size, scale_factor);
-  host::dispatch_floating_types<HostHalf, HostBFloat16>(
-      host::dtype_of(features), "carafe_backward_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* gp = host::const_data<T>(b.grad_output);
-        const T* fp = host::const_data<T>(b.features);
-        const T* mp = host::const_data<T>(b.masks);
-        T* gf = host::mutable_data<T>(b.grad_features);
-        T* gm = host::mutable_data<T>(b.grad_masks);
-        host::parallel_for(0, b.grad_features.numel(), kGrain,
-                           [&](int64_t begin, int64_t end) {
-                             carafe_grad_features_cpu<T>(gp, mp, b.shape,
-                                                         begin, end, gf);
-                           });
-        host::parallel_for(0, b.grad_masks.numel(), kGrain,
-                           [&](int64_t begin, int64_t end) {
-                             carafe_grad_masks_cpu<T>(gp, fp, b.shape, begin,
-                                                      end, gm);
-                           });
-      });
-  return b.outputs();
-}
-
-Tensor carafe_forward_cpu_kernel(const Tensor& features, const Tensor& masks,
-                                 int64_t k, int64_t g, int64_t s) {
-  return forward_cpu("carafe", features, masks, k, g, s);
-}
-Tensor carafe_naive_forward_cpu_kernel(const Tensor& features,
-                                       const Tensor& masks, int64_t k,
-                                       int64_t g, int64_t s) {
-  return forward_cpu("carafe_naive", features, masks, k, g, s);
-}
-std::tuple<Tensor, Tensor> carafe_backward_cpu_kernel(
-    const Tensor& grad_output, const Tensor& features, const Tensor& masks,
-    int64_t k, int64_t g, int64_t s) {
-  return backward_cpu("carafe", grad_output, features, masks, k, g, s);
-}
-std::tuple<Tensor, Tensor> carafe_naive_backward_cpu_kernel(
-    const Tensor& grad_output, const Tensor& features, const Tensor& masks,
-    int64_t k, int64_t g, int64_t s) {
-  return backward_cpu("carafe_naive", grad_output, features, masks, k, g, s);
-}
-
-}  // namespace
-
 VISDET_LIBRARY_FRAGMENT(m) {
   m.def(
       "carafe(Tensor features, Tensor masks, int kernel_size, int group_size, "
@@ -199,14 +117,6 @@ VISDET_LIBRARY_FRAGMENT(m) {
       "_carafe_naive_backward(Tensor grad_output, Tensor features, Tensor "
       "masks, int kernel_size, int group_size, int scale_factor) -> (Tensor, "
       "Tensor)");
-}
-
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("carafe", VISDET_KERNEL(carafe_forward_cpu_kernel));
-  m.impl("_carafe_backward", VISDET_KERNEL(carafe_backward_cpu_kernel));
-  m.impl("carafe_naive", VISDET_KERNEL(carafe_naive_forward_cpu_kernel));
-  m.impl("_carafe_naive_backward",
-         VISDET_KERNEL(carafe_naive_backward_cpu_kernel));
 }
 
 }  // namespace visdet_ops

@@ -10,6 +10,15 @@
 
 namespace visdet_ops {
 
+// carafe (tiled CUDA kernels) and carafe_naive (direct ones) compute the same
+// function with the same arguments. Each device's host functions take the op
+// as a template argument, so that each registers as a plain function.
+enum class CarafeOp { kCarafe, kCarafeNaive };
+
+constexpr const char* carafe_op_name(CarafeOp op) {
+  return op == CarafeOp::kCarafe ? "carafe" : "carafe_naive";
+}
+
 // What a device's forward needs, checked and allocated once for every device
 // (op names carafe or carafe_naive in the messages): the shape, contiguous
 // features [N, C, H, W] and masks [N, G*K*K, H*S, W*S], and the uninitialised

@@ -21,12 +21,17 @@ void check_cuda(const char* op, const Tensor& features) {
                host::device_of(features));
 }
 
-Tensor forward_cuda(const char* op, bool tiled, const Tensor& features,
-                    const Tensor& masks, int64_t kernel_size,
-                    int64_t group_size, int64_t scale_factor) {
-  const CarafeForward f = carafe_prepare_forward(
-      op, features, masks, kernel_size, group_size, scale_factor);
-  check_cuda(op, features);
+// carafe runs the tiled kernels, carafe_naive the direct ones.
+constexpr bool tiled(CarafeOp op) { return op == CarafeOp::kCarafe; }
+
+template <CarafeOp kOp>
+Tensor carafe_forward_cuda_kernel(const Tensor& features, const Tensor& masks,
+                                  int64_t kernel_size, int64_t group_size,
+                                  int64_t scale_factor) {
+  const CarafeForward f =
+      carafe_prepare_forward(carafe_op_name(kOp), features, masks, kernel_size,
+                             group_size, scale_factor);
+  check_cuda(carafe_op_name(kOp), features);
   if (f.output.numel() == 0) return f.output;
   const host::CudaDeviceGuard device_guard(features);
   const cudaStream_t stream = host::current_cuda_stream(features);
@@ -35,22 +40,19 @@ Tensor forward_cuda(const char* op, bool tiled, const Tensor& features,
         using T = typename decltype(tag)::type;
         VISDET_CUDA_CHECK(carafe_forward_cuda_launch<T>(
             host::const_data<T>(f.features), host::const_data<T>(f.masks),
-            f.shape, tiled, host::mutable_data<T>(f.output), stream));
+            f.shape, tiled(kOp), host::mutable_data<T>(f.output), stream));
       });
   return f.output;
 }
 
-std::tuple<Tensor, Tensor> backward_cuda(const char* op, bool tiled,
-                                         const Tensor& grad_output,
-                                         const Tensor& features,
-                                         const Tensor& masks,
-                                         int64_t kernel_size,
-                                         int64_t group_size,
-                                         int64_t scale_factor) {
+template <CarafeOp kOp>
+std::tuple<Tensor, Tensor> carafe_backward_cuda_kernel(
+    const Tensor& grad_output, const Tensor& features, const Tensor& masks,
+    int64_t kernel_size, int64_t group_size, int64_t scale_factor) {
   const CarafeBackward b =
-      carafe_prepare_backward(op, grad_output, features, masks, kernel_size,
-                              group_size, scale_factor);
-  check_cuda(op, features);
+      carafe_prepare_backward(carafe_op_name(kOp), grad_output, features,
+                              masks, kernel_size, group_size, scale_factor);
+  check_cuda(carafe_op_name(kOp), features);
   const host::CudaDeviceGuard device_guard(features);
   const cudaStream_t stream = host::current_cuda_stream(features);
   host::dispatch_floating_types<__half, __nv_bfloat16>(
@@ -59,41 +61,23 @@ std::tuple<Tensor, Tensor> backward_cuda(const char* op, bool tiled,
         VISDET_CUDA_CHECK(carafe_backward_cuda_launch<T>(
             host::const_data<T>(b.grad_output),
             host::const_data<T>(b.features), host::const_data<T>(b.masks),
-            b.shape, tiled, host::mutable_data<T>(b.grad_features),
+            b.shape, tiled(kOp), host::mutable_data<T>(b.grad_features),
             host::mutable_data<T>(b.grad_masks), stream));
       });
   return b.outputs();
 }
 
-Tensor carafe_forward_cuda_kernel(const Tensor& features, const Tensor& masks,
-                                  int64_t k, int64_t g, int64_t s) {
-  return forward_cuda("carafe", true, features, masks, k, g, s);
-}
-Tensor carafe_naive_forward_cuda_kernel(const Tensor& features,
-                                        const Tensor& masks, int64_t k,
-                                        int64_t g, int64_t s) {
-  return forward_cuda("carafe_naive", false, features, masks, k, g, s);
-}
-std::tuple<Tensor, Tensor> carafe_backward_cuda_kernel(
-    const Tensor& grad_output, const Tensor& features, const Tensor& masks,
-    int64_t k, int64_t g, int64_t s) {
-  return backward_cuda("carafe", true, grad_output, features, masks, k, g, s);
-}
-std::tuple<Tensor, Tensor> carafe_naive_backward_cuda_kernel(
-    const Tensor& grad_output, const Tensor& features, const Tensor& masks,
-    int64_t k, int64_t g, int64_t s) {
-  return backward_cuda("carafe_naive", false, grad_output, features, masks, k,
-                       g, s);
-}
-
 }  // namespace
 
 VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("carafe", VISDET_KERNEL(carafe_forward_cuda_kernel));
-  m.impl("_carafe_backward", VISDET_KERNEL(carafe_backward_cuda_kernel));
-  m.impl("carafe_naive", VISDET_KERNEL(carafe_naive_forward_cuda_kernel));
+  m.impl("carafe",
+         VISDET_KERNEL(carafe_forward_cuda_kernel<CarafeOp::kCarafe>));
+  m.impl("_carafe_backward",
+         VISDET_KERNEL(carafe_backward_cuda_kernel<CarafeOp::kCarafe>));
+  m.impl("carafe_naive",
+         VISDET_KERNEL(carafe_forward_cuda_kernel<CarafeOp::kCarafeNaive>));
   m.impl("_carafe_naive_backward",
-         VISDET_KERNEL(carafe_naive_backward_cuda_kernel));
+         VISDET_KERNEL(carafe_backward_cuda_kernel<CarafeOp::kCarafeNaive>));
 }
 
 }  // namespace visdet_ops

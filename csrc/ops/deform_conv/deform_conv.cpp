@@ -1,6 +1,7 @@
 // deform_conv: schema, argument checks and prepared arguments shared by all
-// devices, the chunked GEMM driver shared by the CPU and CUDA host layers,
-// CPU registration. One source for the classic and the stable build
+// devices, the chunked GEMM driver shared by the CPU and CUDA host layers.
+// Each device registers from its own host file: deform_conv_cpu_host.cpp and
+// deform_conv_cuda_host.cpp. One source for the classic and the stable build
 // (common/host.h). Autograd, autocast and the CUDA backward's determinism
 // alert are registered in visdet_ops/ops/deform_conv.py.
 //
@@ -69,8 +70,6 @@ void check_tensor(const Tensor& input, const Tensor& t,
   check_same_dtype(input, t, kOp, "input", name);
   check_same_device(input, t, kOp, "input", name);
 }
-
-
 
 // Checks every argument (the messages name input's dtype and shapes as
 // given) and returns the prepared arguments in the kernels' dtype: float32
@@ -418,86 +417,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> deform_conv2d_backward(
           host::to_dtype(bw.grad_bias, a.dtype)};
 }
 
-namespace {
-
-void im2col_cpu(const Tensor& input, const Tensor& offset,
-                const std::optional<Tensor>& mask, const DeformConvShape& s,
-                const Tensor& columns) {
-  host::dispatch_float_double(
-      host::dtype_of(input), "deform_conv_im2col_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* in = host::const_data<T>(input);
-        const T* off = host::const_data<T>(offset);
-        const T* m = mask.has_value() ? host::const_data<T>(*mask) : nullptr;
-        T* cols = host::mutable_data<T>(columns);
-        const int64_t grain = std::max<int64_t>(
-            1, 4096 / std::max<int64_t>(1, s.channels_per_group()));
-        host::parallel_for(0, s.samples(), grain,
-                           [&](int64_t begin, int64_t end) {
-                             deform_conv_im2col_cpu<T>(in, off, m, s, begin,
-                                                       end, cols);
-                           });
-      });
-}
-
-int64_t channel_slices_cpu(const DeformConvShape&) { return 1; }
-
-void col2im_cpu(const Tensor& input, const Tensor& offset,
-                const std::optional<Tensor>& mask, const Tensor& columns,
-                const DeformConvShape& s, int64_t /*slices*/,
-                const Tensor& grad_input, const Tensor& grad_offset,
-                const std::optional<Tensor>& grad_mask) {
-  host::dispatch_float_double(
-      host::dtype_of(input), "deform_conv_col2im_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* in = host::const_data<T>(input);
-        const T* off = host::const_data<T>(offset);
-        const T* m = mask.has_value() ? host::const_data<T>(*mask) : nullptr;
-        T* gc = host::mutable_data<T>(columns);
-        T* gi = host::mutable_data<T>(grad_input);
-        T* go = host::mutable_data<T>(grad_offset);
-        T* gm = mask.has_value() ? host::mutable_data<T>(*grad_mask) : nullptr;
-        host::parallel_for(0, s.batch, 1, [&](int64_t begin, int64_t end) {
-          for (int64_t image = begin; image < end; ++image) {
-            deform_conv_col2im_cpu<T>(in, off, m, gc, s, image, gi, go, gm);
-          }
-        });
-      });
-}
-
-constexpr DeformConvKernels kCpu{/*reduced_float_kernels=*/false, &im2col_cpu,
-                                 &channel_slices_cpu, &col2im_cpu};
-
-Tensor deform_conv2d_forward_cpu(
-    const Tensor& input, const Tensor& offset,
-    const std::optional<Tensor>& mask, const Tensor& weight,
-    const std::optional<Tensor>& bias, int64_t stride_h, int64_t stride_w,
-    int64_t pad_h, int64_t pad_w, int64_t dilation_h, int64_t dilation_w,
-    int64_t groups, int64_t deform_groups, int64_t im2col_step) {
-  const DeformConvForward f = deform_conv_prepare_forward(
-      input, offset, mask, weight, bias,
-      DeformConvParams{stride_h, stride_w, pad_h, pad_w, dilation_h,
-                       dilation_w, groups, deform_groups, im2col_step},
-      kCpu);
-  return deform_conv2d_forward(f, kCpu);
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> deform_conv2d_backward_cpu(
-    const Tensor& grad_output, const Tensor& input, const Tensor& offset,
-    const std::optional<Tensor>& mask, const Tensor& weight,
-    const std::optional<Tensor>& bias, int64_t stride_h, int64_t stride_w,
-    int64_t pad_h, int64_t pad_w, int64_t dilation_h, int64_t dilation_w,
-    int64_t groups, int64_t deform_groups, int64_t im2col_step) {
-  const DeformConvBackward b = deform_conv_prepare_backward(
-      grad_output, input, offset, mask, weight, bias,
-      DeformConvParams{stride_h, stride_w, pad_h, pad_w, dilation_h,
-                       dilation_w, groups, deform_groups, im2col_step},
-      kCpu);
-  return deform_conv2d_backward(b, kCpu);
-}
-
-}  // namespace
-
 VISDET_LIBRARY_FRAGMENT(m) {
   m.def(
       "deform_conv2d(Tensor input, Tensor offset, Tensor? mask, Tensor weight, "
@@ -510,11 +429,6 @@ VISDET_LIBRARY_FRAGMENT(m) {
       "int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, "
       "int groups, int deform_groups, int im2col_step) -> "
       "(Tensor, Tensor, Tensor, Tensor, Tensor)");
-}
-
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("deform_conv2d", VISDET_KERNEL(deform_conv2d_forward_cpu));
-  m.impl("_deform_conv2d_backward", VISDET_KERNEL(deform_conv2d_backward_cpu));
 }
 
 }  // namespace visdet_ops

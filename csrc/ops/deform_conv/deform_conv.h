@@ -1,6 +1,7 @@
-// deform_conv: the prepared arguments and the chunked GEMM driver shared by
-// the CPU and CUDA host code (the GEMMs through ATen: cuBLAS on CUDA). The
-// device layers supply only the im2col / col2im kernels. Written against the
+// deform_conv: the prepared arguments, the chunked GEMM driver and the
+// registered functions shared by the CPU and CUDA host code (the GEMMs through
+// ATen: cuBLAS on CUDA). The device layers supply only the im2col / col2im
+// kernels and their guard. Written against the
 // host adapter (common/host.h): one source for the classic and the stable
 // build.
 #pragma once
@@ -94,5 +95,47 @@ std::tuple<host::Tensor, host::Tensor, host::Tensor, host::Tensor,
            host::Tensor>
 deform_conv2d_backward(const DeformConvBackward& b,
                        const DeformConvKernels& kernels);
+
+// The registered deform_conv2d and _deform_conv2d_backward of one device, over
+// its half of the op: Device::kernels (a constexpr DeformConvKernels) and
+// Device::Guard, made for the input around the GEMM driver
+// (host::CpuDeviceGuard, host::CudaDeviceGuard). deform_conv_cpu_host.cpp and
+// deform_conv_cuda_host.cpp register deform_conv2d_forward_kernel<their
+// Device>.
+template <typename Device>
+host::Tensor deform_conv2d_forward_kernel(
+    const host::Tensor& input, const host::Tensor& offset,
+    const std::optional<host::Tensor>& mask, const host::Tensor& weight,
+    const std::optional<host::Tensor>& bias, int64_t stride_h,
+    int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
+    int64_t dilation_w, int64_t groups, int64_t deform_groups,
+    int64_t im2col_step) {
+  const DeformConvForward f = deform_conv_prepare_forward(
+      input, offset, mask, weight, bias,
+      DeformConvParams{stride_h, stride_w, pad_h, pad_w, dilation_h,
+                       dilation_w, groups, deform_groups, im2col_step},
+      Device::kernels);
+  const typename Device::Guard device_guard(input);
+  return deform_conv2d_forward(f, Device::kernels);
+}
+
+template <typename Device>
+std::tuple<host::Tensor, host::Tensor, host::Tensor, host::Tensor,
+           host::Tensor>
+deform_conv2d_backward_kernel(
+    const host::Tensor& grad_output, const host::Tensor& input,
+    const host::Tensor& offset, const std::optional<host::Tensor>& mask,
+    const host::Tensor& weight, const std::optional<host::Tensor>& bias,
+    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+    int64_t dilation_h, int64_t dilation_w, int64_t groups,
+    int64_t deform_groups, int64_t im2col_step) {
+  const DeformConvBackward b = deform_conv_prepare_backward(
+      grad_output, input, offset, mask, weight, bias,
+      DeformConvParams{stride_h, stride_w, pad_h, pad_w, dilation_h,
+                       dilation_w, groups, deform_groups, im2col_step},
+      Device::kernels);
+  const typename Device::Guard device_guard(input);
+  return deform_conv2d_backward(b, Device::kernels);
+}
 
 }  // namespace visdet_ops

@@ -1,8 +1,8 @@
 // deform_conv: CUDA host layer (torch-facing, through the host adapter). The
-// GEMM driver is shared with the CPU (deform_conv.cpp); this file supplies
-// the CUDA im2col / col2im. Device code: deform_conv_cuda.cu. The backward
-// accumulates grad_input with atomicAdd: the determinism alert is raised in
-// visdet_ops/ops/deform_conv.py.
+// GEMM driver and the registered functions are shared with the CPU
+// (deform_conv.h); this file supplies the CUDA im2col / col2im. Device code:
+// deform_conv_cuda.cu. The backward accumulates grad_input with atomicAdd: the
+// determinism alert is raised in visdet_ops/ops/deform_conv.py.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -61,46 +61,19 @@ void col2im_cuda(const Tensor& input, const Tensor& offset,
       });
 }
 
-constexpr DeformConvKernels kCuda{/*reduced_float_kernels=*/true,
-                                  &im2col_cuda, &channel_slices_cuda,
-                                  &col2im_cuda};
-
-Tensor deform_conv2d_forward_cuda(
-    const Tensor& input, const Tensor& offset,
-    const std::optional<Tensor>& mask, const Tensor& weight,
-    const std::optional<Tensor>& bias, int64_t stride_h, int64_t stride_w,
-    int64_t pad_h, int64_t pad_w, int64_t dilation_h, int64_t dilation_w,
-    int64_t groups, int64_t deform_groups, int64_t im2col_step) {
-  const DeformConvForward f = deform_conv_prepare_forward(
-      input, offset, mask, weight, bias,
-      DeformConvParams{stride_h, stride_w, pad_h, pad_w, dilation_h,
-                       dilation_w, groups, deform_groups, im2col_step},
-      kCuda);
-  const host::CudaDeviceGuard device_guard(input);
-  return deform_conv2d_forward(f, kCuda);
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> deform_conv2d_backward_cuda(
-    const Tensor& grad_output, const Tensor& input, const Tensor& offset,
-    const std::optional<Tensor>& mask, const Tensor& weight,
-    const std::optional<Tensor>& bias, int64_t stride_h, int64_t stride_w,
-    int64_t pad_h, int64_t pad_w, int64_t dilation_h, int64_t dilation_w,
-    int64_t groups, int64_t deform_groups, int64_t im2col_step) {
-  const DeformConvBackward b = deform_conv_prepare_backward(
-      grad_output, input, offset, mask, weight, bias,
-      DeformConvParams{stride_h, stride_w, pad_h, pad_w, dilation_h,
-                       dilation_w, groups, deform_groups, im2col_step},
-      kCuda);
-  const host::CudaDeviceGuard device_guard(input);
-  return deform_conv2d_backward(b, kCuda);
-}
+struct Cuda {
+  static constexpr DeformConvKernels kernels{
+      /*reduced_float_kernels=*/true, &im2col_cuda, &channel_slices_cuda,
+      &col2im_cuda};
+  using Guard = host::CudaDeviceGuard;
+};
 
 }  // namespace
 
 VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("deform_conv2d", VISDET_KERNEL(deform_conv2d_forward_cuda));
+  m.impl("deform_conv2d", VISDET_KERNEL(deform_conv2d_forward_kernel<Cuda>));
   m.impl("_deform_conv2d_backward",
-         VISDET_KERNEL(deform_conv2d_backward_cuda));
+         VISDET_KERNEL(deform_conv2d_backward_kernel<Cuda>));
 }
 
 }  // namespace visdet_ops

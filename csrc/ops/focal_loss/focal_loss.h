@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <tuple>
 
 #include "common/host.h"
 #include "focal_loss_launch.h"
@@ -13,6 +14,16 @@ namespace visdet_ops {
 enum class FocalKind { kSigmoid, kSoftmax };
 
 const char* focal_loss_op_name(FocalKind kind);
+
+// The checks every forward and backward starts with (input, target, weight,
+// gamma, alpha, reduction); returns the reduction (focal_loss_detail's
+// Reduction). The prepare functions call it; so does the CPU's 16-bit path,
+// before it converts its inputs to float32.
+int focal_loss_check_inputs(FocalKind kind, const host::Tensor& input,
+                            const host::Tensor& target, double gamma,
+                            double alpha,
+                            const std::optional<host::Tensor>& weight,
+                            host::StringArg reduction);
 
 // A forward, checked and allocated once for every device: contiguous inputs
 // (weight only when has_weight) and the uninitialised output ([N, C] sigmoid
@@ -82,5 +93,31 @@ FocalLossBackward focal_loss_prepare_backward(
     FocalKind kind, const host::Tensor& grad_output, const host::Tensor& input,
     const host::Tensor& target, double gamma, double alpha,
     const std::optional<host::Tensor>& weight, host::StringArg reduction);
+
+// The two registered forwards of a kind, written once over a device's forward
+// kForward(input, target, gamma, alpha, weight, reduction, with_grad) ->
+// (loss, gradient of the reduced loss or undefined): focal_loss_cpu_host.cpp
+// and focal_loss_cuda_host.cpp each register the instances over their own
+// focal_loss_forward_{cpu,cuda}<kind>.
+//
+// sigmoid_focal_loss / softmax_focal_loss: the loss alone.
+template <auto kForward>
+host::Tensor focal_loss_forward_kernel(
+    const host::Tensor& input, const host::Tensor& target, double gamma,
+    double alpha, const std::optional<host::Tensor>& weight,
+    host::StringArg reduction) {
+  return std::get<0>(
+      kForward(input, target, gamma, alpha, weight, reduction, false));
+}
+
+// _sigmoid_focal_loss_forward_with_grad and its softmax twin: the loss and the
+// gradient of the reduced loss, in one pass.
+template <auto kForward>
+std::tuple<host::Tensor, host::Tensor> focal_loss_forward_with_grad_kernel(
+    const host::Tensor& input, const host::Tensor& target, double gamma,
+    double alpha, const std::optional<host::Tensor>& weight,
+    host::StringArg reduction) {
+  return kForward(input, target, gamma, alpha, weight, reduction, true);
+}
 
 }  // namespace visdet_ops

@@ -32,15 +32,19 @@ void check_on_cuda(FocalKind kind, const Tensor& input, const Tensor& target,
                host::device_of(input));
 }
 
-// The loss and, with_grad, the gradient of the reduced loss (else undefined).
-std::tuple<Tensor, Tensor> focal_loss_forward_cuda_kernel(
-    FocalKind kind, const Tensor& input, const Tensor& target, double gamma,
-    double alpha, const std::optional<Tensor>& weight,
-    host::StringArg reduction, bool with_grad) {
-  check_on_cuda(kind, input, target, weight);
+// The device's forward of a kind: the loss and, with_grad, the gradient of
+// the reduced loss (else undefined). focal_loss.h registers the loss-only and
+// the with-grad op over it; the kind is a template argument so that each
+// registers as a plain function.
+template <FocalKind kKind>
+std::tuple<Tensor, Tensor> focal_loss_forward_cuda(
+    const Tensor& input, const Tensor& target, double gamma, double alpha,
+    const std::optional<Tensor>& weight, host::StringArg reduction,
+    bool with_grad) {
+  check_on_cuda(kKind, input, target, weight);
   const host::CudaDeviceGuard device_guard(input);
   FocalLossForward f = focal_loss_prepare_forward(
-      kind, input, target, gamma, alpha, weight, reduction, with_grad);
+      kKind, input, target, gamma, alpha, weight, reduction, with_grad);
   if (f.empty()) return {focal_loss_empty_forward(f), f.grad};
   // Without VISDET_OPS_SYNC_TARGET_CHECKS=1 the host does not wait for the
   // kernel: a row with an out-of-range target gets a NaN loss (so a NaN
@@ -61,7 +65,7 @@ std::tuple<Tensor, Tensor> focal_loss_forward_cuda_kernel(
   host::dispatch_floating_types<__half, __nv_bfloat16>(
       host::dtype_of(f.input), "focal_loss_forward_cuda", [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const auto launch = kind == FocalKind::kSigmoid
+        const auto launch = kKind == FocalKind::kSigmoid
                                 ? &sigmoid_focal_loss_forward_cuda_launch<T>
                                 : &softmax_focal_loss_forward_cuda_launch<T>;
         VISDET_CUDA_CHECK(launch(
@@ -74,24 +78,25 @@ std::tuple<Tensor, Tensor> focal_loss_forward_cuda_kernel(
       });
   if (sync_check &&
       host::read_scalar<int32_t>(host::narrow(workspace, 0, 0, 1)) != 0) {
-    focal_loss_check_targets(kind, f.target, f.classes);
-    VISDET_CHECK(false, focal_loss_op_name(kind),
+    focal_loss_check_targets(kKind, f.target, f.classes);
+    VISDET_CHECK(false, focal_loss_op_name(kKind),
                  ": internal error: the CUDA kernel flagged a target that the "
                  "host check accepts");
   }
   return {f.output, f.grad};
 }
 
+template <FocalKind kKind>
 Tensor focal_loss_backward_cuda_kernel(
-    FocalKind kind, const Tensor& grad_output, const Tensor& input,
-    const Tensor& target, double gamma, double alpha,
-    const std::optional<Tensor>& weight, host::StringArg reduction) {
-  check_on_cuda(kind, input, target, weight);
-  check_same_device(input, grad_output, focal_loss_op_name(kind), "input",
+    const Tensor& grad_output, const Tensor& input, const Tensor& target,
+    double gamma, double alpha, const std::optional<Tensor>& weight,
+    host::StringArg reduction) {
+  check_on_cuda(kKind, input, target, weight);
+  check_same_device(input, grad_output, focal_loss_op_name(kKind), "input",
                     "grad_output");
   const host::CudaDeviceGuard device_guard(input);
   FocalLossBackward b = focal_loss_prepare_backward(
-      kind, grad_output, input, target, gamma, alpha, weight, reduction);
+      kKind, grad_output, input, target, gamma, alpha, weight, reduction);
   // Elementwise: each gradient is written once by one thread, no atomics, so
   // the backward is deterministic and needs no alert.
   if (b.empty()) return b.grad_input;
@@ -104,7 +109,7 @@ Tensor focal_loss_backward_cuda_kernel(
         const int64_t* tg = host::const_data<int64_t>(b.target);
         const T* w = b.has_weight ? host::const_data<T>(b.weight) : nullptr;
         T* gi = host::mutable_data<T>(b.grad_input);
-        if (kind == FocalKind::kSigmoid) {
+        if (kKind == FocalKind::kSigmoid) {
           VISDET_CUDA_CHECK(sigmoid_focal_loss_backward_cuda_launch<T>(
               go, b.go_stride_n, b.go_stride_c, b.scale, in, tg, w, b.rows,
               b.classes, gamma, alpha, gi, stream));
@@ -117,27 +122,10 @@ Tensor focal_loss_backward_cuda_kernel(
   return b.grad_input;
 }
 
-// The schema's ops, one per kind (the kind is a template argument so that
-// each registers as a plain function).
-template <FocalKind kKind>
-Tensor forward_cuda_op(const Tensor& input, const Tensor& target, double gamma,
-                       double alpha, const std::optional<Tensor>& weight,
-                       host::StringArg reduction) {
-  return std::get<0>(focal_loss_forward_cuda_kernel(
-      kKind, input, target, gamma, alpha, weight, reduction, false));
-}
-
-template <FocalKind kKind>
-std::tuple<Tensor, Tensor> forward_with_grad_cuda_op(
-    const Tensor& input, const Tensor& target, double gamma, double alpha,
-    const std::optional<Tensor>& weight, host::StringArg reduction) {
-  return focal_loss_forward_cuda_kernel(kKind, input, target, gamma, alpha,
-                                        weight, reduction, true);
-}
-
 // grad_input *= grad_output with grad_output read on the device: no host
 // sync, and nothing to do where it is 1 (loss.backward()).
-void scale_grad_cuda_op(const Tensor& grad_input, const Tensor& grad_output) {
+void focal_loss_scale_grad_cuda_kernel(const Tensor& grad_input,
+                                       const Tensor& grad_output) {
   focal_loss_check_scale_grad(grad_input, grad_output);
   VISDET_CHECK(host::is_cuda(grad_input), "_focal_loss_scale_grad_",
                ": the CUDA kernel needs CUDA tensors, got grad_input on ",
@@ -154,31 +142,27 @@ void scale_grad_cuda_op(const Tensor& grad_input, const Tensor& grad_output) {
       });
 }
 
-template <FocalKind kKind>
-Tensor backward_cuda_op(const Tensor& grad_output, const Tensor& input,
-                        const Tensor& target, double gamma, double alpha,
-                        const std::optional<Tensor>& weight,
-                        host::StringArg reduction) {
-  return focal_loss_backward_cuda_kernel(kKind, grad_output, input, target,
-                                         gamma, alpha, weight, reduction);
-}
-
 }  // namespace
 
 VISDET_LIBRARY_IMPL(CUDA, m) {
   m.impl("_sigmoid_focal_loss_forward_with_grad",
-         VISDET_KERNEL(forward_with_grad_cuda_op<FocalKind::kSigmoid>));
+         VISDET_KERNEL(focal_loss_forward_with_grad_kernel<
+                       focal_loss_forward_cuda<FocalKind::kSigmoid>>));
   m.impl("_softmax_focal_loss_forward_with_grad",
-         VISDET_KERNEL(forward_with_grad_cuda_op<FocalKind::kSoftmax>));
-  m.impl("_focal_loss_scale_grad_", VISDET_KERNEL(scale_grad_cuda_op));
+         VISDET_KERNEL(focal_loss_forward_with_grad_kernel<
+                       focal_loss_forward_cuda<FocalKind::kSoftmax>>));
+  m.impl("_focal_loss_scale_grad_",
+         VISDET_KERNEL(focal_loss_scale_grad_cuda_kernel));
   m.impl("sigmoid_focal_loss",
-         VISDET_KERNEL(forward_cuda_op<FocalKind::kSigmoid>));
+         VISDET_KERNEL(focal_loss_forward_kernel<
+                       focal_loss_forward_cuda<FocalKind::kSigmoid>>));
   m.impl("_sigmoid_focal_loss_backward",
-         VISDET_KERNEL(backward_cuda_op<FocalKind::kSigmoid>));
+         VISDET_KERNEL(focal_loss_backward_cuda_kernel<FocalKind::kSigmoid>));
   m.impl("softmax_focal_loss",
-         VISDET_KERNEL(forward_cuda_op<FocalKind::kSoftmax>));
+         VISDET_KERNEL(focal_loss_forward_kernel<
+                       focal_loss_forward_cuda<FocalKind::kSoftmax>>));
   m.impl("_softmax_focal_loss_backward",
-         VISDET_KERNEL(backward_cuda_op<FocalKind::kSoftmax>));
+         VISDET_KERNEL(focal_loss_backward_cuda_kernel<FocalKind::kSoftmax>));
 }
 
 }  // namespace visdet_ops

@@ -1,5 +1,6 @@
-// masked_conv2d: schema, checks and prepared arguments, the
-// device-independent driver (GEMMs through ATen) and the CPU registration.
+// masked_conv2d: schema, checks and prepared arguments, and the
+// device-independent driver (GEMMs through ATen). Each device registers from
+// its own host file: masked_conv_cpu_host.cpp and masked_conv_cuda_host.cpp.
 // One source for the classic and the stable build (common/host.h). Autograd
 // and autocast are registered in visdet_ops/ops/masked_conv.py.
 //
@@ -260,70 +261,6 @@ std::tuple<Tensor, Tensor, Tensor> masked_conv2d_backward(
           grad_bias};
 }
 
-namespace {
-
-void im2col_cpu(const Tensor& input, const Tensor& idx,
-                const MaskedConvGeometry& g, const Tensor& cols) {
-  host::dispatch_float_double(
-      host::dtype_of(input), "masked_im2col_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* in = host::const_data<T>(input);
-        const int64_t* ix = host::const_data<int64_t>(idx);
-        T* out = host::mutable_data<T>(cols);
-        host::parallel_for(0, cols.numel(), 4096, [&](int64_t b, int64_t e) {
-          masked_im2col_cpu<T>(in, ix, g, b, e, out);
-        });
-      });
-}
-
-void col2im_cpu(const Tensor& rows, const Tensor& idx, const Tensor& output) {
-  host::dispatch_float_double(
-      host::dtype_of(output), "masked_col2im_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        masked_col2im_cpu<T>(host::const_data<T>(rows),
-                             host::const_data<int64_t>(idx), idx.size(0),
-                             output.size(1), output.size(2), output.size(3),
-                             host::mutable_data<T>(output));
-      });
-}
-
-void grad_input_cpu(const Tensor& grad_cols, const Tensor& pos_map,
-                    const MaskedConvGeometry& g, const Tensor& grad_input) {
-  host::dispatch_float_double(
-      host::dtype_of(grad_input), "masked_conv_grad_input_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* gc = host::const_data<T>(grad_cols);
-        const int64_t* pm = host::const_data<int64_t>(pos_map);
-        T* gi = host::mutable_data<T>(grad_input);
-        host::parallel_for(0, grad_input.numel(), 4096,
-                           [&](int64_t b, int64_t e) {
-                             masked_conv_grad_input_cpu<T>(gc, pm, g, b, e, gi);
-                           });
-      });
-}
-
-constexpr MaskedConvDevice kCpu{/*reduced_float_kernels=*/false, &im2col_cpu,
-                                &col2im_cpu, &grad_input_cpu};
-
-Tensor masked_conv2d_cpu_kernel(const Tensor& features, const Tensor& mask,
-                                const Tensor& weight,
-                                const std::optional<Tensor>& bias,
-                                int64_t pad_h, int64_t pad_w) {
-  const MaskedConvForward f = masked_conv_prepare_forward(
-      features, mask, weight, bias, pad_h, pad_w, kCpu);
-  return masked_conv2d_forward(f, kCpu);
-}
-
-std::tuple<Tensor, Tensor, Tensor> masked_conv2d_backward_cpu_kernel(
-    const Tensor& grad_output, const Tensor& features, const Tensor& mask,
-    const Tensor& weight, int64_t pad_h, int64_t pad_w) {
-  const MaskedConvBackward b = masked_conv_prepare_backward(
-      grad_output, features, mask, weight, pad_h, pad_w, kCpu);
-  return masked_conv2d_backward(b, kCpu);
-}
-
-}  // namespace
-
 VISDET_LIBRARY_FRAGMENT(m) {
   m.def(
       "masked_conv2d(Tensor features, Tensor mask, Tensor weight, Tensor? "
@@ -332,12 +269,6 @@ VISDET_LIBRARY_FRAGMENT(m) {
       "_masked_conv2d_backward(Tensor grad_output, Tensor features, Tensor "
       "mask, Tensor weight, int pad_h, int pad_w) -> (Tensor, Tensor, "
       "Tensor)");
-}
-
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("masked_conv2d", VISDET_KERNEL(masked_conv2d_cpu_kernel));
-  m.impl("_masked_conv2d_backward",
-         VISDET_KERNEL(masked_conv2d_backward_cpu_kernel));
 }
 
 }  // namespace visdet_ops

@@ -1,5 +1,6 @@
-// masked_conv2d: the prepared arguments and the device-independent driver
-// (the GEMMs through ATen) over per-device gathers and scatters. Written
+// masked_conv2d: the prepared arguments, the device-independent driver (the
+// GEMMs through ATen) over per-device gathers and scatters, and the registered
+// functions of each device over them. Written
 // against the host adapter (common/host.h): one source for the classic and
 // the stable build.
 #pragma once
@@ -78,5 +79,39 @@ host::Tensor masked_conv2d_forward(const MaskedConvForward& f,
 // (grad_features, grad_weight, grad_bias) in features' dtype.
 std::tuple<host::Tensor, host::Tensor, host::Tensor> masked_conv2d_backward(
     const MaskedConvBackward& b, const MaskedConvDevice& device);
+
+// The registered masked_conv2d and _masked_conv2d_backward of one device, over
+// its half of the op: Device::kernels (a constexpr MaskedConvDevice),
+// Device::check_device(features) (that the device can run the call; the
+// dispatcher picks CUDA when any argument is on a GPU) and Device::Guard, made
+// for features around the prepare step and the driver (host::CpuDeviceGuard,
+// host::CudaDeviceGuard). masked_conv_cpu_host.cpp and
+// masked_conv_cuda_host.cpp register masked_conv2d_kernel<their Device>.
+template <typename Device>
+host::Tensor masked_conv2d_kernel(const host::Tensor& features,
+                                  const host::Tensor& mask,
+                                  const host::Tensor& weight,
+                                  const std::optional<host::Tensor>& bias,
+                                  int64_t pad_h, int64_t pad_w) {
+  Device::check_device(features);
+  const typename Device::Guard device_guard(features);
+  const MaskedConvForward f = masked_conv_prepare_forward(
+      features, mask, weight, bias, pad_h, pad_w, Device::kernels);
+  return masked_conv2d_forward(f, Device::kernels);
+}
+
+template <typename Device>
+std::tuple<host::Tensor, host::Tensor, host::Tensor>
+masked_conv2d_backward_kernel(const host::Tensor& grad_output,
+                              const host::Tensor& features,
+                              const host::Tensor& mask,
+                              const host::Tensor& weight, int64_t pad_h,
+                              int64_t pad_w) {
+  Device::check_device(features);
+  const typename Device::Guard device_guard(features);
+  const MaskedConvBackward b = masked_conv_prepare_backward(
+      grad_output, features, mask, weight, pad_h, pad_w, Device::kernels);
+  return masked_conv2d_backward(b, Device::kernels);
+}
 
 }  // namespace visdet_ops

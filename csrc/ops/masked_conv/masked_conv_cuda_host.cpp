@@ -71,42 +71,25 @@ void grad_input_cuda(const Tensor& grad_cols, const Tensor& pos_map,
       });
 }
 
-constexpr MaskedConvDevice kCuda{/*reduced_float_kernels=*/true, &im2col_cuda,
-                                 &col2im_cuda, &grad_input_cuda};
-
-void check_cuda(const Tensor& features) {
-  VISDET_CHECK(host::is_cuda(features), kOp,
-               ": features must be a CUDA tensor, got ",
-               host::device_of(features));
-}
-
-Tensor masked_conv2d_cuda_kernel(const Tensor& features, const Tensor& mask,
-                                 const Tensor& weight,
-                                 const std::optional<Tensor>& bias,
-                                 int64_t pad_h, int64_t pad_w) {
-  check_cuda(features);
-  const host::CudaDeviceGuard device_guard(features);
-  const MaskedConvForward f = masked_conv_prepare_forward(
-      features, mask, weight, bias, pad_h, pad_w, kCuda);
-  return masked_conv2d_forward(f, kCuda);
-}
-
-std::tuple<Tensor, Tensor, Tensor> masked_conv2d_backward_cuda_kernel(
-    const Tensor& grad_output, const Tensor& features, const Tensor& mask,
-    const Tensor& weight, int64_t pad_h, int64_t pad_w) {
-  check_cuda(features);
-  const host::CudaDeviceGuard device_guard(features);
-  const MaskedConvBackward b = masked_conv_prepare_backward(
-      grad_output, features, mask, weight, pad_h, pad_w, kCuda);
-  return masked_conv2d_backward(b, kCuda);
-}
+struct Cuda {
+  static constexpr MaskedConvDevice kernels{
+      /*reduced_float_kernels=*/true, &im2col_cuda, &col2im_cuda,
+      &grad_input_cuda};
+  // The dispatcher runs this when any argument is on a GPU: features must be.
+  static void check_device(const Tensor& features) {
+    VISDET_CHECK(host::is_cuda(features), kOp,
+                 ": features must be a CUDA tensor, got ",
+                 host::device_of(features));
+  }
+  using Guard = host::CudaDeviceGuard;
+};
 
 }  // namespace
 
 VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("masked_conv2d", VISDET_KERNEL(masked_conv2d_cuda_kernel));
+  m.impl("masked_conv2d", VISDET_KERNEL(masked_conv2d_kernel<Cuda>));
   m.impl("_masked_conv2d_backward",
-         VISDET_KERNEL(masked_conv2d_backward_cuda_kernel));
+         VISDET_KERNEL(masked_conv2d_backward_kernel<Cuda>));
 }
 
 }  // namespace visdet_ops

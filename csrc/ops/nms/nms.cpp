@@ -1,13 +1,13 @@
-// NMS family: schemas, argument checks shared by all devices, CPU registration.
-// One source for the classic and the stable build (common/host.h). Autocast
-// is registered in visdet_ops/ops/nms.py.
+// NMS family: schemas, and the argument checks and prepare steps shared by all
+// devices. Each device registers from its own host file: nms_cpu_host.cpp and
+// nms_cuda_host.cpp. One source for the classic and the stable build
+// (common/host.h). Autocast is registered in visdet_ops/ops/nms.py.
 #include <cmath>
 #include <optional>
 
 #include "common/checks.h"
 #include "common/host.h"
 #include "nms.h"
-#include "nms_launch.h"
 
 namespace visdet_ops {
 
@@ -112,61 +112,6 @@ Tensor nms_match_groups(const NmsPrepared& p, const Tensor& leader) {
       host::index_select(p.order, 0, leader));
 }
 
-namespace {
-
-Tensor nms_cpu_impl(const char* op, const Tensor& boxes, const Tensor& scores,
-                    const std::optional<Tensor>& idxs, double iou_threshold,
-                    int64_t offset) {
-  const NmsPrepared p =
-      nms_prepare(op, boxes, scores, idxs, iou_threshold, offset);
-  VISDET_CHECK(host::is_cpu(boxes), op,
-               ": the CPU kernel needs CPU tensors, got boxes on ",
-               host::device_of(boxes));
-  if (p.n == 0) return host::empty({0}, ScalarType::Long, boxes);
-  const Tensor keep = host::empty({p.n}, ScalarType::Bool, boxes);
-  host::dispatch_float_double(host::dtype_of(p.boxes), "nms_cpu", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    // bool is one byte holding 0 or 1: the kernel writes exactly that.
-    nms_cpu<T>(host::const_data<T>(p.boxes),
-               p.has_classes ? host::const_data<int64_t>(p.classes) : nullptr,
-               p.n, static_cast<T>(iou_threshold), static_cast<T>(offset),
-               host::mutable_data<uint8_t>(keep));
-  });
-  return host::masked_select(p.order, keep);
-}
-
-Tensor nms_cpu_kernel(const Tensor& boxes, const Tensor& scores,
-                      double iou_threshold, int64_t offset) {
-  return nms_cpu_impl("nms", boxes, scores, std::nullopt, iou_threshold,
-                      offset);
-}
-
-Tensor batched_nms_cpu_kernel(const Tensor& boxes, const Tensor& scores,
-                              const Tensor& idxs, double iou_threshold,
-                              int64_t offset) {
-  return nms_cpu_impl("batched_nms", boxes, scores, idxs, iou_threshold,
-                      offset);
-}
-
-Tensor nms_match_cpu_kernel(const Tensor& dets, double iou_threshold) {
-  const NmsPrepared p = nms_match_prepare(dets, iou_threshold);
-  VISDET_CHECK(host::is_cpu(dets),
-               "nms_match: the CPU kernel needs CPU tensors, got dets on ",
-               host::device_of(dets));
-  if (p.n == 0) return host::empty({0}, ScalarType::Long, dets);
-  const Tensor leader = host::empty({p.n}, ScalarType::Long, dets);
-  host::dispatch_float_double(
-      host::dtype_of(p.boxes), "nms_match_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        nms_match_cpu<T>(host::const_data<T>(p.boxes), p.n,
-                         static_cast<T>(iou_threshold),
-                         host::mutable_data<int64_t>(leader));
-      });
-  return nms_match_groups(p, leader);
-}
-
-}  // namespace
-
 VISDET_LIBRARY_FRAGMENT(m) {
   m.def(
       "nms(Tensor boxes, Tensor scores, float iou_threshold, int offset=0) "
@@ -177,12 +122,6 @@ VISDET_LIBRARY_FRAGMENT(m) {
       "float iou_threshold, int offset=0) -> Tensor");
   // For every box (input index), the input index of its group's kept box.
   m.def("nms_match(Tensor dets, float iou_threshold) -> Tensor");
-}
-
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("nms", VISDET_KERNEL(nms_cpu_kernel));
-  m.impl("batched_nms", VISDET_KERNEL(batched_nms_cpu_kernel));
-  m.impl("nms_match", VISDET_KERNEL(nms_match_cpu_kernel));
 }
 
 }  // namespace visdet_ops

@@ -44,4 +44,27 @@ host::Tensor nms_match_groups(const NmsPrepared& p, const host::Tensor& leader);
 // float32 for reduced-precision inputs: the IoU is computed in float.
 host::ScalarType nms_compute_dtype(host::ScalarType dtype);
 
+// One device's NMS: op names the registered op in messages ("nms" or
+// "batched_nms"); idxs (class-aware NMS) only for batched_nms.
+using NmsImpl = host::Tensor (*)(const char* op, const host::Tensor& boxes,
+                                 const host::Tensor& scores,
+                                 const std::optional<host::Tensor>& idxs,
+                                 double iou_threshold, int64_t offset);
+
+// The registered nms and batched_nms of a device, over its NmsImpl
+// (nms_cpu_host.cpp and nms_cuda_host.cpp register nms_kernel<their impl>).
+template <NmsImpl kImpl>
+host::Tensor nms_kernel(const host::Tensor& boxes, const host::Tensor& scores,
+                        double iou_threshold, int64_t offset) {
+  return kImpl("nms", boxes, scores, std::nullopt, iou_threshold, offset);
+}
+
+template <NmsImpl kImpl>
+host::Tensor batched_nms_kernel(const host::Tensor& boxes,
+                                const host::Tensor& scores,
+                                const host::Tensor& idxs, double iou_threshold,
+                                int64_t offset) {
+  return kImpl("batched_nms", boxes, scores, idxs, iou_threshold, offset);
+}
+
 }  // namespace visdet_ops

@@ -52,19 +52,6 @@ Tensor nms_cuda_impl(const char* op, const Tensor& boxes, const Tensor& scores,
   return host::narrow(kept, 0, 0, num_kept);
 }
 
-Tensor nms_cuda_kernel(const Tensor& boxes, const Tensor& scores,
-                       double iou_threshold, int64_t offset) {
-  return nms_cuda_impl("nms", boxes, scores, std::nullopt, iou_threshold,
-                       offset);
-}
-
-Tensor batched_nms_cuda_kernel(const Tensor& boxes, const Tensor& scores,
-                               const Tensor& idxs, double iou_threshold,
-                               int64_t offset) {
-  return nms_cuda_impl("batched_nms", boxes, scores, idxs, iou_threshold,
-                       offset);
-}
-
 Tensor nms_match_cuda_kernel(const Tensor& dets, double iou_threshold) {
   VISDET_CHECK(host::is_cuda(dets),
                "nms_match: the CUDA kernel needs CUDA tensors, got dets on ",
@@ -93,8 +80,8 @@ Tensor nms_match_cuda_kernel(const Tensor& dets, double iou_threshold) {
 }  // namespace
 
 VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("nms", VISDET_KERNEL(nms_cuda_kernel));
-  m.impl("batched_nms", VISDET_KERNEL(batched_nms_cuda_kernel));
+  m.impl("nms", VISDET_KERNEL(nms_kernel<nms_cuda_impl>));
+  m.impl("batched_nms", VISDET_KERNEL(batched_nms_kernel<nms_cuda_impl>));
   m.impl("nms_match", VISDET_KERNEL(nms_match_cuda_kernel));
 }
 

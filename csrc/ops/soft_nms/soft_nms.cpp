@@ -1,6 +1,8 @@
-// soft_nms: schema, argument checks shared by all devices, CPU registration.
-// One source for the classic and the stable build (common/host.h). Autocast
-// is registered in visdet_ops/ops/soft_nms.py.
+// soft_nms: schema, and the argument checks and prepare and finishing steps
+// shared by all devices. Each device registers from its own host file:
+// soft_nms_cpu_host.cpp and soft_nms_cuda_host.cpp. One source for the
+// classic and the stable build (common/host.h). Autocast is registered in
+// visdet_ops/ops/soft_nms.py.
 #include "soft_nms.h"
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include "common/host.h"
 #include "ops/nms/nms.h"
 #include "soft_nms_kernel.h"
-#include "soft_nms_launch.h"
 
 namespace visdet_ops {
 
@@ -137,42 +138,6 @@ std::tuple<Tensor, Tensor> soft_nms_empty(const Tensor& boxes) {
           host::empty({0}, host::dtype_of(boxes), boxes)};
 }
 
-namespace {
-
-std::tuple<Tensor, Tensor> soft_nms_cpu_kernel(
-    const Tensor& boxes, const Tensor& scores, double iou_threshold,
-    double sigma, double min_score, host::StringArg method, int64_t offset,
-    const std::optional<Tensor>& idxs) {
-  const SoftNmsPrepared p = soft_nms_prepare(
-      boxes, scores, iou_threshold, sigma, min_score, method, offset, idxs);
-  VISDET_CHECK(host::is_cpu(boxes),
-               "soft_nms: the CPU kernel needs CPU tensors, got boxes on ",
-               host::device_of(boxes));
-  if (p.n == 0) return soft_nms_empty(boxes);
-  const Tensor picked = host::empty({p.n}, ScalarType::Long, boxes);
-  const Tensor picked_scores =
-      host::empty({p.n}, host::dtype_of(p.scores), p.scores);
-  const Tensor counts =
-      host::empty({p.num_segments}, ScalarType::Long, boxes);
-  host::dispatch_float_double(
-      host::dtype_of(p.boxes), "soft_nms_cpu", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const SoftNmsParams<T> params{
-            static_cast<T>(iou_threshold), static_cast<T>(sigma),
-            static_cast<T>(min_score), static_cast<T>(offset), p.method};
-        soft_nms_cpu<T>(host::const_data<T>(p.boxes),
-                        host::const_data<T>(p.scores),
-                        host::const_data<int64_t>(p.offsets), p.num_segments,
-                        params, host::mutable_data<int64_t>(picked),
-                        host::mutable_data<T>(picked_scores),
-                        host::mutable_data<int64_t>(counts));
-      });
-  return soft_nms_finish(p, picked, picked_scores, counts,
-                         host::dtype_of(boxes));
-}
-
-}  // namespace
-
 VISDET_LIBRARY_FRAGMENT(m) {
   // Returns (kept input indices, their scores after decay), in descending
   // score order. With idxs, only boxes of one class decay each other.
@@ -181,10 +146,6 @@ VISDET_LIBRARY_FRAGMENT(m) {
       "soft_nms(Tensor boxes, Tensor scores, float iou_threshold, "
       "float sigma, float min_score, str method, int offset=0, "
       "Tensor? idxs=None) -> (Tensor, Tensor)");
-}
-
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("soft_nms", VISDET_KERNEL(soft_nms_cpu_kernel));
 }
 
 }  // namespace visdet_ops
