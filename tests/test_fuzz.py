@@ -82,6 +82,13 @@ def _pump(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
+def _failure(status: str, error: str, case, stderr) -> dict:
+    """The record of a family that failed outside a case's own check (the worker hung or died), with the last case
+    it started and the end of the worker's stderr."""
+    stderr.seek(0)
+    return {"status": status, "error": error, "case": case, "stderr": stderr.read()[-3000:]}
+
+
 def _run_group(names: list[str], device: str) -> dict[str, dict]:
     """Runs the families `names` in a worker, restarting it after a crash or a hang (that family is reported, the
     worker goes on with the next)."""
@@ -112,24 +119,15 @@ def _run_group(names: list[str], device: str) -> dict[str, dict]:
                     line = lines.get(timeout=timeout)
                 except queue.Empty:
                     _kill(proc)
-                    stderr.seek(0)
-                    results[current or remaining[0]] = {
-                        "status": "hang",
-                        "error": f"no progress for {timeout:.0f} s",
-                        "case": last_case,
-                        "stderr": stderr.read()[-3000:],
-                    }
+                    results[current or remaining[0]] = _failure(
+                        "hang", f"no progress for {timeout:.0f} s", last_case, stderr
+                    )
                     break
                 if line is None:
                     rc = proc.wait()
                     if current is not None or not results.keys() & set(remaining):
-                        stderr.seek(0)
-                        results[current or remaining[0]] = {
-                            "status": "crash",
-                            "error": f"the worker exited with {rc} ({_signal_name(rc)})",
-                            "case": last_case,
-                            "stderr": stderr.read()[-3000:],
-                        }
+                        error = f"the worker exited with {rc} ({_signal_name(rc)})"
+                        results[current or remaining[0]] = _failure("crash", error, last_case, stderr)
                     break
                 timeout = CASE_TIMEOUT_S
                 tag, _, rest = line.rstrip("\n").partition(" ")
