@@ -22,6 +22,26 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def invalid_rois_check(op: str, call, x, rois, want, want_grad, device, dtype, same) -> str | None:
+    """On CUDA, where RoI values are not checked on the host: call(input, rois) with INVALID_ROIS after `rois`
+    must give the valid rows unchanged (`want`), NaN rows for the invalid ones and the same input gradient
+    (`want_grad`, float64 on the CPU) for a gradient of ones. Run after the op's valid call, so that its first
+    call (what tests/memory_worker.py captures for opcheck and CUDA graphs) has finite outputs. `same(got, want)`
+    compares float64 CPU tensors. Nothing to do on the CPU, which refuses such RoIs."""
+    if device.type != "cuda":
+        return None
+    xb = x.to(device, dtype, copy=True).requires_grad_()
+    out = call(xb, torch.cat([rois, INVALID_ROIS]).to(device, dtype))
+    out.backward(torch.ones_like(out))
+    synchronize(device)
+    got, k = out.detach().cpu().double(), rois.size(0)
+    if not same(got[:k], want) or not torch.isnan(got[k:]).all():
+        return f"{op}: an invalid RoI did not give NaN (or changed the valid rows)"
+    if not same(xb.grad.cpu().double(), want_grad):
+        return f"{op}: an invalid RoI changed the gradient"
+    return None
+
+
 def boxes(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """n boxes (x1, y1, x2, y2) on a 1/8-pixel grid below 128 px (exact in float16) and n scores."""
     xy = (torch.rand(n, 2, generator=gen, dtype=torch.float64) * 96 * 8).round() / 8

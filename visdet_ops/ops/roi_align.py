@@ -198,7 +198,7 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     """Both pool modes, forward and backward; on CUDA invalid RoIs must give NaN (no host check there);
     in a 16-bit dtype also under autocast, a 16-bit map beside float32 RoIs (the AMP path)."""
     from ..reference.roi_align import roi_align_reference
-    from ._examples import INVALID_ROIS, autocast_forward_backward, exact_rois, synchronize, tolerance
+    from ._examples import autocast_forward_backward, exact_rois, invalid_rois_check, synchronize, tolerance
 
     x = torch.randn(2, 3, 9, 11, generator=gen, dtype=torch.float64).to(dtype).double()
     rois = torch.tensor(
@@ -215,19 +215,14 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
             return f"roi_align {mode}: wrong result"
         if not torch.isfinite(xd.grad).all():
             return f"roi_align {mode}: non-finite gradient"
-        if device.type == "cuda":
-            # Invalid RoIs after the valid ones (not refused on CUDA, no host check there): NaN rows, no gradient.
-            # A separate call, so that the op's first call (what tests/memory_worker.py captures for opcheck and
-            # CUDA graphs) has finite outputs.
-            xb = x.to(device, dtype, copy=True).requires_grad_()
-            bad = roi_align(xb, torch.cat([rois, INVALID_ROIS]).to(device, dtype), 3, 1.0, 0, mode, True)
-            bad.backward(torch.ones_like(bad))
-            synchronize(device)
-            got = bad.detach().cpu().double()
-            if not torch.allclose(got[:4], want, rtol=tol, atol=tol) or not torch.isnan(got[4:]).all():
-                return f"roi_align {mode}: an invalid RoI did not give NaN (or changed the valid rows)"
-            if not torch.allclose(xb.grad, xd.grad, rtol=tol, atol=tol):
-                return f"roi_align {mode}: an invalid RoI changed the gradient"
+        error = invalid_rois_check(
+            f"roi_align {mode}",
+            lambda t, r, m=mode: roi_align(t, r, 3, 1.0, 0, m, True),
+            x, rois, want, xd.grad.cpu().double(), device, dtype,
+            lambda a, b, tol=tol: torch.allclose(a, b, rtol=tol, atol=tol),
+        )  # fmt: skip
+        if error is not None:
+            return error
     if dtype in (torch.float16, torch.bfloat16):
         x = torch.randn(2, 5, 12, 14, generator=gen, dtype=torch.float64)
         rois = exact_rois(gen, 9)

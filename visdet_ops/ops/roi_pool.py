@@ -119,7 +119,7 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     """Forward and backward with values exact in bfloat16 (so results are exact); on CUDA invalid RoIs
     must give NaN; in a 16-bit dtype also under autocast beside float32 RoIs."""
     from ..reference.roi_pool import roi_pool_reference
-    from ._examples import INVALID_ROIS, autocast_forward_backward, exact_rois, synchronize
+    from ._examples import autocast_forward_backward, exact_rois, invalid_rois_check, synchronize
 
     x = (torch.rand(2 * 3, 9 * 11, generator=gen).argsort(1).double() - 50).div(8).reshape(2, 3, 9, 11)
     rois = torch.tensor(
@@ -136,19 +136,11 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
         return "roi_pool: wrong result"
     if not torch.equal(xd.grad.cpu().double(), want_grad):
         return "roi_pool: wrong gradient"
-    if device.type == "cuda":
-        # Invalid RoIs after the valid ones (not refused on CUDA, no host check there): NaN rows, no gradient. A
-        # separate call, so that the op's first call (what tests/memory_worker.py captures for opcheck and CUDA
-        # graphs) has finite outputs.
-        xb = x.to(device, dtype, copy=True).requires_grad_()
-        bad = roi_pool(xb, torch.cat([rois, INVALID_ROIS]).to(device, dtype), 3, 1.0)
-        bad.backward(torch.ones_like(bad))
-        synchronize(device)
-        got = bad.detach().cpu().double()
-        if not torch.equal(got[:4], want.detach()) or not torch.isnan(got[4:]).all():
-            return "roi_pool: an invalid RoI did not give NaN (or changed the valid rows)"
-        if not torch.equal(xb.grad.cpu().double(), want_grad):
-            return "roi_pool: an invalid RoI changed the gradient"
+    error = invalid_rois_check(
+        "roi_pool", lambda t, r: roi_pool(t, r, 3, 1.0), x, rois, want.detach(), want_grad, device, dtype, torch.equal
+    )
+    if error is not None:
+        return error
     if dtype in (torch.float16, torch.bfloat16):
         error = autocast_forward_backward(
             lambda t, r: roi_pool(t, r, 3, 0.25),
