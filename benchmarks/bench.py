@@ -47,20 +47,28 @@ def benchmarks(only: list[str] | None = None) -> list[Benchmark]:
     return [b for f in op_families() if not only or f in only for b in BENCHMARKS if b.family == f]
 
 
-def cuda_time_ms(fn, warmup: int = 10, repeat: int = 50) -> dict:
-    """Median (and spread) of `repeat` timed calls, each between CUDA events."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
+def timed_calls(fn, calls: int, cuda: bool) -> list[float]:
+    """Milliseconds of each of `calls` calls: between CUDA events after a device sync (cuda), else wall time."""
     times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
+    for _ in range(calls):
+        if cuda:
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            started = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - started) * 1e3)
+    return times
+
+
+def time_stats(times: list[float]) -> dict:
+    """Median and the 10th / 90th percentiles of call times (ms)."""
+    times = sorted(times)
     return {
         "median_ms": statistics.median(times),
         "p10_ms": times[len(times) // 10],
@@ -68,16 +76,18 @@ def cuda_time_ms(fn, warmup: int = 10, repeat: int = 50) -> dict:
     }
 
 
+def cuda_time_ms(fn, warmup: int = 10, repeat: int = 50) -> dict:
+    """Median (and spread) of `repeat` timed calls, each between CUDA events."""
+    for _ in range(warmup):
+        fn()
+    return time_stats(timed_calls(fn, repeat, cuda=True))
+
+
 def cpu_time_ms(fn, warmup: int = 1, repeat: int = 5) -> dict:
     """Median wall time of `repeat` calls of a CPU function."""
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
+    times = sorted(timed_calls(fn, repeat, cuda=False))
     return {"median_ms": statistics.median(times), "p10_ms": times[0], "p90_ms": times[-1]}
 
 

@@ -66,29 +66,11 @@ _COUNTER = iter(range(1 << 30))  # one sequence for every timer of a worker, CUD
 
 def _lockstep_timer(channel: _Channel, kind: str):
     """A bench.cuda_time_ms / cpu_time_ms look-alike whose calls the parent times in turn with the other build."""
+    import bench
     import torch
 
-    counter = _COUNTER
-
-    def time_calls(fn, calls: int) -> list[float]:
-        times = []
-        for _ in range(calls):
-            if kind == "cuda":
-                torch.cuda.synchronize()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                start_s = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - start_s) * 1e3)
-        return times
-
     def timer(fn, warmup: int = 10 if kind == "cuda" else 1, repeat: int = 50) -> dict:
-        index = next(counter)
+        index = next(_COUNTER)
         for _ in range(warmup):
             fn()
         if kind == "cuda":
@@ -98,20 +80,14 @@ def _lockstep_timer(channel: _Channel, kind: str):
         while True:
             command = channel.receive()
             if command["cmd"] == "time":
-                batch = time_calls(fn, command["calls"])
+                batch = bench.timed_calls(fn, command["calls"], cuda=kind == "cuda")
                 times += batch
                 channel.send({"event": "times", "index": index, "times": batch})
             elif command["cmd"] == "done":
                 break
             else:
                 raise SystemExit(f"compare_builds worker: unknown command {command}")
-        times.sort()
-        return {
-            "median_ms": statistics.median(times),
-            "p10_ms": times[len(times) // 10],
-            "p90_ms": times[(len(times) * 9) // 10],
-            "timer": index,
-        }
+        return {**bench.time_stats(times), "timer": index}
 
     return timer
 
