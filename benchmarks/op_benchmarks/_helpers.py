@@ -14,13 +14,16 @@ FPN_LEVELS = ((4, 200, 336), (8, 100, 168), (16, 50, 84), (32, 25, 42))
 
 
 def detection_boxes(n: int, gen: torch.Generator, image=(800, 1333)) -> tuple[torch.Tensor, torch.Tensor]:
-    """Clustered boxes like a detector's proposals (many overlap their neighbours) and scores, on the GPU."""
+    """Clustered boxes like a detector's proposals (many overlap their neighbours) and scores, on the GPU. The
+    scores are distinct (a shuffled k / n): with tied scores the suppression order, so the keep list, is not
+    defined, and the peers' comparison would fail on a tie (run 22: 20,000 uniform float32 scores hold about a
+    dozen tied pairs, and batched_nms differed from torchvision's in both builds)."""
     centres = torch.rand(max(n // 20, 1), 2, generator=gen) * torch.tensor([image[1], image[0]])
     which = torch.randint(0, len(centres), (n,), generator=gen)
     xy = centres[which] + torch.randn(n, 2, generator=gen) * 12
     wh = torch.rand(n, 2, generator=gen) * 150 + 16
     boxes = torch.cat([xy - wh / 2, xy + wh / 2], 1)
-    return boxes.cuda(), torch.rand(n, generator=gen).cuda()
+    return boxes.cuda(), ((torch.randperm(n, generator=gen) + 0.5) / n).cuda()
 
 
 def fpn_rois(k: int, stride: int, height: int, width: int, gen: torch.Generator) -> torch.Tensor:

@@ -175,6 +175,7 @@ inline Tensor to_dtype(const Tensor& t, ScalarType dtype) {
   return torch::stable::to(t, std::optional<ScalarType>(dtype));
 }
 inline Tensor to_cpu(const Tensor& t) {
+  if (t.is_cpu()) return t;
   return torch::stable::to(t, torch::stable::Device(torch::headeronly::DeviceType::CPU));
 }
 inline Tensor contiguous(const Tensor& t) {
@@ -182,11 +183,6 @@ inline Tensor contiguous(const Tensor& t) {
   return torch::stable::contiguous(t);
 }
 
-inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
-                     int64_t length) {
-  Tensor self = t;  // torch::stable::narrow takes a non-const reference
-  return torch::stable::narrow(self, dim, start, length);
-}
 
 namespace detail {
 
@@ -243,6 +239,25 @@ inline Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   g.sizes.erase(g.sizes.begin() + d);
   g.strides.erase(g.strides.begin() + d);
   return g.of(t, offset);
+}
+
+// narrow within range is a view (t's storage from start along dim): one
+// direct shim call. Out of range, or a negative start, goes to aten::narrow
+// and its own error.
+inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
+                     int64_t length) {
+  detail::Geometry g(t);
+  const auto ndim = static_cast<int64_t>(g.sizes.size());
+  if (ndim > 0) {
+    const int64_t d = dim < 0 ? dim + ndim : dim;
+    if (d >= 0 && d < ndim && start >= 0 && length >= 0 &&
+        start <= g.sizes[d] && length <= g.sizes[d] - start) {
+      g.sizes[d] = length;
+      return g.of(t, start * g.strides[d]);
+    }
+  }
+  Tensor self = t;  // torch::stable::narrow takes a non-const reference
+  return torch::stable::narrow(self, dim, start, length);
 }
 
 namespace detail {
@@ -378,7 +393,18 @@ inline Tensor view(const Tensor& t, Sizes sizes) {
   return detail::reinterpret(t, sizes.begin(), strides.data(), sizes.size(),
                              0);
 }
+// reshape of a contiguous t with explicit sizes is that view (what
+// aten::reshape returns too), without the dispatcher.
 inline Tensor reshape(const Tensor& t, Sizes sizes) {
+  int64_t numel = 1;
+  bool explicit_sizes = true;
+  for (const int64_t s : sizes) {
+    explicit_sizes = explicit_sizes && s >= 0;
+    numel *= s;
+  }
+  if (explicit_sizes && t.is_contiguous() && numel == t.numel()) {
+    return view(t, sizes);
+  }
   return torch::stable::reshape(t, sizes);
 }
 inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
@@ -390,8 +416,26 @@ inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   std::swap(g.strides[a], g.strides[b]);
   return g.of(t, 0);
 }
-// aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False)
+// aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False). The
+// plain case (as many sizes as dims, each t's own, -1, or a new size of a dim
+// of 1) is the view with stride 0 on the grown dims, made directly; anything
+// else goes to aten::expand and its own errors.
 inline Tensor expand(const Tensor& t, Sizes sizes) {
+  detail::Geometry g(t);
+  bool plain = sizes.size() == g.sizes.size();
+  size_t i = 0;
+  for (const int64_t s : sizes) {
+    if (!plain) break;
+    if (s == -1 || s == g.sizes[i]) {
+    } else if (g.sizes[i] == 1 && s >= 0) {
+      g.sizes[i] = s;
+      g.strides[i] = 0;
+    } else {
+      plain = false;
+    }
+    ++i;
+  }
+  if (plain) return g.of(t, 0);
   std::array<StableIValue, 3> stack{
       detail::box(t),
       detail::box(torch::headeronly::IntHeaderOnlyArrayRef(sizes)),
@@ -402,9 +446,11 @@ inline Tensor expand(const Tensor& t, Sizes sizes) {
 // aten::gt.Tensor(Tensor self, Tensor other) with other a 0-d CPU zero of
 // t's dtype (a CPU scalar operand, as gt.Scalar's 0 is).
 inline Tensor greater_than_zero(const Tensor& t) {
-  const Tensor zero = torch::stable::full(
-      {}, 0.0, t.scalar_type(), std::nullopt,
-      torch::stable::Device(torch::headeronly::DeviceType::CPU));
+  // The 0-d zero by two direct shim calls (torch::stable::full is a boxed one).
+  const int64_t no_sizes[1] = {0};
+  const Tensor zero = detail::new_contiguous(
+      no_sizes, 0, t.scalar_type(), aoti_torch_device_type_cpu(), -1);
+  zero_fill(zero);
   std::array<StableIValue, 2> stack{detail::box(t), detail::box(zero)};
   detail::call_aten("aten::gt", "Tensor", stack);
   return detail::unbox_tensor(stack[0]);
@@ -480,7 +526,10 @@ inline std::tuple<Tensor, Tensor> aminmax(const Tensor& t) {
 
 // --- multi_scale_deform_attn (port-c) -----------------------------------------
 // t as one dimension (a view where possible, as reshape({-1})).
-inline Tensor flatten(const Tensor& t) { return torch::stable::flatten(t); }
+inline Tensor flatten(const Tensor& t) {
+  if (t.is_contiguous() && t.dim() > 0) return view(t, {t.numel()});
+  return torch::stable::flatten(t);
+}
 // aten::cat(Tensor[] tensors, int dim=0) -> Tensor
 inline Tensor cat(const std::vector<Tensor>& tensors) {
   std::array<StableIValue, 2> stack{detail::box(tensors),
@@ -492,6 +541,7 @@ inline Tensor cat(const std::vector<Tensor>& tensors) {
 // a CPU -> GPU copy does not wait for the stream.
 inline Tensor to_device(const Tensor& t, const Tensor& like,
                         bool non_blocking) {
+  if (same_device(t, like)) return t;  // a shim query, not a boxed call
   return torch::stable::to(t, like.device(), non_blocking);
 }
 // --- end multi_scale_deform_attn -----------------------------------------------

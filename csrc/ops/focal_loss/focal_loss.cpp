@@ -3,6 +3,7 @@
 // file: focal_loss_cpu_host.cpp and focal_loss_cuda_host.cpp. One source for
 // the classic and the stable build (common/host.h). Autograd and autocast are
 // registered in visdet_ops/ops/focal_loss.py.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -138,9 +139,22 @@ void focal_loss_check_targets(FocalKind kind, const Tensor& target,
                               int64_t classes) {
   if (target.numel() == 0) return;
   const char* op = focal_loss_op_name(kind);
-  const auto minmax = host::aminmax(target);
-  const int64_t lo = host::read_scalar<int64_t>(std::get<0>(minmax));
-  const int64_t hi = host::read_scalar<int64_t>(std::get<1>(minmax));
+  int64_t lo = 0, hi = 0;
+  if (host::is_cpu(target) && target.is_contiguous()) {
+    // A CPU target is read where it is: no aminmax op and no two scalar reads
+    // (a boxed dispatcher call each in the stable build).
+    const int64_t* t = host::const_data<int64_t>(target);
+    const int64_t n = target.numel();
+    lo = hi = t[0];
+    for (int64_t i = 1; i < n; ++i) {
+      lo = std::min(lo, t[i]);
+      hi = std::max(hi, t[i]);
+    }
+  } else {
+    const auto minmax = host::aminmax(target);
+    lo = host::read_scalar<int64_t>(std::get<0>(minmax));
+    hi = host::read_scalar<int64_t>(std::get<1>(minmax));
+  }
   if (kind == FocalKind::kSigmoid) {
     VISDET_CHECK(lo >= 0 && hi <= classes, op,
                  ": target values must lie in [0, num_classes] = [0, ",

@@ -103,16 +103,23 @@ void check_levels(const Tensor& spatial_shapes,
                  num_keys, " keys");
     return;
   }
-  const Tensor shapes_long =
-      host::flatten(host::to_dtype(spatial_shapes, ScalarType::Long));
-  const Tensor start_long = host::to_dtype(level_start_index, ScalarType::Long);
-  // One copy when both tables live on the same device.
-  const Tensor host_tables =
-      host::same_device(spatial_shapes, level_start_index)
-          ? host::to_cpu(host::cat({shapes_long, start_long}))
-          : host::cat({host::to_cpu(shapes_long), host::to_cpu(start_long)});
-  const int64_t* shapes = host::const_data<int64_t>(host_tables);
-  const int64_t* start = shapes + 2 * L;
+  const Tensor shapes_long = host::contiguous(
+      host::to_dtype(spatial_shapes, ScalarType::Long));
+  const Tensor start_long =
+      host::contiguous(host::to_dtype(level_start_index, ScalarType::Long));
+  // CPU tables (the usual case here: GPU tables are read only on request) are
+  // read where they are; GPU tables come over in one copy.
+  const bool on_cpu = host::is_cpu(shapes_long) && host::is_cpu(start_long);
+  const Tensor shapes_host =
+      on_cpu ? shapes_long
+             : host::to_cpu(
+                   host::same_device(shapes_long, start_long)
+                       ? host::cat({host::flatten(shapes_long), start_long})
+                       : host::cat({host::flatten(host::to_cpu(shapes_long)),
+                                    host::to_cpu(start_long)}));
+  const int64_t* shapes = host::const_data<int64_t>(shapes_host);
+  const int64_t* start =
+      on_cpu ? host::const_data<int64_t>(start_long) : shapes + 2 * L;
   int64_t total = 0;
   for (int64_t l = 0; l < L; ++l) {
     const int64_t h = shapes[2 * l], w = shapes[2 * l + 1];
