@@ -19,7 +19,7 @@ def _benchmark_soft_nms(bench) -> None:
         ours = torch.ops.visdet_ops.soft_nms(boxes, scores, *args)
         cpu_boxes, cpu_scores = boxes.cpu(), scores.cpu()
         theirs = torch.ops.visdet_ops.soft_nms(cpu_boxes, cpu_scores, *args)
-        assert torch.equal(ours[0].cpu(), theirs[0]), "soft_nms CUDA and CPU pick differently"
+        _check_same_picks(ours, theirs)
         row = {"op": "soft_nms", "case": f"{n} boxes, {method}", "kept": int(ours[0].numel())}
         row["ours"] = bench.cuda_time_ms(
             lambda: torch.ops.visdet_ops.soft_nms(boxes, scores, *args), warmup=3, repeat=20
@@ -30,3 +30,17 @@ def _benchmark_soft_nms(bench) -> None:
 
     for n, method in ((1000, "linear"), (5000, "linear"), (5000, "gaussian")):
         case(n, method)
+
+
+def _check_same_picks(ours, theirs) -> None:
+    """CUDA's and the CPU's soft_nms keep the same boxes with the same decayed scores, to rounding. The decays round
+    differently on the two devices (run 23, H200: 1 ulp on a quarter to most of the kept scores), so where two
+    decayed scores are that close the pick order may swap: the boxes are compared as a set, each with its score."""
+    keep, scores = ours[0].cpu(), ours[1].cpu()
+    keep_cpu, scores_cpu = theirs[0], theirs[1]
+    if torch.equal(keep, keep_cpu):
+        assert torch.allclose(scores, scores_cpu, rtol=1e-5, atol=1e-6), "soft_nms CUDA and CPU decay differently"
+        return
+    assert torch.equal(keep.sort().values, keep_cpu.sort().values), "soft_nms CUDA and CPU keep different boxes"
+    by_box, by_box_cpu = scores[keep.argsort()], scores_cpu[keep_cpu.argsort()]
+    assert torch.allclose(by_box, by_box_cpu, rtol=1e-5, atol=1e-6), "soft_nms CUDA and CPU decay differently"
