@@ -183,7 +183,6 @@ inline Tensor contiguous(const Tensor& t) {
   return torch::stable::contiguous(t);
 }
 
-
 namespace detail {
 
 // Views without the dispatcher. The floor's torch::stable::view, transpose
@@ -393,18 +392,10 @@ inline Tensor view(const Tensor& t, Sizes sizes) {
   return detail::reinterpret(t, sizes.begin(), strides.data(), sizes.size(),
                              0);
 }
-// reshape of a contiguous t with explicit sizes is that view (what
-// aten::reshape returns too), without the dispatcher.
+// reshape of a contiguous t is its view (what aten::reshape returns too, with
+// the same errors); view makes it without the dispatcher where it can.
 inline Tensor reshape(const Tensor& t, Sizes sizes) {
-  int64_t numel = 1;
-  bool explicit_sizes = true;
-  for (const int64_t s : sizes) {
-    explicit_sizes = explicit_sizes && s >= 0;
-    numel *= s;
-  }
-  if (explicit_sizes && t.is_contiguous() && numel == t.numel()) {
-    return view(t, sizes);
-  }
+  if (t.is_contiguous()) return view(t, sizes);
   return torch::stable::reshape(t, sizes);
 }
 inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
@@ -426,12 +417,10 @@ inline Tensor expand(const Tensor& t, Sizes sizes) {
   size_t i = 0;
   for (const int64_t s : sizes) {
     if (!plain) break;
-    if (s == -1 || s == g.sizes[i]) {
-    } else if (g.sizes[i] == 1 && s >= 0) {
+    if (s != -1 && s != g.sizes[i]) {
+      plain = g.sizes[i] == 1 && s >= 0;
       g.sizes[i] = s;
       g.strides[i] = 0;
-    } else {
-      plain = false;
     }
     ++i;
   }

@@ -144,12 +144,9 @@ void focal_loss_check_targets(FocalKind kind, const Tensor& target,
     // A CPU target is read where it is: no aminmax op and no two scalar reads
     // (a boxed dispatcher call each in the stable build).
     const int64_t* t = host::const_data<int64_t>(target);
-    const int64_t n = target.numel();
-    lo = hi = t[0];
-    for (int64_t i = 1; i < n; ++i) {
-      lo = std::min(lo, t[i]);
-      hi = std::max(hi, t[i]);
-    }
+    const auto range = std::minmax_element(t, t + target.numel());
+    lo = *range.first;
+    hi = *range.second;
   } else {
     const auto minmax = host::aminmax(target);
     lo = host::read_scalar<int64_t>(std::get<0>(minmax));
