@@ -52,8 +52,15 @@ inline Tensor to_dtype(const Tensor& t, ScalarType dtype) { return t.to(dtype); 
 inline Tensor to_cpu(const Tensor& t) { return t.to(at::kCPU); }
 inline Tensor contiguous(const Tensor& t) { return t.contiguous(); }
 
+// The whole extent is t itself (the common one-chunk case of the chunked
+// drivers: no slice / as_strided dispatch per call); else aten::narrow, with
+// its own errors.
 inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
                      int64_t length) {
+  if (start == 0 && t.dim() > 0 && dim >= -t.dim() && dim < t.dim() &&
+      length == t.size(dim)) {
+    return t;
+  }
   return t.narrow(dim, start, length);
 }
 inline Tensor select(const Tensor& t, int64_t dim, int64_t index) {

@@ -241,8 +241,8 @@ inline Tensor select(const Tensor& t, int64_t dim, int64_t index) {
 }
 
 // narrow within range is a view (t's storage from start along dim): one
-// direct shim call. Out of range, or a negative start, goes to aten::narrow
-// and its own error.
+// direct shim call; the whole extent is t itself. Out of range, or a negative
+// start, goes to aten::narrow and its own error.
 inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
                      int64_t length) {
   detail::Geometry g(t);
@@ -251,6 +251,7 @@ inline Tensor narrow(const Tensor& t, int64_t dim, int64_t start,
     const int64_t d = dim < 0 ? dim + ndim : dim;
     if (d >= 0 && d < ndim && start >= 0 && length >= 0 &&
         start <= g.sizes[d] && length <= g.sizes[d] - start) {
+      if (start == 0 && length == g.sizes[d]) return t;
       g.sizes[d] = length;
       return g.of(t, start * g.strides[d]);
     }

@@ -62,6 +62,8 @@ def _roi_align_setup_context(ctx, inputs, output):
     _, argmax_y, argmax_x = output
     # The sample positions of max mode are floating outputs, but not differentiable.
     ctx.mark_non_differentiable(argmax_y, argmax_x)
+    # Their gradients are never read: no zero-filled tensors of their size for them in every backward.
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(rois, argmax_y, argmax_x)
     ctx.input_shape = input.shape
     ctx.on_cuda = input.is_cuda
@@ -74,6 +76,8 @@ def _roi_align_setup_context(ctx, inputs, output):
 
 
 def _roi_align_backward(ctx, grad_output, _grad_argmax_y, _grad_argmax_x):
+    if grad_output is None:  # set_materialize_grads(False): no gradient reached the output
+        return (None,) * 8
     if ctx.on_cuda:
         # atomicAdd: the summation order, and so the last bits, vary.
         alert_not_deterministic("visdet_ops::roi_align backward (CUDA)")

@@ -41,12 +41,17 @@ def _roi_pool_backward_fake(grad_output, rois, argmax, batch_size, channels, hei
 def _roi_pool_setup_context(ctx, inputs, output):
     input, rois, _pooled_height, _pooled_width, _spatial_scale = inputs
     _, argmax = output
+    # argmax (int32, the size of the output) has no gradient: without this, autograd would allocate and zero-fill a
+    # tensor of its size for it in every backward (a fill kernel of K * C * PH * PW elements).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(rois, argmax)
     ctx.input_shape = input.shape
     ctx.on_cuda = input.is_cuda
 
 
 def _roi_pool_backward(ctx, grad_output, _grad_argmax):
+    if grad_output is None:  # set_materialize_grads(False): no gradient reached the output
+        return (None,) * 5
     if ctx.on_cuda:
         # atomicAdd: the summation order, and so the last bits, vary where bins of overlapping RoIs share their
         # maximum.
