@@ -16,12 +16,20 @@ __global__ void roi_align_forward_kernel(const T* __restrict__ input,
                                          T* __restrict__ output,
                                          acc_t<T>* __restrict__ argmax_y,
                                          acc_t<T>* __restrict__ argmax_x) {
-  cuda::grid_stride_loop<I>(static_cast<I>(s.output_numel()), [&](I index) {
-    roi_align_detail::roi_align_forward_element<T, I>(
-        index, input, rois, s.batch_size, static_cast<I>(s.channels),
-        static_cast<I>(s.height), static_cast<I>(s.width),
-        static_cast<I>(s.pooled_h), static_cast<I>(s.pooled_w), spatial_scale,
-        s.sampling_ratio, s.pool_mode, s.aligned, output, argmax_y, argmax_x);
+  // Channel-major (cuda::channel_major_element): the RoIs in flight share
+  // their channels' planes in L2.
+  const I channels = static_cast<I>(s.channels);
+  const I pooled_h = static_cast<I>(s.pooled_h);
+  const I pooled_w = static_cast<I>(s.pooled_w);
+  const I num_rois = static_cast<I>(s.num_rois);
+  cuda::grid_stride_loop<I>(static_cast<I>(s.output_numel()), [&](I j) {
+    const cuda::PooledElement<I> e = cuda::channel_major_element<I>(
+        j, num_rois, channels, pooled_h, pooled_w);
+    roi_align_detail::roi_align_forward_at<T, I>(
+        e.index, e.k, e.c, e.ph, e.pw, input, rois, s.batch_size, channels,
+        static_cast<I>(s.height), static_cast<I>(s.width), pooled_h, pooled_w,
+        spatial_scale, s.sampling_ratio, s.pool_mode, s.aligned, output,
+        argmax_y, argmax_x);
   });
 }
 
@@ -83,9 +91,11 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
   const int64_t work = s.num_rois * groups;
   const bool is_max = s.pool_mode == roi_align_detail::kMax;
 
+  // Channel-group-major: the blocks in flight add into a few channel groups'
+  // planes of grad_input, which stay in L2 while every RoI adds to them.
   for (int64_t w = blockIdx.x; w < work; w += gridDim.x) {
-    const int64_t k = w / groups;
-    const int64_t c0 = (w % groups) * kGroupChannels;
+    const int64_t k = w % s.num_rois;
+    const int64_t c0 = (w / s.num_rois) * kGroupChannels;
     const int nc = static_cast<int>(min_of<int64_t>(kGroupChannels,
                                                     s.channels - c0));
     const A* roi = rois + k * 5;

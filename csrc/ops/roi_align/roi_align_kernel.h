@@ -149,18 +149,16 @@ VISDET_HOST_DEVICE VISDET_INLINE A bilinear_value(const T* plane, I width,
 // bin has no sample); the output of an empty bin is 0. An invalid RoI
 // (roi_flags != 0: non-finite, or batch index outside [0, batch_size)) gives
 // NaN and argmax -1, and reads no input.
+// roi_align_forward_at: the element (k, c, ph, pw), at offset index of the
+// output (a caller may walk the elements in any order);
+// roi_align_forward_element: the element at offset index, row-major.
 template <typename T, typename I>
-VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
-    I index, const T* input, const acc_t<T>* rois, int64_t batch_size, I channels,
-    I height, I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
-    int64_t sampling_ratio, int pool_mode, bool aligned, T* output,
-    acc_t<T>* argmax_y, acc_t<T>* argmax_x) {
+VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_at(
+    I index, I k, I c, I ph, I pw, const T* input, const acc_t<T>* rois,
+    int64_t batch_size, I channels, I height, I width, I pooled_h, I pooled_w,
+    acc_t<T> spatial_scale, int64_t sampling_ratio, int pool_mode, bool aligned,
+    T* output, acc_t<T>* argmax_y, acc_t<T>* argmax_x) {
   using A = acc_t<T>;
-  const I pw = index % pooled_w;
-  const I ph = (index / pooled_w) % pooled_h;
-  const I c = (index / pooled_w / pooled_h) % channels;
-  const I k = index / pooled_w / pooled_h / channels;
-
   const acc_t<T>* roi = rois + k * 5;
   if (roi_flags(roi, batch_size) != 0) {
     output[index] = from_acc<T>(quiet_nan<A>());
@@ -212,6 +210,22 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
     const int count = max_of(g.grid_h * g.grid_w, 1);
     output[index] = from_acc<T>(sum / static_cast<A>(count));
   }
+}
+
+template <typename T, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
+    I index, const T* input, const acc_t<T>* rois, int64_t batch_size, I channels,
+    I height, I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
+    int64_t sampling_ratio, int pool_mode, bool aligned, T* output,
+    acc_t<T>* argmax_y, acc_t<T>* argmax_x) {
+  const I pw = index % pooled_w;
+  const I ph = (index / pooled_w) % pooled_h;
+  const I c = (index / pooled_w / pooled_h) % channels;
+  const I k = index / pooled_w / pooled_h / channels;
+  roi_align_forward_at<T, I>(index, k, c, ph, pw, input, rois, batch_size,
+                             channels, height, width, pooled_h, pooled_w,
+                             spatial_scale, sampling_ratio, pool_mode, aligned,
+                             output, argmax_y, argmax_x);
 }
 
 // Backward of one output bin (ph, pw) of a valid RoI with geometry g, whose

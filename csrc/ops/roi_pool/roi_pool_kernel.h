@@ -91,23 +91,19 @@ VISDET_HOST_DEVICE VISDET_INLINE I bin_end(A origin, A bin, I p, I limit) {
       ceil(mul_rounded(static_cast<A>(p + 1), bin) + origin), limit);
 }
 
-// One output element: index enumerates [K, C, PH, PW] in row-major order.
+// One output element, (k, c, ph, pw) of the [K, C, PH, PW] output, at its
+// offset index there (a caller may walk the elements in any order).
 // The output is the largest input value in the bin (in row-major order, the
 // first of equal ones) and argmax its offset h * width + w in the input plane;
 // an empty bin (or an empty RoI: x2 + 1 <= x1 or y2 + 1 <= y1 after scaling)
 // gives 0 and argmax -1. An invalid RoI (roi_flags != 0: non-finite, or batch
 // index outside [0, batch_size)) gives NaN and argmax -1 and reads no input.
 template <typename T, typename I>
-VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_element(
-    I index, const T* input, const acc_t<T>* rois, int64_t batch_size, I channels,
-    I height, I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
-    T* output, int32_t* argmax) {
+VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_at(
+    I index, I k, I c, I ph, I pw, const T* input, const acc_t<T>* rois,
+    int64_t batch_size, I channels, I height, I width, I pooled_h, I pooled_w,
+    acc_t<T> spatial_scale, T* output, int32_t* argmax) {
   using A = acc_t<T>;
-  const I pw = index % pooled_w;
-  const I ph = (index / pooled_w) % pooled_h;
-  const I c = (index / pooled_w / pooled_h) % channels;
-  const I k = index / pooled_w / pooled_h / channels;
-
   const acc_t<T>* roi = rois + k * 5;
   if (roi_flags(roi, batch_size) != 0) {
     output[index] = from_acc<T>(quiet_nan<A>());
@@ -145,24 +141,49 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_element(
   argmax[index] = best_index;
 }
 
+// The element at offset index, in row-major order.
+template <typename T, typename I>
+VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_element(
+    I index, const T* input, const acc_t<T>* rois, int64_t batch_size, I channels,
+    I height, I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
+    T* output, int32_t* argmax) {
+  const I pw = index % pooled_w;
+  const I ph = (index / pooled_w) % pooled_h;
+  const I c = (index / pooled_w / pooled_h) % channels;
+  const I k = index / pooled_w / pooled_h / channels;
+  roi_pool_forward_at<T, I>(index, k, c, ph, pw, input, rois, batch_size,
+                            channels, height, width, pooled_h, pooled_w,
+                            spatial_scale, output, argmax);
+}
+
 // Backward of one output element: add(offset, grad) (grad in the compute
 // type) to the input element its forward chose, if any. Safe on any rois and
 // argmax: an invalid RoI or an argmax outside [0, height * width) adds
 // nothing.
 template <typename T, typename I, typename AddFn>
-VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_backward_element(
-    I index, const T* grad_output, const acc_t<T>* rois, const int32_t* argmax,
-    int64_t batch_size, I channels, I height, I width, I pooled_h, I pooled_w,
+VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_backward_at(
+    I index, I k, I c, const T* grad_output, const acc_t<T>* rois,
+    const int32_t* argmax, int64_t batch_size, I channels, I height, I width,
     AddFn add) {
   const int32_t chosen = argmax[index];
   if (chosen < 0 || static_cast<I>(chosen) >= height * width) return;
-  const I c = (index / pooled_w / pooled_h) % channels;
-  const I k = index / pooled_w / pooled_h / channels;
   const acc_t<T>* roi = rois + k * 5;
   if (roi_flags(roi, batch_size) != 0) return;
   const I batch = static_cast<I>(to_acc(roi[0]));
   add((batch * channels + c) * height * width + static_cast<I>(chosen),
       to_acc(grad_output[index]));
+}
+
+// The element at offset index, in row-major order.
+template <typename T, typename I, typename AddFn>
+VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_backward_element(
+    I index, const T* grad_output, const acc_t<T>* rois, const int32_t* argmax,
+    int64_t batch_size, I channels, I height, I width, I pooled_h, I pooled_w,
+    AddFn add) {
+  const I c = (index / pooled_w / pooled_h) % channels;
+  const I k = index / pooled_w / pooled_h / channels;
+  roi_pool_backward_at<T, I>(index, k, c, grad_output, rois, argmax,
+                             batch_size, channels, height, width, add);
 }
 
 }  // namespace roi_pool_detail
