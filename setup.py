@@ -224,15 +224,21 @@ def write_build_info(package_dir: Path) -> None:
 
 
 def op_folders() -> list[str]:
-    """The csrc/ops/<op> folders this build compiles: every one, in either build (one host source per op)."""
-    return sorted(p.name for p in (ROOT / "csrc" / "ops").iterdir() if p.is_dir())
+    """The csrc/ops/<op> folders this build compiles: every one, in either build (one host source per op). The
+    family homes csrc/ops/_<family> (code two ops share) are not ops: family_folders()."""
+    return sorted(p.name for p in (ROOT / "csrc" / "ops").iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def family_folders() -> list[str]:
+    """csrc/ops/_<family>: what the ops of a family share (their checks, kernels and host functions)."""
+    return sorted(p.name for p in (ROOT / "csrc" / "ops").iterdir() if p.is_dir() and p.name.startswith("_"))
 
 
 def extension():
     csrc = ROOT / "csrc"
-    # csrc/module.cpp, csrc/common/ and the op folders of this build: every .cpp (the CPU host files
+    # csrc/module.cpp, csrc/common/, the family homes and the op folders of this build: every .cpp (the CPU host files
     # *_cpu_host.cpp included) in every build, the CUDA host files *_cuda_host.cpp and the .cu only with CUDA.
-    folders = [csrc, csrc / "common", *(csrc / "ops" / op for op in op_folders())]
+    folders = [csrc, csrc / "common", *(csrc / "ops" / f for f in (*family_folders(), *op_folders()))]
     sources = sorted(str(p.relative_to(ROOT)) for d in folders for p in d.glob("*.cpp"))
     if WITH_CUDA:
         cu_sources = sorted((p.relative_to(ROOT) for d in folders for p in d.glob("*.cu")), key=str)

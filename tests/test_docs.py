@@ -124,7 +124,7 @@ def test_every_link_resolves(page):
 def test_the_path_check_sees_templates_and_stale_paths():
     """The checks above on known cases: a template matches the folders it stands for, a renamed file is caught."""
     assert _exists("csrc/ops/<op>/<op>_cuda_host.cpp") and _exists("tests/ops/test_<module>.py")
-    assert _exists("csrc/common/rois*.{h,cpp,cu}") and _exists("ci/*.py") and _exists("csrc/ops/<op>/")
+    assert _exists("csrc/ops/_rois/rois*.{h,cpp,cu}") and _exists("ci/*.py") and _exists("csrc/ops/<op>/")
     assert not _exists("csrc/ops/ms_deform_attn") and not _exists("csrc/ops/<op>/<op>_autograd.cpp")
     tokens = _path_tokens("`ci/sanitize_cases.py`, (docs/ops.md). torch/csrc/stable/ops.h, `shared/docs/LAYOUT.md`")
     assert tokens == {"ci/sanitize_cases.py", "docs/ops.md"}
@@ -157,6 +157,8 @@ def _mapped_files() -> dict[str, str]:
             want[_rel(f)] = _rel(f)
     for f in sorted((ROOT / "csrc" / "common").iterdir()):
         want[_rel(f)] = f.name
+    for f in sorted((ROOT / "csrc" / "ops").glob("_*/*")):
+        want[_rel(f)] = f"{f.parent.name}/{f.name}"
     for f in sorted((ROOT / "visdet_ops").glob("*.py")):
         if f.stem not in _mmcv_module_paths():
             want[_rel(f)] = f.name
@@ -169,7 +171,8 @@ def _mapped_files() -> dict[str, str]:
 
 
 def test_the_map_names_every_file():
-    """docs/adding-an-op.md is the one map of the tree: a file added to ci/, benchmarks/, csrc/common/, the package
+    """docs/adding-an-op.md is the one map of the tree: a file added to ci/, benchmarks/, csrc/common/, a family home
+    csrc/ops/_<family>/, the package
     or the tests' helpers, or a new docs page, gets its line there."""
     text = _read(MAP)
     missing = [

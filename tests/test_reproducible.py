@@ -25,8 +25,8 @@ rules = variants.rules
 TORCH_DIR = Path(torch.__file__).parent  # as setup.py names it
 # Small, and each reaches what leaked before: rois.cpp includes the stable adapter (csrc/common/host_stable.h) and
 # torch's stable headers, whose checks embed __FILE__; rois_cuda.cu has an anonymous namespace.
-CXX_SOURCE = "csrc/common/rois.cpp"
-CU_SOURCE = "csrc/common/rois_cuda.cu"
+CXX_SOURCE = "csrc/ops/_rois/rois.cpp"
+CU_SOURCE = "csrc/ops/_rois/rois_cuda.cu"
 
 
 def _copies(tmp_path: Path) -> list[Path]:

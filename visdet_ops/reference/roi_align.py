@@ -36,7 +36,7 @@ def bilinear(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Ten
 
 def adaptive_grid(bin_size: float, map_side: int) -> int:
     """Samples per bin side with adaptive sampling: mmcv's ceil(bin size), at
-    most map_side + 1 (and 2^15), as the kernels (csrc/common/rois_kernel.h).
+    most map_side + 1 (and 2^15), as the kernels (csrc/ops/_rois/rois_kernel.h).
     A bin of a RoI inside the map is never wider than the map, so the cap only
     changes RoIs far larger than the map (it bounds a huge RoI's work)."""
     return max(min(math.ceil(bin_size), map_side + 1, 2**15), 0)

@@ -10,7 +10,7 @@
 
 #include "common/checks.h"
 #include "common/host.h"
-#include "common/rois.h"
+#include "ops/_rois/rois.h"
 #include "deform_roi_pool.h"
 
 namespace visdet_ops {

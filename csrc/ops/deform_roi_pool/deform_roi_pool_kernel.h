@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "common/macros.h"
-#include "common/rois_kernel.h"
+#include "ops/_rois/rois_kernel.h"
 
 namespace visdet_ops {
 namespace deform_roi_pool_detail {

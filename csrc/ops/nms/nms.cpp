@@ -2,12 +2,12 @@
 // devices. Each device registers from its own host file: nms_cpu_host.cpp and
 // nms_cuda_host.cpp. One source for the classic and the stable build
 // (common/host.h). Autocast is registered in visdet_ops/ops/nms.py.
-#include <cmath>
 #include <optional>
 
 #include "common/checks.h"
 #include "common/host.h"
 #include "nms.h"
+#include "ops/_boxes/boxes.h"
 
 namespace visdet_ops {
 
@@ -19,18 +19,6 @@ ScalarType nms_compute_dtype(ScalarType dtype) {
 }
 
 namespace {
-
-void check_boxes(const char* op, const Tensor& boxes, const char* arg,
-                 int64_t columns, const char* shape) {
-  check_dim(boxes, 2, op, arg);
-  check_size(boxes, 1, columns, op, arg, shape);
-  check_floating(boxes, op, arg);
-}
-
-void check_threshold(const char* op, double iou_threshold) {
-  VISDET_CHECK(!std::isnan(iou_threshold), op,
-               ": iou_threshold must be a number, got nan");
-}
 
 // Stable, so that equal scores keep input order on every device.
 Tensor sorted_order(const Tensor& scores) {
@@ -44,33 +32,6 @@ Tensor sorted_boxes(const Tensor& boxes, const Tensor& order) {
 }
 
 }  // namespace
-
-void check_nms_inputs(const char* op, const Tensor& boxes,
-                      const Tensor& scores, const std::optional<Tensor>& idxs,
-                      double iou_threshold, int64_t offset) {
-  check_boxes(op, boxes, "boxes", 4, "[N, 4]");
-  check_dim(scores, 1, op, "scores");
-  VISDET_CHECK(scores.size(0) == boxes.size(0), op,
-               ": scores must have shape [N] with N = boxes.size(0) = ",
-               boxes.size(0), ", got ", host::shape_of(scores));
-  // scores only order the boxes (and soft_nms decays them in the compute
-  // dtype), so they may differ in dtype from the boxes: float32 boxes beside
-  // 16-bit scores is what an AMP step produces.
-  check_floating(scores, op, "scores");
-  check_same_device(boxes, scores, op, "boxes", "scores");
-  VISDET_CHECK(offset == 0 || offset == 1, op,
-               ": offset must be 0 or 1, got ", offset);
-  check_threshold(op, iou_threshold);
-  if (idxs.has_value()) {
-    const Tensor& classes = *idxs;
-    check_dim(classes, 1, op, "idxs");
-    VISDET_CHECK(classes.size(0) == boxes.size(0), op,
-                 ": idxs must have shape [N] with N = boxes.size(0) = ",
-                 boxes.size(0), ", got ", host::shape_of(classes));
-    check_integer(classes, op, "idxs");
-    check_same_device(boxes, classes, op, "boxes", "idxs");
-  }
-}
 
 NmsPrepared nms_prepare(const char* op, const Tensor& boxes,
                         const Tensor& scores, const std::optional<Tensor>& idxs,

@@ -1,5 +1,6 @@
-// The prepared arguments of the NMS family (nms, batched_nms, nms_match;
-// soft_nms shares the input checks), shared by the CPU and CUDA host layers.
+// The prepared arguments of nms, batched_nms and nms_match, shared by the CPU
+// and CUDA host layers (the input checks, which soft_nms shares, are the box
+// family's: ops/_boxes/boxes.h).
 // Written against the host adapter (common/host.h): one source for the
 // classic and the stable build.
 #pragma once
@@ -21,13 +22,6 @@ struct NmsPrepared {
   int64_t n = 0;
 };
 
-// The checks of nms_prepare, for the family's other ops (soft_nms): boxes
-// [N, 4] floating, scores [N] of the same dtype and device, offset 0 or 1,
-// iou_threshold not NaN, idxs (optional) [N] integer on the same device.
-void check_nms_inputs(const char* op, const host::Tensor& boxes,
-                      const host::Tensor& scores,
-                      const std::optional<host::Tensor>& idxs,
-                      double iou_threshold, int64_t offset);
 
 NmsPrepared nms_prepare(const char* op, const host::Tensor& boxes,
                         const host::Tensor& scores,

@@ -8,7 +8,7 @@
 
 #include "common/checks.h"
 #include "common/host.h"
-#include "common/rois.h"
+#include "ops/_rois/rois.h"
 #include "roi_align.h"
 #include "roi_align_kernel.h"
 

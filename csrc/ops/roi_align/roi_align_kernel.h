@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "common/macros.h"
-#include "common/rois_kernel.h"
+#include "ops/_rois/rois_kernel.h"
 #include "common/scalar.h"
 
 namespace visdet_ops {

@@ -9,7 +9,7 @@
 
 #include "common/checks.h"
 #include "common/host.h"
-#include "common/rois.h"
+#include "ops/_rois/rois.h"
 #include "roi_pool.h"
 
 namespace visdet_ops {

@@ -13,7 +13,7 @@
 
 #include "common/checks.h"
 #include "common/host.h"
-#include "ops/nms/nms.h"
+#include "ops/_boxes/boxes.h"
 #include "soft_nms_kernel.h"
 
 namespace visdet_ops {

@@ -1,12 +1,12 @@
 // The RoI value checks every RoI op shares. The flags come from each device's
 // host file: rois_cpu_host.cpp and rois_cuda_host.cpp.
-#include "common/rois.h"
+#include "rois.h"
 
 #include <algorithm>
 
 #include "common/checks.h"
 #include "common/host.h"
-#include "common/rois_kernel.h"
+#include "rois_kernel.h"
 
 namespace visdet_ops {
 

@@ -1,5 +1,5 @@
-#include "common/rois_kernel.h"
-#include "common/rois_launch.h"
+#include "rois_kernel.h"
+#include "rois_launch.h"
 
 namespace visdet_ops {
 

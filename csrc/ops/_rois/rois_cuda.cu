@@ -1,6 +1,6 @@
 #include "common/cuda_helpers.cuh"
-#include "common/rois_kernel.h"
-#include "common/rois_launch.h"
+#include "rois_kernel.h"
+#include "rois_launch.h"
 
 namespace visdet_ops {
 namespace {

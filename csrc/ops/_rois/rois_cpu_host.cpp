@@ -1,8 +1,8 @@
 // CPU host layer of the RoI checks, the mirror image of rois_cuda_host.cpp.
 // CPU loop: rois_cpu.cpp.
 #include "common/host.h"
-#include "common/rois.h"
-#include "common/rois_launch.h"
+#include "rois.h"
+#include "rois_launch.h"
 
 namespace visdet_ops {
 

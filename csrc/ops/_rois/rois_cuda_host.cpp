@@ -3,8 +3,8 @@
 #include <cuda_fp16.h>
 
 #include "common/host_cuda.h"
-#include "common/rois.h"
-#include "common/rois_launch.h"
+#include "rois.h"
+#include "rois_launch.h"
 
 namespace visdet_ops {
 
