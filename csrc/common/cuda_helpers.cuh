@@ -88,6 +88,14 @@ inline int64_t l2_cache_bytes() {
   return bytes;
 }
 
+// MACRO(T) for every storage type the kernels take: float, double, __half and
+// __nv_bfloat16 (each .cu file instantiates its launchers with it).
+#define VISDET_FOR_FLOATING_TYPES(MACRO) \
+  MACRO(float)                           \
+  MACRO(double)                          \
+  MACRO(__half)                          \
+  MACRO(__nv_bfloat16)
+
 // Largest n for which an int32_t grid-stride loop launched with blocks_for(n)
 // cannot overflow its loop variable.
 constexpr int64_t kMaxInt32LoopSize =

@@ -38,10 +38,7 @@ cudaError_t rois_flags_cuda_launch(const T* rois, int64_t k,
   template cudaError_t rois_flags_cuda_launch<T>(const T*, int64_t,    \
                                                  int64_t, int*,        \
                                                  cudaStream_t);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(__half)
-VISDET_INSTANTIATE(__nv_bfloat16)
+VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

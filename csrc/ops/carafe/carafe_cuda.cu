@@ -344,10 +344,7 @@ cudaError_t carafe_backward_cuda_launch(const T* grad_output, const T* features,
   template cudaError_t carafe_backward_cuda_launch<T>(                        \
       const T*, const T*, const T*, const CarafeShape&, bool, T*, T*,         \
       cudaStream_t);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(__half)
-VISDET_INSTANTIATE(__nv_bfloat16)
+VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

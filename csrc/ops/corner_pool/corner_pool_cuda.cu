@@ -217,10 +217,7 @@ cudaError_t corner_pool_backward_cuda_launch(const T* grad_output,
       const T*, const CornerPoolShape&, T*, cudaStream_t);                   \
   template cudaError_t corner_pool_backward_cuda_launch<T>(                  \
       const T*, const T*, const CornerPoolShape&, T*, cudaStream_t);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(__half)
-VISDET_INSTANTIATE(__nv_bfloat16)
+VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

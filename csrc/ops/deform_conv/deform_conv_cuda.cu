@@ -195,10 +195,7 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
       const T*, const T*, const T*, T*, const DeformConvShape&,              \
       int64_t, acc_t<T>*, acc_t<T>*, acc_t<T>*,            \
       cudaStream_t);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(__half)
-VISDET_INSTANTIATE(__nv_bfloat16)
+VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 

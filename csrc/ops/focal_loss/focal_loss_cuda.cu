@@ -789,10 +789,7 @@ cudaError_t softmax_focal_loss_backward_cuda_launch(
   template cudaError_t softmax_focal_loss_backward_cuda_launch<T>(             \
       const T*, int64_t, double, const T*, const int64_t*, const T*, int64_t,  \
       int64_t, double, double, T*, cudaStream_t);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(__half)
-VISDET_INSTANTIATE(__nv_bfloat16)
+VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

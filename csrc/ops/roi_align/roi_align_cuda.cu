@@ -411,10 +411,7 @@ cudaError_t roi_align_backward_cuda_launch(const T* grad_output,
       const T*, const RoIAlignGradStrides&, const acc_t<T>*, const acc_t<T>*, \
       const acc_t<T>*,                                                       \
       const RoIAlignShape&, double, acc_t<T>*, cudaStream_t);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(__half)
-VISDET_INSTANTIATE(__nv_bfloat16)
+VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

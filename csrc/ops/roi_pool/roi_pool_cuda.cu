@@ -133,10 +133,7 @@ cudaError_t roi_pool_backward_cuda_launch(const T* grad_output, const acc_t<T>* 
   template cudaError_t roi_pool_backward_cuda_launch<T>(                      \
       const T*, const acc_t<T>*, const int32_t*, const RoIPoolShape&, acc_t<T>*,     \
       cudaStream_t);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(__half)
-VISDET_INSTANTIATE(__nv_bfloat16)
+VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops
