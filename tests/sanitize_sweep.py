@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
         launched.append(f"{len(families)} op families x {len(DTYPES)} dtypes")
     if args.which in ("autocast", "both"):
+        cases = autocast_cases(families)  # puts the tree's root on sys.path: `tests` imports as a package
         from tests.autocast_harness import check_case
 
-        cases = autocast_cases(families)
         # The CPU's autocast has no float16 kernels for torch's own convs.
         dtypes = AUTOCAST_DTYPES if device.type == "cuda" else (torch.bfloat16,)
         for dtype in dtypes:
