@@ -276,14 +276,15 @@ def reproducible(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def tests(session: nox.Session) -> None:
-    """Build in place against the matrix's [tests] torch and run pytest (posargs go to pytest)."""
+    """Build in place against the matrix's [tests] torch and run pytest, one worker per core (posargs go to pytest)."""
     flavour = MATRIX.flavour(MATRIX.tests_flavour)
     session.install(*_torch_spec(flavour, MATRIX.tests_torch))
     _check_torch(session, flavour, MATRIX.tests_torch)
     session.install(*BUILD_DEPS, *TEST_DEPS, *PIP_FLAGS)
     env = {"VISDET_OPS_CUDA": "1" if flavour.is_cuda else "0", "MAX_JOBS": str(os.cpu_count() or 2)}
     session.run("python", "setup.py", "--quiet", "build_ext", "--inplace", env=env)
-    session.run("python", "-m", "pytest", *session.posargs)
+    # One pytest worker per core (pytest-xdist; `-- -n 0` runs them in one process).
+    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
     session.run("python", "-m", "visdet_ops", "doctor")
 
 

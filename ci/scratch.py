@@ -33,8 +33,12 @@ def tree_without_package(dest: Path, root: Path = ROOT) -> Path:
 
 
 def pytest_command(python: str | Path, *args: str) -> list[str]:
+    """pytest over tests/ with `python`: one worker per core where that interpreter has pytest-xdist (the test extras
+    bring it; a later `-n N` in args wins)."""
     deselect = [a for t in SOURCE_TREE_ONLY for a in ("--deselect", t)]
-    return [str(python), "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *deselect, *args]
+    has_xdist = subprocess.run([str(python), "-c", "import xdist"], capture_output=True).returncode == 0
+    workers = ["-n", "auto"] if has_xdist else []
+    return [str(python), "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *workers, *deselect, *args]
 
 
 def main(argv: list[str]) -> int:
