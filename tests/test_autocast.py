@@ -119,3 +119,48 @@ def test_the_sanitize_sweeps_autocast_pass_runs():
     assert sanitize_sweep.main(["--device", "cpu", "--pass", "autocast", "deform_conv", "roi_align"]) == 0
     # and its cuBLAS probe (initcheck's reports of reads of a 16-bit GEMM's output, with no code of ours)
     assert sanitize_sweep.main(["--device", "cpu", "--pass", "cublas-probe"]) == 0
+
+
+def test_initialized_products_route_every_product_through_a_zero_filled_output():
+    """sanitize_sweep.initialise_products (the initcheck run's `--initialized-products`), on the CPU's kernels: mm,
+    bmm, addmm and baddbmm, from Python and from our C++ (DCN's GEMMs), give the same results, each through its out=
+    overload after a zero fill; the overrides end with their Library, and the sweep runs under them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from . import sanitize_sweep
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(5, 7, generator=gen), torch.randn(7, 3, generator=gen)
+    ba, bb = torch.randn(2, 5, 7, generator=gen), torch.randn(2, 7, 3, generator=gen)
+    bias, bbias = torch.randn(3, generator=gen), torch.randn(2, 5, 3, generator=gen)
+    calls = (
+        lambda: torch.mm(a, b),
+        lambda: torch.bmm(ba, bb),
+        lambda: torch.addmm(bias, a, b, beta=0.5, alpha=2.0),
+        lambda: torch.baddbmm(bbias, ba, bb, beta=0.5, alpha=2.0),
+    )
+    want = [f() for f in calls]
+    lib = sanitize_sweep.initialise_products("CPU")
+    try:
+        for f, w in zip(calls, want, strict=True):
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                got = f()
+            torch.testing.assert_close(got, w)
+            assert "aten::new_zeros" in {e.key for e in prof.key_averages()}, "the product did not take the override"
+        x = torch.randn(1, 4, 6, 6, generator=gen, requires_grad=True)
+        offset = torch.randn(1, 18, 6, 6, generator=gen) * 0.3
+        weight = torch.randn(3, 4, 3, 3, generator=gen, requires_grad=True)
+        out = visdet_ops.deform_conv2d(x, offset, weight, 1, 1)
+        out.sum().backward()
+        assert sanitize_sweep.main(["--device", "cpu", "--pass", "examples", "--initialized-products", "deform"]) == 0
+    finally:
+        lib._destroy()
+    x2, w2 = x.detach().requires_grad_(), weight.detach().requires_grad_()
+    ref = visdet_ops.deform_conv2d(x2, offset, w2, 1, 1)
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(weight.grad, w2.grad)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.mm(a, b)
+    assert "aten::new_zeros" not in {e.key for e in prof.key_averages()}, "the overrides outlived their Library"
