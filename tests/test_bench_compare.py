@@ -73,8 +73,10 @@ def test_noise_floor_labels_a_gap_the_rounds_cannot_tell_and_still_fails(tmp_pat
 
 def test_lockstep_harness_runs_two_builds_in_turn(tmp_path):
     """benchmarks/compare_builds.py (issue 23): two worker processes step through the same timers in turn; a build
-    compared with itself has no problem, and the report names both builds. On the CPU (its selftest row), so that
-    the protocol cannot rot between GPU runs."""
+    compared with itself has no structural problem (no timer missing from a run, no failed timer), and the report
+    names both builds. On the CPU (its selftest row), so that the protocol cannot rot between GPU runs. Timing
+    judgments are not asserted: with other tests running beside it (pytest-xdist on 2 cores), one worker's call can
+    land behind its peer's by chance, which the harness rightly reports."""
     import subprocess
     import sys
 
@@ -89,9 +91,12 @@ def test_lockstep_harness_runs_two_builds_in_turn(tmp_path):
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
+    timing = ("its control)", "behind its peer")  # the two timing judgments of compare_builds.report
+    structural = [p for p in data["summary"]["problems"] if not p.endswith(timing[0]) and timing[1] not in p]
+    assert proc.returncode == (1 if data["summary"]["problems"] else 0), proc.stdout + proc.stderr
+    assert structural == [], proc.stdout + proc.stderr
     (row,) = data["rows"]
     assert row["op"] == "roi_align" and len(row["ratio_rounds"]) == 3
     assert row["peer"] is not None and row["a_ms"] > 0 and row["b_ms"] > 0
-    assert "two / one" in proc.stdout and data["summary"]["problems"] == []
+    assert "two / one" in proc.stdout
