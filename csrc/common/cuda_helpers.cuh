@@ -33,47 +33,6 @@ __device__ __forceinline__ void grid_stride_loop(I n, Body body) {
   }
 }
 
-// The output element of grid-stride step j of a RoI pooling kernel over a
-// [K, C, PH, PW] output, walked channel-major: j enumerates [C, K, PH, PW], so
-// the threads in flight work on a few channels of every RoI at a time and
-// touch only those channels' input (or grad_input) planes, a few hundred KB
-// that stay in L2 while every RoI reads (or adds to) them. Walked RoI by RoI,
-// each RoI touches all C planes, and the map streams from DRAM once per
-// overlapping RoI (the backward's atomics miss L2 the same way). index is the
-// element's offset in the row-major output.
-template <typename I>
-struct PooledElement {
-  I index, k, c, ph, pw;
-};
-
-template <typename I>
-__device__ __forceinline__ PooledElement<I> channel_major_element(
-    I j, I num_rois, I channels, I pooled_h, I pooled_w) {
-  const I bins = pooled_h * pooled_w;
-  const I bin = j % bins;
-  const I plane = j / bins;  // c * K + k
-  PooledElement<I> e;
-  e.k = plane % num_rois;
-  e.c = plane / num_rois;
-  e.ph = bin / pooled_w;
-  e.pw = bin - e.ph * pooled_w;
-  e.index = (e.k * channels + e.c) * bins + bin;
-  return e;
-}
-
-// The same element in row-major order (j is its offset index).
-template <typename I>
-__device__ __forceinline__ PooledElement<I> row_major_element(
-    I j, I channels, I pooled_h, I pooled_w) {
-  PooledElement<I> e;
-  e.index = j;
-  e.pw = j % pooled_w;
-  e.ph = (j / pooled_w) % pooled_h;
-  e.c = (j / pooled_w / pooled_h) % channels;
-  e.k = j / pooled_w / pooled_h / channels;
-  return e;
-}
-
 // Bytes of L2 cache of the current device, 0 where the runtime cannot say (the
 // failed query's error is cleared, so the caller's launch check does not
 // report it).

@@ -60,4 +60,56 @@ VISDET_HOST_DEVICE VISDET_INLINE int adaptive_grid(A bin_size,
                                  : static_cast<int>(cap);
 }
 
+// One element (k, c, ph, pw) of a RoI op's [K, C, PH, PW] output and its
+// offset index there, for step j of a loop over the output.
+template <typename I>
+struct PooledElement {
+  I index, k, c, ph, pw;
+};
+
+// Row-major: j is the offset (the CPU loops, and roi_pool's CUDA kernels on a
+// map the L2 holds).
+template <typename I>
+VISDET_HOST_DEVICE VISDET_INLINE PooledElement<I> row_major_element(
+    I j, I channels, I pooled_h, I pooled_w) {
+  PooledElement<I> e;
+  e.index = j;
+  e.pw = j % pooled_w;
+  e.ph = (j / pooled_w) % pooled_h;
+  e.c = (j / pooled_w / pooled_h) % channels;
+  e.k = j / pooled_w / pooled_h / channels;
+  return e;
+}
+
+// Channel-major: j enumerates [C, K, PH, PW], so the CUDA threads in flight
+// work on a few channels of every RoI at a time and touch only those
+// channels' input (or grad_input) planes, a few hundred KB that stay in L2
+// while every RoI reads (or adds to) them. Walked RoI by RoI, each RoI touches
+// all C planes, and a map larger than the L2 streams from DRAM once per
+// overlapping RoI (the backward's atomics miss L2 the same way).
+template <typename I>
+VISDET_HOST_DEVICE VISDET_INLINE PooledElement<I> channel_major_element(
+    I j, I num_rois, I channels, I pooled_h, I pooled_w) {
+  const I bins = pooled_h * pooled_w;
+  const I bin = j % bins;
+  const I plane = j / bins;  // c * K + k
+  PooledElement<I> e;
+  e.k = plane % num_rois;
+  e.c = plane / num_rois;
+  e.ph = bin / pooled_w;
+  e.pw = bin - e.ph * pooled_w;
+  e.index = (e.k * channels + e.c) * bins + bin;
+  return e;
+}
+
+// Either walk, chosen per launch.
+template <typename I>
+VISDET_HOST_DEVICE VISDET_INLINE PooledElement<I> pooled_element(
+    I j, bool channel_major, I num_rois, I channels, I pooled_h, I pooled_w) {
+  return channel_major
+             ? channel_major_element<I>(j, num_rois, channels, pooled_h,
+                                        pooled_w)
+             : row_major_element<I>(j, channels, pooled_h, pooled_w);
+}
+
 }  // namespace visdet_ops

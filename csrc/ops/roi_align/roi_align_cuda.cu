@@ -16,14 +16,14 @@ __global__ void roi_align_forward_kernel(const T* __restrict__ input,
                                          T* __restrict__ output,
                                          acc_t<T>* __restrict__ argmax_y,
                                          acc_t<T>* __restrict__ argmax_x) {
-  // Channel-major (cuda::channel_major_element): the RoIs in flight share
-  // their channels' planes in L2.
+  // Channel-major (channel_major_element, ops/_rois/rois_kernel.h): the RoIs
+  // in flight share their channels' planes in L2.
   const I channels = static_cast<I>(s.channels);
   const I pooled_h = static_cast<I>(s.pooled_h);
   const I pooled_w = static_cast<I>(s.pooled_w);
   const I num_rois = static_cast<I>(s.num_rois);
   cuda::grid_stride_loop<I>(static_cast<I>(s.output_numel()), [&](I j) {
-    const cuda::PooledElement<I> e = cuda::channel_major_element<I>(
+    const PooledElement<I> e = channel_major_element<I>(
         j, num_rois, channels, pooled_h, pooled_w);
     roi_align_detail::roi_align_forward_at<T, I>(
         e.index, e.k, e.c, e.ph, e.pw, input, rois, s.batch_size, channels,

@@ -218,11 +218,9 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_align_forward_element(
     I height, I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
     int64_t sampling_ratio, int pool_mode, bool aligned, T* output,
     acc_t<T>* argmax_y, acc_t<T>* argmax_x) {
-  const I pw = index % pooled_w;
-  const I ph = (index / pooled_w) % pooled_h;
-  const I c = (index / pooled_w / pooled_h) % channels;
-  const I k = index / pooled_w / pooled_h / channels;
-  roi_align_forward_at<T, I>(index, k, c, ph, pw, input, rois, batch_size,
+  const PooledElement<I> e =
+      row_major_element<I>(index, channels, pooled_h, pooled_w);
+  roi_align_forward_at<T, I>(index, e.k, e.c, e.ph, e.pw, input, rois, batch_size,
                              channels, height, width, pooled_h, pooled_w,
                              spatial_scale, sampling_ratio, pool_mode, aligned,
                              output, argmax_y, argmax_x);

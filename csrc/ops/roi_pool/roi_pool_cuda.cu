@@ -5,8 +5,8 @@
 namespace visdet_ops {
 namespace {
 
-// channel_major: the elements walked channel-major
-// (cuda::channel_major_element), for a map larger than about half the L2;
+// channel_major: the elements walked channel-major (channel_major_element,
+// ops/_rois/rois_kernel.h), for a map larger than about half the L2;
 // row-major otherwise. Measured on an H200 (docs/benchmarks.md): channel-major
 // takes the backward from 256 to 165 us on a 124 MB map, where the atomics of
 // row-major miss L2; on an 8 MB map, which L2 holds either way, it makes the
@@ -24,11 +24,8 @@ __global__ void roi_pool_forward_kernel(const T* __restrict__ input,
   const I pooled_w = static_cast<I>(s.pooled_w);
   const I num_rois = static_cast<I>(s.num_rois);
   cuda::grid_stride_loop<I>(static_cast<I>(s.output_numel()), [&](I j) {
-    const cuda::PooledElement<I> e =
-        channel_major ? cuda::channel_major_element<I>(j, num_rois, channels,
-                                                       pooled_h, pooled_w)
-                      : cuda::row_major_element<I>(j, channels, pooled_h,
-                                                   pooled_w);
+    const PooledElement<I> e = pooled_element<I>(j, channel_major, num_rois,
+                                                 channels, pooled_h, pooled_w);
     roi_pool_detail::roi_pool_forward_at<T, I>(
         e.index, e.k, e.c, e.ph, e.pw, input, rois, s.batch_size, channels,
         static_cast<I>(s.height), static_cast<I>(s.width), pooled_h, pooled_w,
@@ -54,21 +51,14 @@ __global__ void roi_pool_backward_kernel(const T* __restrict__ grad_output,
   const I pooled_w = static_cast<I>(s.pooled_w);
   const I num_rois = static_cast<I>(s.num_rois);
   cuda::grid_stride_loop<I>(static_cast<I>(s.output_numel()), [&](I j) {
-    const cuda::PooledElement<I> e =
-        channel_major ? cuda::channel_major_element<I>(j, num_rois, channels,
-                                                       pooled_h, pooled_w)
-                      : cuda::row_major_element<I>(j, channels, pooled_h,
-                                                   pooled_w);
+    const PooledElement<I> e = pooled_element<I>(j, channel_major, num_rois,
+                                                 channels, pooled_h, pooled_w);
     roi_pool_detail::roi_pool_backward_at<T, I>(
         e.index, e.k, e.c, grad_output, rois, argmax, s.batch_size, channels,
         static_cast<I>(s.height), static_cast<I>(s.width), add);
   });
 }
 
-// 32-bit indexing when every output index and every input offset (plus one
-// grid stride, so the loop variable cannot wrap) fits in int32. The kernels
-// skip a RoI whose batch index is outside [0, batch_size), so one plane past
-// the last is the largest offset ever formed.
 // Channel-major for a map (input or grad_input) larger than half the L2.
 bool walk_channel_major(const RoIPoolShape& s, int64_t element_bytes) {
   const int64_t map_bytes =
@@ -76,6 +66,10 @@ bool walk_channel_major(const RoIPoolShape& s, int64_t element_bytes) {
   return map_bytes > cuda::l2_cache_bytes() / 2;
 }
 
+// 32-bit indexing when every output index and every input offset (plus one
+// grid stride, so the loop variable cannot wrap) fits in int32. The kernels
+// skip a RoI whose batch index is outside [0, batch_size), so one plane past
+// the last is the largest offset ever formed.
 bool fits_int32(const RoIPoolShape& s) {
   constexpr int64_t limit = cuda::kMaxInt32LoopSize;
   const int64_t input_plane = s.channels * s.height * s.width;

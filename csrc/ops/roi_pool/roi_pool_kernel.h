@@ -147,11 +147,9 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_forward_element(
     I index, const T* input, const acc_t<T>* rois, int64_t batch_size, I channels,
     I height, I width, I pooled_h, I pooled_w, acc_t<T> spatial_scale,
     T* output, int32_t* argmax) {
-  const I pw = index % pooled_w;
-  const I ph = (index / pooled_w) % pooled_h;
-  const I c = (index / pooled_w / pooled_h) % channels;
-  const I k = index / pooled_w / pooled_h / channels;
-  roi_pool_forward_at<T, I>(index, k, c, ph, pw, input, rois, batch_size,
+  const PooledElement<I> e =
+      row_major_element<I>(index, channels, pooled_h, pooled_w);
+  roi_pool_forward_at<T, I>(index, e.k, e.c, e.ph, e.pw, input, rois, batch_size,
                             channels, height, width, pooled_h, pooled_w,
                             spatial_scale, output, argmax);
 }
@@ -180,9 +178,9 @@ VISDET_HOST_DEVICE VISDET_INLINE void roi_pool_backward_element(
     I index, const T* grad_output, const acc_t<T>* rois, const int32_t* argmax,
     int64_t batch_size, I channels, I height, I width, I pooled_h, I pooled_w,
     AddFn add) {
-  const I c = (index / pooled_w / pooled_h) % channels;
-  const I k = index / pooled_w / pooled_h / channels;
-  roi_pool_backward_at<T, I>(index, k, c, grad_output, rois, argmax,
+  const PooledElement<I> e =
+      row_major_element<I>(index, channels, pooled_h, pooled_w);
+  roi_pool_backward_at<T, I>(index, e.k, e.c, grad_output, rois, argmax,
                              batch_size, channels, height, width, add);
 }
 
