@@ -123,7 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.which == "cublas-probe":
         return cublas_probe(device)
     overrides = initialise_products("CUDA" if device.type == "cuda" else "CPU") if args.initialized_products else None
+    try:
+        return _sweep(args, device, families, products_note=overrides is not None)
+    finally:
+        if overrides is not None:  # main() may run inside a process that goes on (the CPU suite): undo them
+            overrides._destroy()
 
+
+def _sweep(args: argparse.Namespace, device: torch.device, families: list[str], products_note: bool) -> int:
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -154,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"autocast {dtype} {name}: {e}", file=sys.stderr)
                     return 1
         launched.append(f"{len(cases)} autocast cases x {len(dtypes)} dtypes")
-    note = ", every aten product into a zero-filled output" if overrides is not None else ""
+    note = ", every aten product into a zero-filled output" if products_note else ""
     print(f"sanitize sweep on {device}: {' and '.join(launched)} launched, results correct{note}")
     return 0
 

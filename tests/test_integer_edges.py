@@ -80,6 +80,27 @@ def test_huge_roi_is_bounded(device, op_index):
     assert result["ok"], f"{where}: {result['type']}: {result['message']}"
 
 
+def _sleep_case(device, seconds, gen):
+    import time
+
+    time.sleep(seconds)
+
+
+edges.register_case("sleep", _sleep_case)
+
+
+def test_the_case_limit_stops_a_runaway_case_and_the_worker_recovers(monkeypatch):
+    """The harness itself: a case past its limit is reported as a timeout and its worker killed; the next case gets
+    a fresh worker, whose first use of a module and a device is not charged to the case (a loaded GPU machine took
+    over 20 s for a CUDA context and cuBLAS there, and three DCN cases failed on it)."""
+    monkeypatch.setattr(edges, "CASE_TIMEOUT_S", 1.0)
+    cpu = torch.device("cpu")
+    result = edges.run_in_worker(__name__, "sleep", cpu, 5, 0)
+    assert result.get("timeout") and result["timeout_s"] == 1.0, result
+    assert edges.run_in_worker(__name__, "sleep", cpu, 0, 0) == {"ok": True}
+    assert edges.run_in_worker(__name__, "sleep", cpu, 0.2, 0) == {"ok": True}
+
+
 # ---------------------------------------------------------------- every public entry point names the user's argument
 
 # Arguments that take an int or an (h, w) pair: typed neither by a default nor by an annotation in mmcv's signatures.
