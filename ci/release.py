@@ -13,10 +13,14 @@ The rehearsal, in a scratch copy of the source tree, for one variant:
     floor torch (the row's newest patch of it), the wheel check of a stable row, and ci.abi_audit against that
     torch; its suite runs in the smoke step, beside the [tests] torch;
   release 2 (the version bumped in the copy's ci/matrix.toml, as the next release commit would): the same build
-    and publish of the per-minor wheel (its tests are the same code as release 1's and are not run again);
+    and publish of the per-minor wheel (its tests are the same code as release 1's and are not run again). Its
+    build reuses release 1's object files (the stable wheel builds in a copy of its own, so they stay there; the
+    extension is linked again and the package files copied again): a version bump changes no compiled input,
+    release 1 rehearsed the compile from scratch, and what release 2 rehearses is the version and the index;
   then every variant of the site goes through ci.smoke (fresh venvs with only torch, -f and --index-url,
-  with and without --no-deps, doctor, the CPU tests, a mismatched torch), and every version must install
-  by exact version from the merged index.
+  with and without --no-deps, doctor, a mismatched torch; the whole CPU suite from the stable wheel, and the
+  installed-package tests from the per-minor one, whose code release 1's test-command ran the suite on), and
+  every version must install by exact version from the merged index.
 """
 
 from __future__ import annotations
@@ -89,15 +93,25 @@ def _venv(python: str, path: Path, base_env: dict) -> dict:
     """A fresh venv; returns the environment that activates it."""
     shutil.rmtree(path, ignore_errors=True)
     subprocess.run([python, "-m", "venv", str(path)], check=True)
+    return _activate(path, base_env)
+
+
+def _activate(path: Path, base_env: dict) -> dict:
+    """The environment that activates the venv at `path`."""
     env = dict(base_env, VIRTUAL_ENV=str(path), PATH=f"{path / 'bin'}{os.pathsep}{base_env['PATH']}")
     env.pop("PYTHONHOME", None)
     return env
 
 
-def build_and_repair(python: str, project: Path, out: Path, variant_env: dict, work: Path) -> Path:
-    """before-build, build, repair-wheel-command of [tool.cibuildwheel] in a fresh venv of `python`."""
+def build_and_repair(
+    python: str, project: Path, out: Path, variant_env: dict, work: Path, venv: str = "build-venv", fresh: bool = True
+) -> Path:
+    """before-build, build, repair-wheel-command of [tool.cibuildwheel] in a fresh venv of `python` (work/venv), or
+    in that venv as an earlier build left it (fresh=False: its torch's headers keep their times, so the objects
+    compiled against them stay up to date)."""
     config = cibw_config(project)
-    env = _venv(python, work / "build-venv", dict(os.environ, **config.get("environment", {}), **variant_env))
+    base_env = dict(os.environ, **config.get("environment", {}), **variant_env)
+    env = _venv(python, work / venv, base_env) if fresh else _activate(work / venv, base_env)
     _sh(_command(config["before-build"], project=str(project)), env, cwd=project)
     frontend = config.get("build-frontend", {})
     if frontend.get("name", "pip") != "pip":
@@ -215,9 +229,9 @@ def rehearsal_environment(flavour: variant_matrix.CudaFlavour, torch_version, st
     return env
 
 
-def audit_stable(wheel: Path, project: Path, work: Path) -> None:
-    """ci.abi_audit of a stable wheel against the torch of the build venv (the floor torch it was built against)."""
-    python = work / "build-venv" / "bin" / "python"
+def audit_stable(wheel: Path, project: Path, work: Path, venv: str = "build-venv-stable") -> None:
+    """ci.abi_audit of a stable wheel against the torch of its build venv (the floor torch it was built against)."""
+    python = work / venv / "bin" / "python"
     print(f"+ {python} -m ci.abi_audit {wheel}", flush=True)
     if subprocess.run([str(python), "-m", "ci.abi_audit", str(wheel)], cwd=project).returncode != 0:
         raise SystemExit(f"{wheel.name}: ci.abi_audit failed (see above)")
@@ -247,6 +261,8 @@ def rehearsal(args: argparse.Namespace) -> int:
     site, site_url = work / "www" / "site" / "whl", f"{url}/site/whl"
     assets, assets_url = work / "www" / "releases" / "download", f"{url}/releases/download"
     project = _copy_tree(work / "project")
+    # The stable wheel builds in its own copy, so that release 2's per-minor build finds release 1's objects.
+    stable_project = _copy_tree(work / "project-stable") if stable else None
     first = str(matrix.version)
     versions = [first, _bump(first)]
     variant_env = rehearsal_environment(flavour, torch_version)
@@ -257,16 +273,23 @@ def rehearsal(args: argparse.Namespace) -> int:
         for n, version in enumerate(versions):
             _set_version(project, version)
             house = work / f"wheelhouse-{version}"
-            wheel = build_and_repair(python, project, house / variant, variant_env, work)
+            if n > 0:  # release 1's objects stay (build/temp.*); its linked extension and copied files go
+                for built in (project / "build").glob("lib.*"):
+                    shutil.rmtree(built)
+            # Release 2 builds in release 1's venv: a fresh torch install would date every header after the objects.
+            wheel = build_and_repair(python, project, house / variant, variant_env, work, fresh=n == 0)
             summary = wheel_check.check(wheel, flavour, torch_version)
             print(wheel_check.describe(summary), flush=True)
             if n == 0:
                 test_wheel(python, project, wheel, variant_env, work)
             if n == 0 and stable:
-                stable_wheel = build_and_repair(python, project, house / stable.name, stable_env, work)
+                _set_version(stable_project, version)
+                stable_wheel = build_and_repair(
+                    python, stable_project, house / stable.name, stable_env, work, venv="build-venv-stable"
+                )
                 summary = wheel_check.check(stable_wheel, flavour, stable.torch, stable=True)
                 print(wheel_check.describe(summary), flush=True)
-                audit_stable(stable_wheel, project, work)
+                audit_stable(stable_wheel, stable_project, work)
             publish(house, site, site_url, f"v{version}", assets, assets_url)
         manifest = json.loads((site / "manifest.json").read_text())["wheels"]
         want = expected_listing(variant, versions, stable.name if stable else None)
@@ -274,12 +297,17 @@ def rehearsal(args: argparse.Namespace) -> int:
         if listed != want:
             raise SystemExit(f"after two releases the index lists {listed}, expected {want}")
         smoke.run_smoke(
-            site, site_url, work / "smoke", versions=[v for vs in want.values() for v in vs], source=project
+            site,
+            site_url,
+            work / "smoke",
+            versions=[v for vs in want.values() for v in vs],
+            source=project,
+            suite_tested=frozenset({variant}),  # release 1's test-command ran the whole suite on its code
         )
     finally:
         server.shutdown()
     # Each venv holds a CUDA build of torch (~5 GB): keep the wheels, the site and the project copy, not them.
-    for venv_dir in [work / "build-venv", work / "test-venv", *(work / "smoke").glob("venv-*")]:
+    for venv_dir in [*work.glob("build-venv*"), work / "test-venv", *(work / "smoke").glob("venv-*")]:
         shutil.rmtree(venv_dir, ignore_errors=True)
     print(f"release rehearsal OK: {variant}{also}, releases {versions}, {time.monotonic() - started:.0f} s")
     return 0

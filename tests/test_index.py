@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -150,27 +151,42 @@ def test_index_rejects_a_build_in_the_wrong_kind_of_folder(tmp_path):
 
 def test_smoke_treats_stable_folders_as_variants(tmp_path, monkeypatch):
     """ci.smoke checks every variant folder, stable ones included (beside the [tests] torch by default); the
-    mismatch check (another torch minor) is for a per-minor CPU wheel, and its fix line is the recommended variant."""
+    mismatch check (another torch minor) is for a per-minor CPU wheel, and its fix line is the recommended variant.
+    A variant whose code the caller ran the whole suite on (the rehearsal's per-minor wheel) gets the installed-package
+    tests only; every other one the whole suite."""
     from ci import matrix, smoke
 
     for name in ("pt213cpu", "stable211cpu", "stable211cu13", "torch-2.13.0+cpu", "simple-junk"):
         (tmp_path / name).mkdir()
     seen, mismatch = [], []
 
-    def check_variant(variant, url, work, env, versions=None, source=None, stable_torch=None):
-        seen.append((variant, smoke.smoke_torch_minor(variant, stable_torch), versions))
+    def check_variant(variant, url, work, env, versions=None, source=None, stable_torch=None, whole_suite=True):
+        seen.append((variant, smoke.smoke_torch_minor(variant, stable_torch), versions, whole_suite))
         return {"variant": variant, "torch": "x", "modes": {}, "tests": "ok"}
 
     monkeypatch.setattr(smoke, "check_variant", check_variant)
     monkeypatch.setattr(smoke, "check_mismatch", lambda variant, *a: mismatch.append(variant))
     versions = ["0.1.0+pt213cpu", "0.1.1+pt213cpu", "0.1.0+stable211cpu"]
-    smoke.run_smoke(tmp_path, "http://127.0.0.1:1", tmp_path / "work", versions=versions, mismatch_torch="torch==x")
+    smoke.run_smoke(
+        tmp_path,
+        "http://127.0.0.1:1",
+        tmp_path / "work",
+        versions=versions,
+        mismatch_torch="torch==x",
+        suite_tested=frozenset({"pt213cpu"}),
+    )
     tests = matrix.load().tests_torch
     assert seen == [
-        ("pt213cpu", "2.13", ["0.1.0+pt213cpu", "0.1.1+pt213cpu"]),
-        ("stable211cpu", f"{tests.major}.{tests.minor}", ["0.1.0+stable211cpu"]),
-        ("stable211cu13", f"{tests.major}.{tests.minor}", []),
+        ("pt213cpu", "2.13", ["0.1.0+pt213cpu", "0.1.1+pt213cpu"], False),
+        ("stable211cpu", f"{tests.major}.{tests.minor}", ["0.1.0+stable211cpu"], True),
+        ("stable211cu13", f"{tests.major}.{tests.minor}", [], True),
     ]
+    from ci.scratch import pytest_command
+
+    command = pytest_command(sys.executable, paths=smoke.INSTALLED_PACKAGE_TESTS)
+    assert command[3 : 3 + len(smoke.INSTALLED_PACKAGE_TESTS)] == list(smoke.INSTALLED_PACKAGE_TESTS)
+    assert "tests" not in command
+    assert all((Path(__file__).resolve().parents[1] / path).is_file() for path in smoke.INSTALLED_PACKAGE_TESTS)
     assert mismatch == ["pt213cpu"]
     assert smoke.smoke_torch_minor("stable211cpu", "2.14") == "2.14"
     assert smoke.is_variant_folder("stable211cu12") and not smoke.is_variant_folder("torch-2.13.0+cpu")
