@@ -7,7 +7,10 @@
    builds the stable-ABI wheel (the local torch must be the stable floor) for the
    local GPU's arch into DIR/wheel and tests that file as --wheel would;
 2. runs the whole test suite with VISDET_OPS_REQUIRE_CUDA=1 (a skipped CUDA
-   test is a failure there);
+   test is a failure there): the test files in one shard per visible GPU, each
+   shard on its own GPU with pytest-xdist workers of one CPU thread each (run 25:
+   with torch's default threads per worker the suite did not finish in 500 s on
+   4 GPUs; with one, 4 x 1.5-3.5 minutes);
 3. runs compute-sanitizer memcheck, racecheck and initcheck over
    tests/sanitize_sweep.py, which launches every kernel forward and backward;
 4. runs benchmarks/bench.py; with --compare-stable WHEEL also with that stable
@@ -20,6 +23,7 @@ step passed."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -55,6 +59,66 @@ def junit_counts(path: Path) -> dict:
     suite = ET.parse(path).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+
+
+def shard_files(files: list[Path], shards: int) -> list[list[Path]]:
+    """Test files into `shards` groups of about equal size in lines (largest first, each to the lightest group):
+    every file in exactly one group, no group empty while files remain."""
+    groups: list[list[Path]] = [[] for _ in range(max(1, min(shards, len(files))))]
+    load = [0] * len(groups)
+    for f in sorted(files, key=lambda f: (-len(f.read_text(errors="replace").splitlines()), str(f))):
+        i = load.index(min(load))
+        groups[i].append(f)
+        load[i] += len(f.read_text(errors="replace").splitlines())
+    return groups
+
+
+def suite_files(tree: Path) -> list[Path]:
+    """The suite's test files (every tests/**/test_*.py), relative to the tree, without those that test the source
+    tree itself (ci.scratch.SOURCE_TREE_ONLY)."""
+    from ci.scratch import SOURCE_TREE_ONLY  # noqa: PLC0415
+
+    found = sorted((tree / "tests").rglob("test_*.py"))
+    return [f.relative_to(tree) for f in found if str(f.relative_to(tree)) not in SOURCE_TREE_ONLY]
+
+
+def run_sharded_suite(
+    tree: Path, out: Path, env: dict, gpus: int, workers: int, extra: list[str], timeout: int
+) -> dict:
+    """The suite in one shard per GPU, at once: shard i sees GPU i only (CUDA_VISIBLE_DEVICES), runs `workers`
+    pytest-xdist workers, each with one CPU thread (OMP/MKL), and writes out/shard<i>.xml and out/pytest-<i>.log.
+    Returns rc (0 only if every shard passed), seconds and the summed junit counts."""
+    started = time.monotonic()
+    groups = shard_files([tree / f for f in suite_files(tree)], gpus)
+    # GPU i of this process: the i-th of CUDA_VISIBLE_DEVICES where the caller narrowed it, else device i.
+    narrowed = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    visible = narrowed if len(narrowed) >= len(groups) else [str(i) for i in range(len(groups))]
+    procs = []
+    for i, group in enumerate(groups):
+        junit = out / f"shard{i}.xml"
+        cmd = [sys.executable, "-m", "pytest", *[str(f.relative_to(tree)) for f in group], "-q", "-p",
+               "no:cacheprovider", "-rfEs", f"--junitxml={junit}", *(["-n", str(workers)] if workers > 1 else []),
+               *extra]  # fmt: skip
+        shard_env = dict(env, CUDA_VISIBLE_DEVICES=visible[i], OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        print(f"$ [GPU {i}] {' '.join(cmd)}", flush=True)
+        log = (out / f"pytest-{i}.log").open("w")
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=shard_env, cwd=tree), log, junit))
+    rc = 0
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for proc, log, junit in procs:
+        try:
+            code = proc.wait(timeout=max(1.0, timeout - (time.monotonic() - started)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = 124
+        log.close()
+        rc = rc or code
+        for key, value in junit_counts(junit).items():
+            counts[key] += value
+    took = time.monotonic() - started
+    print(f"  -> rc {rc} in {took:.0f} s ({len(groups)} shards; logs pytest-<i>.log)", flush=True)
+    return {"rc": rc, "seconds": round(took, 1), "shards": len(groups), **counts}
 
 
 def install_wheel(wheel: Path, site: Path, log: Path, env: dict, cwd: Path) -> tuple[int, float]:
@@ -114,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-sanitizer", action="store_true")
     parser.add_argument("--skip-tests", action="store_true", help="sanitize and bench only")
     parser.add_argument("--pytest-args", default="", help="extra pytest arguments")
+    parser.add_argument("--gpus", type=int, default=0, help="test shards, one per GPU (default: every visible GPU)")
+    parser.add_argument("--test-timeout", type=int, default=900, help="seconds for the whole suite, all shards")
     parser.add_argument(
         "--compiler-dir",
         type=Path,
@@ -178,21 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     rc, took = run([sys.executable, "-m", "visdet_ops", "doctor"], out / "doctor.log", env, scratch, 300)
     report["steps"]["doctor"] = {"rc": rc, "seconds": round(took, 1)}
 
-    junit = out / "junit.xml"
-    pytest_cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tests",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        f"--junitxml={junit}",
-        *args.pytest_args.split(),
-    ]
     if not args.skip_tests:
-        rc, took = run(pytest_cmd, out / "pytest.log", env, scratch, 900)
-        report["steps"]["pytest"] = {"rc": rc, "seconds": round(took, 1), **junit_counts(junit)}
+        gpus = args.gpus or torch.cuda.device_count()
+        has_xdist = importlib.util.find_spec("xdist") is not None
+        workers = max(1, (os.cpu_count() or 1) // gpus - 1) if has_xdist else 1
+        report["steps"]["pytest"] = run_sharded_suite(
+            scratch, out, env, gpus, workers, args.pytest_args.split(), args.test_timeout
+        )
 
     sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     for tool in () if args.skip_sanitizer else ("memcheck", "racecheck", "initcheck"):
