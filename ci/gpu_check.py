@@ -64,12 +64,13 @@ def junit_counts(path: Path) -> dict:
 def shard_files(files: list[Path], shards: int) -> list[list[Path]]:
     """Test files into `shards` groups of about equal size in lines (largest first, each to the lightest group):
     every file in exactly one group, no group empty while files remain."""
+    lines = {f: len(f.read_text(errors="replace").splitlines()) for f in files}
     groups: list[list[Path]] = [[] for _ in range(max(1, min(shards, len(files))))]
     load = [0] * len(groups)
-    for f in sorted(files, key=lambda f: (-len(f.read_text(errors="replace").splitlines()), str(f))):
+    for f in sorted(files, key=lambda f: (-lines[f], str(f))):
         i = load.index(min(load))
         groups[i].append(f)
-        load[i] += len(f.read_text(errors="replace").splitlines())
+        load[i] += lines[f]
     return groups
 
 
@@ -89,10 +90,11 @@ def run_sharded_suite(
     pytest-xdist workers, each with one CPU thread (OMP/MKL), and writes out/shard<i>.xml and out/pytest-<i>.log.
     Returns rc (0 only if every shard passed), seconds and the summed junit counts."""
     started = time.monotonic()
-    groups = shard_files([tree / f for f in suite_files(tree)], gpus)
-    # GPU i of this process: the i-th of CUDA_VISIBLE_DEVICES where the caller narrowed it, else device i.
+    # GPU i of this process: the i-th of CUDA_VISIBLE_DEVICES where the caller narrowed it, else device i; never
+    # more shards than those.
     narrowed = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    visible = narrowed if len(narrowed) >= len(groups) else [str(i) for i in range(len(groups))]
+    visible = narrowed or [str(i) for i in range(gpus)]
+    groups = shard_files([tree / f for f in suite_files(tree)], min(gpus, len(visible)))
     procs = []
     for i, group in enumerate(groups):
         junit = out / f"shard{i}.xml"
@@ -245,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     report["steps"]["doctor"] = {"rc": rc, "seconds": round(took, 1)}
 
     if not args.skip_tests:
-        gpus = args.gpus or torch.cuda.device_count()
+        gpus = min(args.gpus or torch.cuda.device_count(), torch.cuda.device_count())
         has_xdist = importlib.util.find_spec("xdist") is not None
         workers = max(1, (os.cpu_count() or 1) // gpus - 1) if has_xdist else 1
         report["steps"]["pytest"] = run_sharded_suite(

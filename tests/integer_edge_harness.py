@@ -265,7 +265,6 @@ class _Worker:
     def run(self, module: str, case_id: str, device: str, value: int, seed: int) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
-        assert self.proc is not None and self.proc.stdin is not None
         # A case's time limit is for the case: the module's first import and the device's first use (a CUDA
         # context, cuBLAS; seconds, and far more on a loaded machine) come before it, under the startup limit.
         if (module, device) not in self.prepared:

@@ -54,3 +54,7 @@ def test_sharded_run_gives_each_shard_its_gpu_and_one_thread(tmp_path):
     (tree / "tests" / "ops" / "test_b.py").write_text("def test_fails():\n    assert False\n")
     report = gpu_check.run_sharded_suite(tree, out, env, gpus=2, workers=1, extra=[], timeout=120)
     assert report["rc"] != 0 and report["failures"] == 1 and report["tests"] == 3
+    # More shards asked for than GPUs the caller left visible: one shard per visible GPU, none elsewhere.
+    (tree / "tests" / "ops" / "test_b.py").write_text(check)
+    report = gpu_check.run_sharded_suite(tree, out, env, gpus=4, workers=1, extra=[], timeout=120)
+    assert (report["rc"], report["shards"], report["tests"]) == (0, 2, 3)
