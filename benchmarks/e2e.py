@@ -176,6 +176,27 @@ def _msda_cases(args):
     )
 
 
+def _print_profile(who: str, step, top: int, sync) -> None:
+    """One step under torch.profiler: its device time in all, and its `top` costliest kernels by device time (the
+    split of a step that the ratio alone does not give)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    step()
+    sync()
+    with profile(activities=activities) as prof:
+        step()
+        sync()
+    # The device's own entries (kernels, memsets, copies); the ops that launch them also report their kernels'
+    # time as their own, so they are left out.
+    events = [e for e in prof.key_averages() if e.self_device_time_total > 0]
+    kernels = [e for e in events if e.device_type != torch.autograd.DeviceType.CPU] or events
+    total_us = sum(e.self_device_time_total for e in kernels)
+    print(f"|   {who}: device time {total_us / 1e3:.2f} ms in {sum(e.count for e in kernels)} kernels | | | |")
+    for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:top]:
+        print(f"|   {who}: {e.key[:100]} | {e.self_device_time_total / 1e3:.3f} ms | x{e.count} | |")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -187,6 +208,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--size", type=int, nargs=2, default=None, help="image height width (default 800 1088)")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N",
+        help="after timing, profile one step of each side (torch.profiler) and list its N costliest device kernels",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.size is None:
         args.size = [800, 1088]
@@ -214,6 +239,9 @@ def main(argv: list[str]) -> int:
             row["ratio"] = row["theirs_ms"] / row["ours_ms"]
             rows.append(row)
             print(f"| {name} | {row['ours_ms']:.1f} | {row['theirs_ms']:.1f} | {row['ratio']:.3f}x |", flush=True)
+            if args.profile:
+                for who, fn in (("ours", ours), ("theirs", theirs)):
+                    _print_profile(who, fn, args.profile, sync)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -254,14 +254,21 @@ DeformConvBackward deform_conv_prepare_backward(
   // With work to do, every element of grad_offset, grad_mask and grad_weight
   // is written by the chunks (col2im writes each offset/mask gradient once,
   // the first chunk's GEMM gives grad_weight): no zero fill for them.
-  // grad_input is accumulated (atomics) and starts at zero.
   b.any = n > 0 && cout > 0 && s.channels * s.kernel_points() > 0;
   const auto alloc = [&b](host::Sizes sizes, ScalarType dtype,
                           const Tensor& like) {
     return b.any ? host::empty(sizes, dtype, like)
                  : host::zeros(sizes, dtype, like);
   };
-  b.grad_input = host::zeros({n, s.channels, s.height, s.width}, acc, a.input);
+  // grad_input is accumulated into (atomics) and starts at zero, unless the
+  // device's col2im overwrites it.
+  const bool overwritten = b.any && kernels.col2im_overwrites != nullptr &&
+                           kernels.col2im_overwrites(a.input, s);
+  b.grad_input = overwritten
+                     ? host::empty({n, s.channels, s.height, s.width}, acc,
+                                   a.input)
+                     : host::zeros({n, s.channels, s.height, s.width}, acc,
+                                   a.input);
   b.grad_offset = alloc({n, a.offset.size(1), s.out_h, s.out_w}, kt, a.input);
   b.grad_mask = a.mask.has_value()
                     ? alloc({n, a.mask->size(1), s.out_h, s.out_w}, kt, a.input)
@@ -309,7 +316,13 @@ Tensor deform_conv2d_forward(const DeformConvForward& a,
     // groups), then the bias (cuBLAS adds nothing here that addmm's
     // beta = 1 pass over the bias did not cost already).
     Tensor out_t = grouped_mm(w, false, columns, false, groups);
-    if (bias.has_value()) out_t = host::add(out_t, *bias);
+    if (bias.has_value()) {
+      if (kernels.add_bias != nullptr) {
+        kernels.add_bias(out_t, *a.bias);
+      } else {
+        out_t = host::add(out_t, *bias);
+      }
+    }
     if (!a.output.defined()) {  // one image: the GEMM's result is the output
       return host::to_dtype(host::view(out_t, {1, cout, s.out_h, s.out_w}),
                             a.dtype);
@@ -386,7 +399,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> deform_conv2d_backward(
       kernels.col2im(input, offset, mask, columns, cs, slices,
                      host::narrow(bw.grad_input, 0, n0, b), part_offset,
                      part_mask);
-      if (!direct) {
+      if (!direct && kernels.sum_slices != nullptr) {
+        kernels.sum_slices(part_offset, host::narrow(bw.grad_offset, 0, n0, b));
+        if (mask.has_value()) {
+          kernels.sum_slices(*part_mask, host::narrow(bw.grad_mask, 0, n0, b));
+        }
+      } else if (!direct) {
         host::copy_into(
             host::narrow(bw.grad_offset, 0, n0, b),
             host::view(slices == 1 ? host::select(part_offset, 0, 0)

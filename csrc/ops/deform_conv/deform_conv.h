@@ -43,6 +43,17 @@ struct DeformConvKernels {
                  int64_t slices, const host::Tensor& grad_input,
                  const host::Tensor& grad_offset,
                  const std::optional<host::Tensor>& grad_mask);
+  // Whether col2im overwrites grad_input of chunks of this input (in the
+  // kernels' dtype) and shape (batch aside) instead of adding into it;
+  // nullptr: never. The backward then leaves grad_input uninitialised.
+  bool (*col2im_overwrites)(const host::Tensor& input,
+                            const DeformConvShape& s);
+  // out [C_out, cols] += bias [C_out] in place, in the kernels' dtype;
+  // nullptr: an aten add.
+  void (*add_bias)(const host::Tensor& out, const host::Tensor& bias);
+  // out (contiguous, the kernels' dtype) = parts [slices, ...out's numel]
+  // (accumulation type) summed over the slices; nullptr: an aten sum and copy.
+  void (*sum_slices)(const host::Tensor& parts, const host::Tensor& out);
 };
 
 // What the forward needs, checked once for every device: the whole-batch

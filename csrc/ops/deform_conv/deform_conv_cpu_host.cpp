@@ -63,7 +63,8 @@ void col2im_cpu(const Tensor& input, const Tensor& offset,
 struct Cpu {
   static constexpr DeformConvKernels kernels{
       /*reduced_float_kernels=*/false, &im2col_cpu, &channel_slices_cpu,
-      &col2im_cpu};
+      &col2im_cpu, /*col2im_overwrites=*/nullptr, /*add_bias=*/nullptr,
+      /*sum_slices=*/nullptr};
   using Guard = host::CpuDeviceGuard;
 };
 

@@ -5,6 +5,7 @@
 // 9 points x 16 images x 100 x 152 pixels).
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "common/cuda_helpers.cuh"
@@ -123,6 +124,240 @@ __global__ void deform_conv_col2im_kernel(
 }
 
 
+// out[b][c][r] = in[b][r][c] for `in` of [batch, rows, cols]: 32 x 32 tiles
+// through shared memory, so that both sides are read and written in rows.
+// Grid: (ceil(cols / 32), ceil(rows / 32), batch), blocks of 32 x 8.
+template <typename T>
+__global__ void transpose_kernel(const T* __restrict__ in, T* __restrict__ out,
+                                 int64_t rows, int64_t cols) {
+  __shared__ T tile[32][33];
+  const int64_t plane = rows * cols;
+  const T* src = in + static_cast<int64_t>(blockIdx.z) * plane;
+  T* dst = out + static_cast<int64_t>(blockIdx.z) * plane;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 32;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 32;
+  for (int k = threadIdx.y; k < 32; k += 8) {
+    const int64_t r = r0 + k, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[k][threadIdx.x] = src[r * cols + c];
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += 8) {
+    const int64_t c = c0 + k, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][k];
+  }
+}
+
+constexpr int64_t kMaxGridYZ = 65535;
+
+template <typename T>
+void launch_transpose(const T* in, T* out, int64_t batch, int64_t rows,
+                      int64_t cols, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned int>((cols + 31) / 32),
+                  static_cast<unsigned int>((rows + 31) / 32),
+                  static_cast<unsigned int>(batch));
+  transpose_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(in, out, rows, cols);
+}
+
+// Four consecutive channels of a channels-last map as A values.
+template <typename T>
+__device__ __forceinline__ void load_channels4(const T* p, float v[4]) {
+  if constexpr (std::is_same<T, float>::value) {
+    const float4 q = __ldg(reinterpret_cast<const float4*>(p));
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+  } else {  // __half, __nv_bfloat16: 8 bytes
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(p));
+    T t[4];
+    memcpy(t, &q, sizeof(q));
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = to_acc(t[u]);
+  }
+}
+
+__device__ __forceinline__ void add_channels4(float* p, const float a[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float4*>(p), make_float4(a[0], a[1], a[2], a[3]));
+#else
+#pragma unroll
+  for (int u = 0; u < 4; ++u) atomicAdd(p + u, a[u]);
+#endif
+}
+
+// im2col over a channels-last copy of the chunk's input ([B, H, W, C]): four
+// channels of one corner in one vector load, where the NCHW kernel makes one
+// load per channel and corner. The same expression per channel as
+// im2col_sample (deform_conv_kernel.h), so the same column values. A thread
+// takes a slice of its deform group's channel quads.
+template <typename T>
+__global__ void deform_conv_im2col_nhwc_kernel(const T* __restrict__ input_nhwc,
+                                               const T* __restrict__ offset,
+                                               const T* __restrict__ mask,
+                                               DeformConvShape s, int64_t slices,
+                                               T* __restrict__ columns) {
+  using A = float;
+  const int64_t samples = s.samples();
+  const int64_t quads = s.channels_per_group() / 4;
+  const int64_t row_stride = s.kernel_points() * s.columns_width();
+  const int64_t chans = s.channels;
+  cuda::grid_stride_loop<int64_t>(samples * slices, [&](int64_t index) {
+    const int64_t slice = index / samples;
+    int64_t q_begin, q_end;
+    channel_range(slice, slices, quads, &q_begin, &q_end);
+    const deform_conv_detail::Sample<A> p = deform_conv_detail::locate<A>(
+        index - slice * samples, offset, mask, s, ToAcc());
+    const deform_conv_detail::Corners<A> c =
+        deform_conv_detail::corners(p.y, p.x, s.height, s.width);
+    const int64_t ch0 = p.group * s.channels_per_group() + q_begin * 4;
+    T* col = columns + (ch0 * s.kernel_points() + p.point) * s.columns_width() +
+             p.column;
+    const A hy = A(1) - c.ly, hx = A(1) - c.lx;
+    const A w00 = hy * hx * p.m, w01 = hy * c.lx * p.m;
+    const A w10 = c.ly * hx * p.m, w11 = c.ly * c.lx * p.m;
+    int64_t i00 = c.inside
+                      ? ((p.b * s.height + c.y0) * s.width + c.x0) * chans + ch0
+                      : 0;
+    const int64_t right = chans, down = s.width * chans;
+    for (int64_t q = q_begin; q < q_end; ++q) {
+      A v00[4] = {0, 0, 0, 0}, v01[4] = {0, 0, 0, 0}, v10[4] = {0, 0, 0, 0},
+        v11[4] = {0, 0, 0, 0};
+      if (c.inside) {
+        if (c.v00) load_channels4(input_nhwc + i00, v00);
+        if (c.v01) load_channels4(input_nhwc + i00 + right, v01);
+        if (c.v10) load_channels4(input_nhwc + i00 + down, v10);
+        if (c.v11) load_channels4(input_nhwc + i00 + down + right, v11);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        A v = A(0);
+        if (c.inside) {
+          if (c.v00) v += w00 * v00[u];
+          if (c.v01) v += w01 * v01[u];
+          if (c.v10) v += w10 * v10[u];
+          if (c.v11) v += w11 * v11[u];
+        }
+        col[u * row_stride] = from_acc<T>(v);
+      }
+      i00 += 4;
+      col += 4 * row_stride;
+    }
+  });
+}
+
+// col2im over a channels-last copy of the chunk's input ([B, H, W, C]) into a
+// channels-last float gradient: four channels of one corner are one 16-byte
+// vector load and one float4 atomicAdd (sm_90), where the NCHW kernel above
+// makes 4 loads and 2-4 atomics per channel, so the L2 operations that bound
+// it fall by about 2.5x. Same math and the same order of the terms per
+// channel as col2im_sample (deform_conv_kernel.h), so the same column values.
+// A thread takes a slice of its deform group's channel quads.
+template <typename T>
+__global__ void deform_conv_col2im_nhwc_kernel(
+    const T* __restrict__ input_nhwc, const T* __restrict__ offset,
+    const T* __restrict__ mask, T* __restrict__ columns, DeformConvShape s,
+    int64_t slices, float* __restrict__ grad_nhwc,
+    float* __restrict__ grad_offset, float* __restrict__ grad_mask) {
+  using A = float;
+  const int64_t samples = s.samples();
+  const int64_t plane = s.out_plane();
+  const int64_t offset_numel = 2 * samples;
+  const int64_t quads = s.channels_per_group() / 4;
+  const int64_t row_stride = s.kernel_points() * s.columns_width();
+  const int64_t chans = s.channels;
+  cuda::grid_stride_loop<int64_t>(samples * slices, [&](int64_t index) {
+    const int64_t slice = index / samples;
+    int64_t q_begin, q_end;
+    channel_range(slice, slices, quads, &q_begin, &q_end);
+    const deform_conv_detail::Sample<A> p = deform_conv_detail::locate<A>(
+        index - slice * samples, offset, mask, s, ToAcc());
+    const deform_conv_detail::Corners<A> c =
+        deform_conv_detail::corners(p.y, p.x, s.height, s.width);
+    const int64_t ch0 = p.group * s.channels_per_group() + q_begin * 4;
+    T* col = columns + (ch0 * s.kernel_points() + p.point) * s.columns_width() +
+             p.column;
+    A gy = A(0), gx = A(0), gmask = A(0);
+    if (!c.inside) {  // the sample is 0: no gradient, and its columns are 0
+      for (int64_t ch = q_begin * 4; ch < q_end * 4; ++ch) {
+        *col = from_acc<T>(A(0));
+        col += row_stride;
+      }
+    } else {
+      const A hy = A(1) - c.ly, hx = A(1) - c.lx;
+      const A w00 = hy * hx, w01 = hy * c.lx, w10 = c.ly * hx,
+              w11 = c.ly * c.lx;
+      const A m00 = w00 * p.m, m01 = w01 * p.m, m10 = w10 * p.m,
+              m11 = w11 * p.m;
+      // Element index of corner (y0, x0), channel ch0; the other corners are
+      // one pixel (C) and one row (W * C) further. Only valid corners are
+      // dereferenced.
+      int64_t i00 = ((p.b * s.height + c.y0) * s.width + c.x0) * chans + ch0;
+      const int64_t right = chans, down = s.width * chans;
+      for (int64_t q = q_begin; q < q_end; ++q) {
+        A gc[4], v00[4] = {0, 0, 0, 0}, v01[4] = {0, 0, 0, 0},
+                 v10[4] = {0, 0, 0, 0}, v11[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int u = 0; u < 4; ++u) gc[u] = to_acc(col[u * row_stride]);
+        if (c.v00) load_channels4(input_nhwc + i00, v00);
+        if (c.v01) load_channels4(input_nhwc + i00 + right, v01);
+        if (c.v10) load_channels4(input_nhwc + i00 + down, v10);
+        if (c.v11) load_channels4(input_nhwc + i00 + down + right, v11);
+        A a00[4], a01[4], a10[4], a11[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          A v = A(0);
+          if (c.v00) v += m00 * v00[u];
+          if (c.v01) v += m01 * v01[u];
+          if (c.v10) v += m10 * v10[u];
+          if (c.v11) v += m11 * v11[u];
+          col[u * row_stride] = from_acc<T>(v);
+          gmask += gc[u] * (w00 * v00[u] + w01 * v01[u] + w10 * v10[u] +
+                            w11 * v11[u]);
+          const A gm = gc[u] * p.m;
+          gy += gm * (hx * (v10[u] - v00[u]) + c.lx * (v11[u] - v01[u]));
+          gx += gm * (hy * (v01[u] - v00[u]) + c.ly * (v11[u] - v10[u]));
+          a00[u] = gm * w00;
+          a01[u] = gm * w01;
+          a10[u] = gm * w10;
+          a11[u] = gm * w11;
+        }
+        if (c.v00) add_channels4(grad_nhwc + i00, a00);
+        if (c.v01) add_channels4(grad_nhwc + i00 + right, a01);
+        if (c.v10) add_channels4(grad_nhwc + i00 + down, a10);
+        if (c.v11) add_channels4(grad_nhwc + i00 + down + right, a11);
+        i00 += 4;
+        col += 4 * row_stride;
+      }
+    }
+    A* go = grad_offset + slice * offset_numel;
+    go[p.offset_index] = gy;
+    go[p.offset_index + plane] = gx;
+    if (mask != nullptr) grad_mask[slice * samples + p.mask_index] = gmask;
+  });
+}
+
+// out[i] (+)= bias[i / cols]: the forward's bias over [C_out, B * OH * OW],
+// rounded once, as a separate add would.
+template <typename T>
+__global__ void add_bias_kernel(T* __restrict__ out, const T* __restrict__ bias,
+                                int64_t numel, int64_t cols) {
+  cuda::grid_stride_loop<int64_t>(numel, [&](int64_t i) {
+    out[i] = from_acc<T>(to_acc(out[i]) + to_acc(bias[i / cols]));
+  });
+}
+
+// out[i] = sum over s of parts[s * numel + i], in slice order (so the same
+// bits on every run), in T.
+template <typename T, typename A>
+__global__ void sum_slices_kernel(const A* __restrict__ parts, int64_t slices,
+                                  int64_t numel, T* __restrict__ out) {
+  cuda::grid_stride_loop<int64_t>(numel, [&](int64_t i) {
+    A sum = A(0);
+    for (int64_t k = 0; k < slices; ++k) sum += parts[k * numel + i];
+    out[i] = from_acc<T>(sum);
+  });
+}
+
 }  // namespace
 
 
@@ -187,6 +422,100 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
   return cudaGetLastError();
 }
 
+bool deform_conv_cuda_channels_last(const DeformConvShape& s, int device) {
+  if (s.deform_groups <= 0 || s.channels_per_group() % 4 != 0) return false;
+  // The transposes' grids (launch_transpose): both orders of [C, H * W].
+  const int64_t hw = s.height * s.width;
+  if (s.batch > kMaxGridYZ || (s.channels + 31) / 32 > kMaxGridYZ ||
+      (hw + 31) / 32 > kMaxGridYZ) {
+    return false;
+  }
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                             device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major >= 9;  // float4 atomicAdd
+}
+
+template <typename T>
+cudaError_t deform_conv_im2col_nhwc_cuda_launch(const T* input,
+                                                const T* offset, const T* mask,
+                                                const DeformConvShape& s,
+                                                T* input_nhwc, T* columns,
+                                                cudaStream_t stream) {
+  const int64_t slices = slices_for(s, kTargetThreads);
+  const int64_t n = s.samples() * slices;
+  if (n == 0 || s.channels == 0) return cudaSuccess;
+  launch_transpose<T>(input, input_nhwc, s.batch, s.channels,
+                      s.height * s.width, stream);
+  deform_conv_im2col_nhwc_kernel<T>
+      <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
+          input_nhwc, offset, mask, s, slices, columns);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t deform_conv_col2im_nhwc_cuda_launch(
+    const T* input, const T* offset, const T* mask, T* columns,
+    const DeformConvShape& s, int64_t slices, T* input_nhwc, float* grad_nhwc,
+    float* grad_input, float* grad_offset, float* grad_mask,
+    cudaStream_t stream) {
+  const int64_t hw = s.height * s.width;
+  const int64_t numel = s.batch * s.channels * hw;
+  if (numel == 0) return cudaSuccess;
+  launch_transpose<T>(input, input_nhwc, s.batch, s.channels, hw, stream);
+  cudaError_t err = cudaMemsetAsync(
+      grad_nhwc, 0, static_cast<size_t>(numel) * sizeof(float), stream);
+  if (err != cudaSuccess) return err;
+  const int64_t n = s.samples() * slices;
+  if (n > 0) {
+    deform_conv_col2im_nhwc_kernel<T>
+        <<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, stream>>>(
+            input_nhwc, offset, mask, columns, s, slices, grad_nhwc,
+            grad_offset, grad_mask);
+  }
+  launch_transpose<float>(grad_nhwc, grad_input, s.batch, hw, s.channels,
+                          stream);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t deform_conv_add_bias_cuda_launch(T* out, const T* bias,
+                                             int64_t rows, int64_t cols,
+                                             cudaStream_t stream) {
+  const int64_t numel = rows * cols;
+  if (numel == 0) return cudaSuccess;
+  add_bias_kernel<T>
+      <<<cuda::blocks_for(numel), cuda::kThreadsPerBlock, 0, stream>>>(
+          out, bias, numel, cols);
+  return cudaGetLastError();
+}
+
+template <typename T, typename A>
+cudaError_t deform_conv_sum_slices_cuda_launch(const A* parts, int64_t slices,
+                                               int64_t numel, T* out,
+                                               cudaStream_t stream) {
+  if (numel == 0) return cudaSuccess;
+  sum_slices_kernel<T, A>
+      <<<cuda::blocks_for(numel), cuda::kThreadsPerBlock, 0, stream>>>(
+          parts, slices, numel, out);
+  return cudaGetLastError();
+}
+
+#define VISDET_INSTANTIATE_NHWC(T)                                          \
+  template cudaError_t deform_conv_im2col_nhwc_cuda_launch<T>(             \
+      const T*, const T*, const T*, const DeformConvShape&, T*, T*,         \
+      cudaStream_t);                                                        \
+  template cudaError_t deform_conv_col2im_nhwc_cuda_launch<T>(             \
+      const T*, const T*, const T*, T*, const DeformConvShape&, int64_t,    \
+      T*, float*, float*, float*, float*, cudaStream_t);
+VISDET_INSTANTIATE_NHWC(float)
+VISDET_INSTANTIATE_NHWC(__half)
+VISDET_INSTANTIATE_NHWC(__nv_bfloat16)
+#undef VISDET_INSTANTIATE_NHWC
+
 #define VISDET_INSTANTIATE(T)                                                \
   template cudaError_t deform_conv_im2col_cuda_launch<T>(                    \
       const T*, const T*, const T*, const DeformConvShape&, T*,              \
@@ -194,7 +523,11 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
   template cudaError_t deform_conv_col2im_cuda_launch<T, acc_t<T>>(    \
       const T*, const T*, const T*, T*, const DeformConvShape&,              \
       int64_t, acc_t<T>*, acc_t<T>*, acc_t<T>*,            \
-      cudaStream_t);
+      cudaStream_t);                                                         \
+  template cudaError_t deform_conv_add_bias_cuda_launch<T>(                  \
+      T*, const T*, int64_t, int64_t, cudaStream_t);                         \
+  template cudaError_t deform_conv_sum_slices_cuda_launch<T, acc_t<T>>(      \
+      const acc_t<T>*, int64_t, int64_t, T*, cudaStream_t);
 VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 

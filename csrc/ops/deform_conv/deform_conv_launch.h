@@ -91,6 +91,49 @@ cudaError_t deform_conv_col2im_cuda_launch(const T* input, const T* offset,
                                            A* grad_offset, A* grad_mask,
                                            cudaStream_t stream);
 
+
+// out [rows, cols] += bias [rows] (one broadcast add, rounded once).
+template <typename T>
+cudaError_t deform_conv_add_bias_cuda_launch(T* out, const T* bias,
+                                             int64_t rows, int64_t cols,
+                                             cudaStream_t stream);
+
+// out[i] = sum over s < slices of parts[s * numel + i]: col2im's per-slice
+// partial offset / mask gradients, summed in slice order.
+template <typename T, typename A>
+cudaError_t deform_conv_sum_slices_cuda_launch(const A* parts, int64_t slices,
+                                               int64_t numel, T* out,
+                                               cudaStream_t stream);
+
+// Whether im2col and col2im of this chunk, on CUDA device `device`, take the
+// channels-last kernels below: channels per deform group a multiple of 4, a
+// device with float4 atomicAdd (sm_90+), sizes the transposes' grids take.
+// Float accumulation only (the caller checks the dtype: not double). Where
+// it holds for a batch it holds for each chunk of it (only the transposes'
+// grid bounds the batch, and chunks are no larger).
+bool deform_conv_cuda_channels_last(const DeformConvShape& s, int device);
+
+// im2col through a channels-last copy: transposes input ([B, C, H, W]) into
+// input_nhwc (scratch of the same size, [B, H, W, C]), then samples four
+// channels per vector load. T: float, __half, __nv_bfloat16.
+template <typename T>
+cudaError_t deform_conv_im2col_nhwc_cuda_launch(const T* input,
+                                                const T* offset, const T* mask,
+                                                const DeformConvShape& s,
+                                                T* input_nhwc, T* columns,
+                                                cudaStream_t stream);
+
+// col2im through channels-last copies: input_nhwc and grad_nhwc are scratch
+// buffers of the input's size (T and float); the gradient is accumulated in
+// grad_nhwc and then transposed into grad_input, which is overwritten (no
+// zero fill needed). The rest as deform_conv_col2im_cuda_launch.
+template <typename T>
+cudaError_t deform_conv_col2im_nhwc_cuda_launch(
+    const T* input, const T* offset, const T* mask, T* columns,
+    const DeformConvShape& s, int64_t slices, T* input_nhwc, float* grad_nhwc,
+    float* grad_input, float* grad_offset, float* grad_mask,
+    cudaStream_t stream);
+
 #endif
 
 }  // namespace visdet_ops

@@ -205,14 +205,10 @@ __global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_forward_kernel(
   if constexpr (kVec4) {
     const I vectors = numel / 4;
     const I stride = static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x);
-    for (I v = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +
-               static_cast<I>(threadIdx.x);
-         v < vectors; v += stride) {
+    // Vector v of the loop; `t` its row's target.
+    auto step = [&](I v, const Vec4<T>& x, int64_t t) {
       const I i = v * 4;
-      const I n = i / classes;
-      const I c = i - n * classes;
-      const Vec4<T> x = reinterpret_cast<const Vec4<T>*>(input)[v];
-      const int64_t t = target[n];
+      const I c = i - (i / classes) * classes;
       Vec4<T> out, g;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -226,7 +222,23 @@ __global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_forward_kernel(
       }
       if constexpr (!kReduce) reinterpret_cast<Vec4<T>*>(loss)[v] = out;
       if constexpr (kGrad) reinterpret_cast<Vec4<T>*>(grad)[v] = g;
+    };
+    const Vec4<T>* in = reinterpret_cast<const Vec4<T>*>(input);
+    I v = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +
+          static_cast<I>(threadIdx.x);
+    // Two vectors in flight per thread (their loads issued before either is
+    // computed): one 16-byte load at a time left the reducing grid, capped
+    // at kReduceBlocks blocks, short of the bytes in flight HBM needs.
+    // `vectors - stride` does not overflow: v < vectors here.
+    for (; v < vectors - stride; v += 2 * stride) {
+      const Vec4<T> x0 = in[v];
+      const Vec4<T> x1 = in[v + stride];
+      const int64_t t0 = target[(v * 4) / classes];
+      const int64_t t1 = target[((v + stride) * 4) / classes];
+      step(v, x0, t0);
+      step(v + stride, x1, t1);
     }
+    if (v < vectors) step(v, in[v], target[(v * 4) / classes]);
   } else {
     grid_stride_unrolled<I>(
         numel,
