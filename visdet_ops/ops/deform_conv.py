@@ -567,9 +567,10 @@ class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
 @example("deform_conv2d")
 def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> str | None:
     """DCNv2 (mask, bias, 2 groups, 2 deform groups, 2 images in one chunk) and DCNv1 (chunks of 1):
-    im2col and the fused col2im, forward and backward. A 9x10 map; a 12x40 map (width a multiple of 4:
-    the paired vector atomics of the float backward on sm_90) with 40 channels and offsets up to 7 px;
-    32 channels of a 3x2 kernel on a 3x4 map (the channel-slice path)."""
+    im2col and the fused col2im, forward and backward; every case has channels per deform group a multiple of 4
+    (the channels-last kernels on sm_90; float64 takes the NCHW ones). A 9x10 map; a 12x40 map (width a multiple
+    of 4: the NCHW backward's paired vector atomics) with 40 channels and offsets up to 7 px; 32 channels of a 3x2
+    kernel on a 3x4 map (the channel-slice path)."""
     from ..reference.deform_conv import deform_conv2d_reference
     from ._examples import synchronize
 

@@ -185,6 +185,43 @@ __device__ __forceinline__ void add_channels4(float* p, const float a[4]) {
 #endif
 }
 
+// What a thread of the channels-last kernels works on: sample `index` of
+// [0, s.samples() * slices) is slice `slice` of the channel quads of its
+// deform group, [q_begin, q_end); col is its first column element and i00
+// the element of corner (y0, x0), first channel, in the channels-last input
+// (0 when the sample is outside the map).
+template <typename T>
+struct QuadWork {
+  deform_conv_detail::Sample<float> p;
+  deform_conv_detail::Corners<float> c;
+  int64_t slice, q_begin, q_end, i00;
+  T* col;
+};
+
+template <typename T>
+__device__ __forceinline__ QuadWork<T> quad_work(int64_t index,
+                                                 const T* __restrict__ offset,
+                                                 const T* __restrict__ mask,
+                                                 const DeformConvShape& s,
+                                                 int64_t slices, T* columns) {
+  QuadWork<T> w;
+  const int64_t samples = s.samples();
+  w.slice = index / samples;
+  channel_range(w.slice, slices, s.channels_per_group() / 4, &w.q_begin,
+                &w.q_end);
+  w.p = deform_conv_detail::locate<float>(index - w.slice * samples, offset,
+                                          mask, s, ToAcc());
+  w.c = deform_conv_detail::corners(w.p.y, w.p.x, s.height, s.width);
+  const int64_t ch0 = w.p.group * s.channels_per_group() + w.q_begin * 4;
+  w.col = columns + (ch0 * s.kernel_points() + w.p.point) * s.columns_width() +
+          w.p.column;
+  w.i00 = w.c.inside ? ((w.p.b * s.height + w.c.y0) * s.width + w.c.x0) *
+                               s.channels +
+                           ch0
+                     : 0;
+  return w;
+}
+
 // im2col over a channels-last copy of the chunk's input ([B, H, W, C]): four
 // channels of one corner in one vector load, where the NCHW kernel makes one
 // load per channel and corner. The same expression per channel as
@@ -197,29 +234,18 @@ __global__ void deform_conv_im2col_nhwc_kernel(const T* __restrict__ input_nhwc,
                                                DeformConvShape s, int64_t slices,
                                                T* __restrict__ columns) {
   using A = float;
-  const int64_t samples = s.samples();
-  const int64_t quads = s.channels_per_group() / 4;
   const int64_t row_stride = s.kernel_points() * s.columns_width();
-  const int64_t chans = s.channels;
-  cuda::grid_stride_loop<int64_t>(samples * slices, [&](int64_t index) {
-    const int64_t slice = index / samples;
-    int64_t q_begin, q_end;
-    channel_range(slice, slices, quads, &q_begin, &q_end);
-    const deform_conv_detail::Sample<A> p = deform_conv_detail::locate<A>(
-        index - slice * samples, offset, mask, s, ToAcc());
-    const deform_conv_detail::Corners<A> c =
-        deform_conv_detail::corners(p.y, p.x, s.height, s.width);
-    const int64_t ch0 = p.group * s.channels_per_group() + q_begin * 4;
-    T* col = columns + (ch0 * s.kernel_points() + p.point) * s.columns_width() +
-             p.column;
+  const int64_t right = s.channels, down = s.width * s.channels;
+  cuda::grid_stride_loop<int64_t>(s.samples() * slices, [&](int64_t index) {
+    const QuadWork<T> w = quad_work(index, offset, mask, s, slices, columns);
+    const deform_conv_detail::Sample<A>& p = w.p;
+    const deform_conv_detail::Corners<A>& c = w.c;
+    T* col = w.col;
     const A hy = A(1) - c.ly, hx = A(1) - c.lx;
     const A w00 = hy * hx * p.m, w01 = hy * c.lx * p.m;
     const A w10 = c.ly * hx * p.m, w11 = c.ly * c.lx * p.m;
-    int64_t i00 = c.inside
-                      ? ((p.b * s.height + c.y0) * s.width + c.x0) * chans + ch0
-                      : 0;
-    const int64_t right = chans, down = s.width * chans;
-    for (int64_t q = q_begin; q < q_end; ++q) {
+    int64_t i00 = w.i00;
+    for (int64_t q = w.q_begin; q < w.q_end; ++q) {
       A v00[4] = {0, 0, 0, 0}, v01[4] = {0, 0, 0, 0}, v10[4] = {0, 0, 0, 0},
         v11[4] = {0, 0, 0, 0};
       if (c.inside) {
@@ -262,23 +288,16 @@ __global__ void deform_conv_col2im_nhwc_kernel(
   const int64_t samples = s.samples();
   const int64_t plane = s.out_plane();
   const int64_t offset_numel = 2 * samples;
-  const int64_t quads = s.channels_per_group() / 4;
   const int64_t row_stride = s.kernel_points() * s.columns_width();
-  const int64_t chans = s.channels;
+  const int64_t right = s.channels, down = s.width * s.channels;
   cuda::grid_stride_loop<int64_t>(samples * slices, [&](int64_t index) {
-    const int64_t slice = index / samples;
-    int64_t q_begin, q_end;
-    channel_range(slice, slices, quads, &q_begin, &q_end);
-    const deform_conv_detail::Sample<A> p = deform_conv_detail::locate<A>(
-        index - slice * samples, offset, mask, s, ToAcc());
-    const deform_conv_detail::Corners<A> c =
-        deform_conv_detail::corners(p.y, p.x, s.height, s.width);
-    const int64_t ch0 = p.group * s.channels_per_group() + q_begin * 4;
-    T* col = columns + (ch0 * s.kernel_points() + p.point) * s.columns_width() +
-             p.column;
+    const QuadWork<T> w = quad_work(index, offset, mask, s, slices, columns);
+    const deform_conv_detail::Sample<A>& p = w.p;
+    const deform_conv_detail::Corners<A>& c = w.c;
+    T* col = w.col;
     A gy = A(0), gx = A(0), gmask = A(0);
     if (!c.inside) {  // the sample is 0: no gradient, and its columns are 0
-      for (int64_t ch = q_begin * 4; ch < q_end * 4; ++ch) {
+      for (int64_t ch = w.q_begin * 4; ch < w.q_end * 4; ++ch) {
         *col = from_acc<T>(A(0));
         col += row_stride;
       }
@@ -288,12 +307,10 @@ __global__ void deform_conv_col2im_nhwc_kernel(
               w11 = c.ly * c.lx;
       const A m00 = w00 * p.m, m01 = w01 * p.m, m10 = w10 * p.m,
               m11 = w11 * p.m;
-      // Element index of corner (y0, x0), channel ch0; the other corners are
-      // one pixel (C) and one row (W * C) further. Only valid corners are
-      // dereferenced.
-      int64_t i00 = ((p.b * s.height + c.y0) * s.width + c.x0) * chans + ch0;
-      const int64_t right = chans, down = s.width * chans;
-      for (int64_t q = q_begin; q < q_end; ++q) {
+      // The other corners are one pixel (C) and one row (W * C) from i00.
+      // Only valid corners are dereferenced.
+      int64_t i00 = w.i00;
+      for (int64_t q = w.q_begin; q < w.q_end; ++q) {
         A gc[4], v00[4] = {0, 0, 0, 0}, v01[4] = {0, 0, 0, 0},
                  v10[4] = {0, 0, 0, 0}, v11[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -329,10 +346,10 @@ __global__ void deform_conv_col2im_nhwc_kernel(
         col += 4 * row_stride;
       }
     }
-    A* go = grad_offset + slice * offset_numel;
+    A* go = grad_offset + w.slice * offset_numel;
     go[p.offset_index] = gy;
     go[p.offset_index + plane] = gx;
-    if (mask != nullptr) grad_mask[slice * samples + p.mask_index] = gmask;
+    if (mask != nullptr) grad_mask[w.slice * samples + p.mask_index] = gmask;
   });
 }
 
