@@ -123,6 +123,20 @@ def peak_memory_bytes(fn) -> int:
     return torch.cuda.max_memory_allocated() - base
 
 
+def device_kernels(fn) -> list[tuple[str, float, int]]:
+    """fn() once to warm up, then once under torch.profiler with CUDA activity only, so that every entry is the
+    device's own (kernels, memsets, copies): (name, device µs, calls) of each, costliest first. CUDA only."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    rows = [(e.key, e.device_time_total, e.count) for e in prof.key_averages() if e.device_time_total > 0]
+    return sorted(rows, key=lambda r: -r[1])
+
+
 def copy_bandwidth_gbs() -> float:
     """Device-to-device copy of 1 GiB, counting bytes read plus bytes written."""
     src = torch.empty(1 << 28, dtype=torch.float32, device="cuda").uniform_()

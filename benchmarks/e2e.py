@@ -26,7 +26,7 @@ import json
 import sys
 
 import torch
-from bench import alternating_medians, wall_time_per_call  # benchmarks/bench.py: the harness's timing
+from bench import alternating_medians, device_kernels, wall_time_per_call  # benchmarks/bench.py: the harness's timing
 
 import visdet_ops
 
@@ -176,25 +176,14 @@ def _msda_cases(args):
     )
 
 
-def _print_profile(who: str, step, top: int, sync) -> None:
-    """One step under torch.profiler: its device time in all, and its `top` costliest kernels by device time (the
-    split of a step that the ratio alone does not give)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    step()
-    sync()
-    with profile(activities=activities) as prof:
-        step()
-        sync()
-    # The device's own entries (kernels, memsets, copies); the ops that launch them also report their kernels'
-    # time as their own, so they are left out.
-    events = [e for e in prof.key_averages() if e.self_device_time_total > 0]
-    kernels = [e for e in events if e.device_type != torch.autograd.DeviceType.CPU] or events
-    total_us = sum(e.self_device_time_total for e in kernels)
-    print(f"|   {who}: device time {total_us / 1e3:.2f} ms in {sum(e.count for e in kernels)} kernels | | | |")
-    for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:top]:
-        print(f"|   {who}: {e.key[:100]} | {e.self_device_time_total / 1e3:.3f} ms | x{e.count} | |")
+def _print_profile(who: str, step, top: int) -> None:
+    """One step's device time in all and its `top` costliest kernels (bench.device_kernels): the split of a step
+    that the ratio alone does not give."""
+    kernels = device_kernels(step)
+    total_us = sum(us for _, us, _ in kernels)
+    print(f"|   {who}: device time {total_us / 1e3:.2f} ms in {sum(n for _, _, n in kernels)} kernels | | | |")
+    for name, us, calls in kernels[:top]:
+        print(f"|   {who}: {name[:100]} | {us / 1e3:.3f} ms | x{calls} | |")
 
 
 def main(argv: list[str]) -> int:
@@ -213,6 +202,8 @@ def main(argv: list[str]) -> int:
         help="after timing, profile one step of each side (torch.profiler) and list its N costliest device kernels",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.profile and args.device != "cuda":
+        parser.error(f"--profile lists device kernels: it needs --device cuda, got --device {args.device}")
     if args.size is None:
         args.size = [800, 1088]
     if args.threads:
@@ -241,7 +232,7 @@ def main(argv: list[str]) -> int:
             print(f"| {name} | {row['ours_ms']:.1f} | {row['theirs_ms']:.1f} | {row['ratio']:.3f}x |", flush=True)
             if args.profile:
                 for who, fn in (("ours", ours), ("theirs", theirs)):
-                    _print_profile(who, fn, args.profile, sync)
+                    _print_profile(who, fn, args.profile)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

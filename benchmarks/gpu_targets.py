@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 import torch
-from bench import alternating_medians, cuda_time_ms  # benchmarks/bench.py: the harness's timing
+from bench import alternating_medians, cuda_time_ms, device_kernels  # benchmarks/bench.py: the harness's timing
 
 import visdet_ops
 
@@ -201,18 +201,6 @@ def _time_ms(fn: Callable[[], None], calls: int, back_to_back: bool) -> float:
     return cuda_time_ms(fn, warmup=0, repeat=calls)["median_ms"]
 
 
-def _kernels(fn: Callable[[], None]) -> list[tuple[str, float]]:
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    rows = [(e.key, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0]
-    return sorted(rows, key=lambda r: -r[1])[:8]
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", choices=sorted(FAMILIES), help="families to run (default: all)")
@@ -261,7 +249,7 @@ def main(argv: list[str]) -> int:
                       f"{100 * row['fraction_of_copy']:.0f}% of copy | | | |")  # fmt: skip
             if args.profile and not back_to_back:
                 for who, fn in (("ours", ours), ("peer", peer)):
-                    for kname, us in _kernels(fn):
+                    for kname, us, _ in device_kernels(fn)[:8]:
                         print(f"|   {who}: {kname[:90]} | {us:.1f} us | | |")
     if args.json:
         with open(args.json, "w") as f:

@@ -25,6 +25,22 @@ const T* data_or_null(const std::optional<Tensor>& t) {
   return t.has_value() ? host::const_data<T>(*t) : nullptr;
 }
 
+// Whether im2col and col2im of this input (in the kernels' dtype) and chunk
+// shape go through channels-last copies (deform_conv_launch.h): float
+// accumulation (not double) on a device and shape that take them. col2im then
+// overwrites grad_input, so the backward need not zero it first
+// (DeformConvKernels::col2im_overwrites).
+bool channels_last_cuda(const Tensor& input, const DeformConvShape& s) {
+  return host::dtype_of(input) != host::ScalarType::Double &&
+         deform_conv_cuda_channels_last(s, host::device_index(input));
+}
+
+// A scratch [B, H, W, C] copy of the chunk's input, in dtype.
+Tensor nhwc_scratch(const Tensor& input, const DeformConvShape& s,
+                    host::ScalarType dtype) {
+  return host::empty({s.batch, s.height, s.width, s.channels}, dtype, input);
+}
+
 void im2col_cuda(const Tensor& input, const Tensor& offset,
                  const std::optional<Tensor>& mask, const DeformConvShape& s,
                  const Tensor& columns) {
@@ -33,10 +49,9 @@ void im2col_cuda(const Tensor& input, const Tensor& offset,
       host::dtype_of(input), "deform_conv_im2col_cuda", [&](auto tag) {
         using T = typename decltype(tag)::type;
         if constexpr (!std::is_same<T, double>::value) {
-          if (deform_conv_cuda_channels_last(s, host::device_index(input))) {
+          if (channels_last_cuda(input, s)) {
             const Tensor input_nhwc =
-                host::empty({s.batch, s.channels, s.height, s.width},
-                            host::dtype_of(input), input);
+                nhwc_scratch(input, s, host::dtype_of(input));
             VISDET_CUDA_CHECK(deform_conv_im2col_nhwc_cuda_launch<T>(
                 host::const_data<T>(input), host::const_data<T>(offset),
                 data_or_null<T>(mask), s, host::mutable_data<T>(input_nhwc),
@@ -48,13 +63,6 @@ void im2col_cuda(const Tensor& input, const Tensor& offset,
             host::const_data<T>(input), host::const_data<T>(offset),
             data_or_null<T>(mask), s, host::mutable_data<T>(columns), stream));
       });
-}
-
-// col2im overwrites grad_input where it goes through channels-last copies
-// (float accumulation), so the backward need not zero it first.
-bool col2im_overwrites_cuda(const Tensor& input, const DeformConvShape& s) {
-  return host::dtype_of(input) != host::ScalarType::Double &&
-         deform_conv_cuda_channels_last(s, host::device_index(input));
 }
 
 int64_t channel_slices_cuda(const DeformConvShape& s) {
@@ -72,16 +80,13 @@ void col2im_cuda(const Tensor& input, const Tensor& offset,
         using T = typename decltype(tag)::type;
         using A = acc_t<T>;
         if constexpr (std::is_same<A, float>::value) {
-          if (deform_conv_cuda_channels_last(s, host::device_index(input))) {
-            // Through channels-last copies (deform_conv_launch.h): about
-            // 2.5x fewer L2 operations in the kernel than over NCHW. The
-            // chunk's images are its own, so grad_input is overwritten.
+          if (channels_last_cuda(input, s)) {
+            // About 2.5x fewer L2 operations in the kernel than over NCHW.
+            // The chunk's images are its own, so grad_input is overwritten.
             const Tensor input_nhwc =
-                host::empty({s.batch, s.channels, s.height, s.width},
-                            host::dtype_of(input), input);
+                nhwc_scratch(input, s, host::dtype_of(input));
             const Tensor grad_nhwc =
-                host::empty({s.batch, s.channels, s.height, s.width},
-                            host::dtype_of(grad_input), input);
+                nhwc_scratch(input, s, host::dtype_of(grad_input));
             VISDET_CUDA_CHECK(deform_conv_col2im_nhwc_cuda_launch<T>(
                 host::const_data<T>(input), host::const_data<T>(offset),
                 data_or_null<T>(mask), host::mutable_data<T>(columns), s,
@@ -108,6 +113,7 @@ void col2im_cuda(const Tensor& input, const Tensor& offset,
 // The host layer's two small steps as single launches of our own kernels
 // (the aten add / sum + copy they replace cost a dispatch each: the batch-1
 // DCN calls are host-bound).
+// out: [C_out, cols] (the GEMM's result), bias: [C_out].
 void add_bias_cuda(const Tensor& out, const Tensor& bias) {
   const cudaStream_t stream = host::current_cuda_stream(out);
   host::dispatch_floating_types<__half, __nv_bfloat16>(
@@ -115,8 +121,7 @@ void add_bias_cuda(const Tensor& out, const Tensor& bias) {
         using T = typename decltype(tag)::type;
         VISDET_CUDA_CHECK(deform_conv_add_bias_cuda_launch<T>(
             host::mutable_data<T>(out), host::const_data<T>(bias),
-            out.size(0), out.numel() / (out.size(0) > 0 ? out.size(0) : 1),
-            stream));
+            out.size(0), out.size(1), stream));
       });
 }
 
@@ -135,7 +140,7 @@ void sum_slices_cuda(const Tensor& parts, const Tensor& out) {
 struct Cuda {
   static constexpr DeformConvKernels kernels{
       /*reduced_float_kernels=*/true, &im2col_cuda, &channel_slices_cuda,
-      &col2im_cuda, &col2im_overwrites_cuda, &add_bias_cuda, &sum_slices_cuda};
+      &col2im_cuda, &channels_last_cuda, &add_bias_cuda, &sum_slices_cuda};
   using Guard = host::CudaDeviceGuard;
 };
 

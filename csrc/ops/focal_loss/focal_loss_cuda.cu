@@ -205,10 +205,9 @@ __global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_forward_kernel(
   if constexpr (kVec4) {
     const I vectors = numel / 4;
     const I stride = static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x);
-    // Vector v of the loop; `t` its row's target.
-    auto step = [&](I v, const Vec4<T>& x, int64_t t) {
-      const I i = v * 4;
-      const I c = i - (i / classes) * classes;
+    // Vector v of the loop, in row n, whose target is t.
+    auto step = [&](I v, const Vec4<T>& x, I n, int64_t t) {
+      const I c = v * 4 - n * classes;
       Vec4<T> out, g;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -226,19 +225,24 @@ __global__ void __launch_bounds__(kThreads) sigmoid_focal_loss_forward_kernel(
     const Vec4<T>* in = reinterpret_cast<const Vec4<T>*>(input);
     I v = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +
           static_cast<I>(threadIdx.x);
-    // Two vectors in flight per thread (their loads issued before either is
-    // computed): one 16-byte load at a time left the reducing grid, capped
-    // at kReduceBlocks blocks, short of the bytes in flight HBM needs.
-    // `vectors - stride` does not overflow: v < vectors here.
+    // Two vectors in flight per thread, their loads issued before either is
+    // computed (the reducing grid is capped at kReduceBlocks blocks; run 26,
+    // H200, 400k x 80: 140 -> 133 us). `vectors - stride` does not overflow:
+    // v < vectors here.
     for (; v < vectors - stride; v += 2 * stride) {
+      const I n0 = (v * 4) / classes;
+      const I n1 = ((v + stride) * 4) / classes;
       const Vec4<T> x0 = in[v];
       const Vec4<T> x1 = in[v + stride];
-      const int64_t t0 = target[(v * 4) / classes];
-      const int64_t t1 = target[((v + stride) * 4) / classes];
-      step(v, x0, t0);
-      step(v + stride, x1, t1);
+      const int64_t t0 = target[n0];
+      const int64_t t1 = target[n1];
+      step(v, x0, n0, t0);
+      step(v + stride, x1, n1, t1);
     }
-    if (v < vectors) step(v, in[v], target[(v * 4) / classes]);
+    if (v < vectors) {
+      const I n = (v * 4) / classes;
+      step(v, in[v], n, target[n]);
+    }
   } else {
     grid_stride_unrolled<I>(
         numel,
