@@ -14,6 +14,10 @@ Environment:
                           (default: the commit time, `git log -1 --format=%ct`; without git, the newest
                           source file's date)
   MAX_JOBS                parallel compile jobs (ninja)
+  VISDET_OPS_TARGET_TORCH cross-compile: the `torch` package folder of the target machine's torch (an unpacked
+                          aarch64 wheel, docs/aarch64.md), the same release as the torch this runs with, whose
+                          headers and libraries the build uses instead; CC and CXX must be compilers for that
+                          machine (aarch64-linux-gnu-gcc/g++), and a CUDA build needs CUDA_HOME/targets/sbsa-linux
 
 Build against the torch you will run with, without build isolation:
   pip install "torch==<the release you run>" && pip wheel --no-build-isolation --no-deps .
@@ -21,10 +25,12 @@ Build against the torch you will run with, without build isolation:
 
 from __future__ import annotations
 
+import ast
 import datetime
 import importlib.util
 import inspect
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -71,9 +77,80 @@ except ImportError:
         "build without isolation: `pip wheel --no-build-isolation --no-deps .`"
     )
 
-TORCH_VERSION = variants.parse_release(torch.__version__)
-TORCH_CUDA = torch.version.cuda  # "13.0" or None
 MATRIX = tomllib.loads((ROOT / "ci" / "matrix.toml").read_text())
+HOST_TORCH_DIR = Path(torch.__file__).resolve().parent
+
+
+def elf_symbols(library: Path) -> str:
+    """`nm -D --defined-only` of a shared library (GNU nm reads an aarch64 ELF as well as an x86_64 one)."""
+    nm = shutil.which("nm")
+    if nm is None:
+        fail("`nm` (binutils) is needed to read the target torch's libraries")
+    return subprocess.run([nm, "-D", "--defined-only", str(library)], capture_output=True, text=True).stdout
+
+
+def decide_target():
+    """(torch folder, machine, torch version, torch CUDA, cxx11 ABI) the build compiles for: the running torch, or in a
+    cross build VISDET_OPS_TARGET_TORCH's. A cross build takes headers and libraries from the target torch and the
+    rest (torch.utils.cpp_extension and its flags) from the running one, which must be the same release so that the
+    flags fit the headers (and the device code is the same as a native build's: docs/aarch64.md)."""
+    host_machine = variants.normalize_machine(platform.machine())
+    host = (HOST_TORCH_DIR, host_machine, torch.__version__, torch.version.cuda, bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    raw = os.environ.get("VISDET_OPS_TARGET_TORCH", "").strip()
+    if not raw:
+        return host, False
+    target = Path(raw).resolve()
+    c10 = target / "lib" / "libc10.so"
+    version_py = target / "version.py"
+    if not (target / "include").is_dir() or not c10.exists() or not version_py.exists():
+        fail(
+            f"VISDET_OPS_TARGET_TORCH={raw}: not a torch package folder (expected include/, lib/libc10.so and "
+            "version.py in it: the torch/ folder of an unpacked torch wheel for the target machine)"
+        )
+    try:
+        machine = variants.elf_machine(c10)
+    except ValueError as exc:
+        fail(f"VISDET_OPS_TARGET_TORCH: {exc}")
+    values = {}
+    for node in ast.parse(version_py.read_text()).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            names = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for name in names:
+                if isinstance(name, ast.Name) and name.id in ("__version__", "cuda"):
+                    values[name.id] = ast.literal_eval(node.value)
+    version, cuda = values.get("__version__"), values.get("cuda")
+    if version is None:
+        fail(f"VISDET_OPS_TARGET_TORCH: {version_py} has no __version__")
+    if variants.parse_release(version).parts != variants.parse_release(torch.__version__).parts:
+        fail(
+            f"cross build: the target torch is {version} and this build runs with torch {torch.__version__}; "
+            "install the same release for this machine (torch.utils.cpp_extension's flags must fit the target's "
+            "headers)"
+        )
+    cxx11_abi = "__cxx11" in elf_symbols(c10)
+    if cxx11_abi != host[4]:
+        fail(f"cross build: the target torch's C++ ABI (_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}) is not the host's")
+    compiler = os.environ.get("CXX", "c++")
+    dumped = command_output([compiler, "-dumpmachine"]) if shutil.which(compiler.split()[0]) else ""
+    if not dumped.startswith(machine):
+        fail(
+            f"cross build for {machine}: CXX={compiler} compiles for {dumped or 'nothing (not found)'}; set CC and CXX "
+            f"to {machine}-linux-gnu-gcc and -g++ (Debian: apt-get install g++-{machine}-linux-gnu)"
+        )
+    return (target, machine, version, cuda, cxx11_abi), machine != host_machine
+
+
+def command_output(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+(TORCH_DIR, TARGET_MACHINE, _TARGET_VERSION, TORCH_CUDA, CXX11_ABI), CROSS = decide_target()
+TORCH_VERSION = variants.parse_release(_TARGET_VERSION)
+# nvcc's target folder for a cross build (CUDA_HOME/targets/<dir>: the target's headers and libcudart).
+NVCC_TARGET_DIRS = {"aarch64": "sbsa-linux", "x86_64": "x86_64-linux"}
 
 
 def decide_stable_abi() -> bool:
@@ -104,7 +181,7 @@ def decide_cuda():
     if mode == "1":
         if TORCH_CUDA is None:
             fail(
-                f"VISDET_OPS_CUDA=1 but torch {torch.__version__} is a CPU-only build; "
+                f"VISDET_OPS_CUDA=1 but torch {_TARGET_VERSION} is a CPU-only build; "
                 "install a CUDA build of torch to build the CUDA kernels"
             )
         if cuda_home is None or not (cuda_home / "bin" / "nvcc").exists():
@@ -126,6 +203,11 @@ def decide_cuda():
         fail(f"could not run {cuda_home / 'bin' / 'nvcc'} --version")
     if nvcc.major != variants.parse_release(TORCH_CUDA).major:
         fail(f"nvcc {nvcc} ({cuda_home}) cannot build for torch {torch.__version__}, which needs CUDA {TORCH_CUDA}")
+    if CROSS and not (cuda_home / "targets" / NVCC_TARGET_DIRS[TARGET_MACHINE] / "lib").is_dir():
+        fail(
+            f"cross build for {TARGET_MACHINE}: {cuda_home}/targets/{NVCC_TARGET_DIRS[TARGET_MACHINE]} is missing (the "
+            "target's CUDA headers and libcudart, which nox -s build-<row> -- --platform assembles: docs/aarch64.md)"
+        )
     return True, cuda_home, nvcc
 
 
@@ -182,13 +264,6 @@ except ValueError as exc:
 os.environ["SOURCE_DATE_EPOCH"] = str(EPOCH)
 
 
-def command_output(cmd: list[str]) -> str:
-    try:
-        return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
-
-
 def build_time() -> str:
     return datetime.datetime.fromtimestamp(EPOCH, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -208,7 +283,12 @@ def write_build_info(package_dir: Path) -> None:
         "NVCC_VERSION": str(NVCC_VERSION) if WITH_CUDA else None,
         "CUDA_ARCH_SASS": sass,
         "CUDA_ARCH_PTX": ptx,
-        "CXX11_ABI": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "CXX11_ABI": CXX11_ABI,
+        # The machine the extension is built for (platform.machine() spelling; a cross build's target).
+        "PLATFORM": TARGET_MACHINE,
+        # Which variants have a wheel for which machine (ci/matrix.toml): the import check and the doctor say where
+        # none serves a torch (a JetPack torch on a Jetson, say) instead of printing a pip line that finds nothing.
+        "PUBLISHED": published_variants(),
         # A stable build runs on every torch >= the floor (same CUDA major): the loader checks that, not the minor.
         "STABLE_ABI": STABLE_ABI,
         "STABLE_ABI_FLOOR": ".".join(map(str, variants.STABLE_ABI_FLOOR)) if STABLE_ABI else None,
@@ -221,6 +301,31 @@ def write_build_info(package_dir: Path) -> None:
     lines = ['"""Generated by setup.py when visdet-ops was built. Never edit or commit."""', ""]
     lines += [f"{k} = {v!r}" for k, v in info.items()]
     (package_dir / "_build_info.py").write_text("\n".join(lines) + "\n")
+
+
+def published_variants() -> dict:
+    """Per platform, the variants of ci/matrix.toml with a wheel and the newest torch minor it knows (the build reads
+    the matrix as plain TOML: ci/matrix.py's Matrix.published() is the same table, and a test holds them equal)."""
+
+    def release(text: str) -> tuple[int, ...]:
+        return variants.parse_release(text).parts
+
+    floor = variants.STABLE_ABI_FLOOR
+    out: dict = {}
+    for row in MATRIX["cuda"]:
+        for machine in row["platforms"]:
+            table = row[machine]
+            torches = [t for t in row["torch"] if "since" not in table or release(t) >= release(table["since"])]
+            entry = out.setdefault(machine, {"variants": set(), "newest_torch": (0, 0)})
+            entry["variants"] |= {variants.variant_name(t, row["name"]) for t in torches}
+            entry["newest_torch"] = max(entry["newest_torch"], *(release(t)[:2] for t in torches))
+            if row["name"] in MATRIX.get("stable", {}).values() and any(release(t)[:2] == floor for t in torches):
+                flavour = next(k for k, v in MATRIX["stable"].items() if v == row["name"])
+                entry["variants"].add(variants.stable_variant_name(flavour))
+    return {
+        m: {"variants": sorted(e["variants"]), "newest_torch": ".".join(map(str, e["newest_torch"]))}
+        for m, e in out.items()
+    }
 
 
 def op_folders() -> list[str]:
@@ -255,10 +360,14 @@ def extension():
         cxx_flags += variants.stable_abi_flags(WITH_CUDA)
         nvcc_flags += variants.stable_abi_flags(WITH_CUDA)
     # No path of this build in the binary: the source tree, the build torch and the toolkit by fixed names.
-    maps = variants.prefix_maps(ROOT, Path(torch.__file__).parent, CUDA_HOME)
+    maps = variants.prefix_maps(ROOT, TORCH_DIR, CUDA_HOME)
     cxx_flags += variants.reproducible_cxx_flags(maps)
     if WITH_CUDA:
         nvcc_flags += variants.reproducible_nvcc_flags(maps, NVCC_VERSION)
+        if CROSS:
+            # The target's headers and libraries under CUDA_HOME/targets/<dir>; the host compiler is CC (torch passes
+            # it to nvcc as -ccbin). The device code comes out of the same nvcc passes as a native build's.
+            nvcc_flags.append(f"--target-directory={NVCC_TARGET_DIRS[TARGET_MACHINE]}")
     macros = []
     if "Py_LIMITED_API" not in inspect.getsource(BuildExtension):
         # torch < 2.6 does not define it for py_limited_api extensions.
@@ -275,9 +384,23 @@ def extension():
         py_limited_api=True,
     )
     ext = (CUDAExtension if WITH_CUDA else CppExtension)(**kwargs)
+    if CROSS:
+        retarget_torch(ext)
     if STABLE_ABI and WITH_CUDA:
         link_cuda_runtime_statically(ext)
     return ext
+
+
+def retarget_torch(ext) -> None:
+    """A cross build compiles against the target torch's headers and links its libraries: torch.utils.cpp_extension
+    named the running torch's folders, which are replaced by the target's (the same release, so the same layout)."""
+
+    def moved(path: str) -> str:
+        p = Path(path).resolve()
+        return str(TORCH_DIR / p.relative_to(HOST_TORCH_DIR)) if p.is_relative_to(HOST_TORCH_DIR) else path
+
+    ext.include_dirs = [moved(d) for d in ext.include_dirs]
+    ext.library_dirs = [moved(d) for d in ext.library_dirs]
 
 
 def check_unique_cu_names(cu_sources: list[Path]) -> None:
@@ -354,8 +477,9 @@ STABLE_NOTE = (
     if STABLE_ABI
     else ""
 )
+CROSS_NOTE = f"cross build for {TARGET_MACHINE} against {TORCH_DIR}, " if CROSS else ""
 print(
-    f"visdet-ops {VERSION}: torch {TORCH_VERSION}, {STABLE_NOTE}"
+    f"visdet-ops {VERSION}: torch {TORCH_VERSION}, {CROSS_NOTE}{STABLE_NOTE}"
     + (f"CUDA {TORCH_CUDA} (nvcc {NVCC_VERSION} at {CUDA_HOME}), archs {';'.join(ARCHS)}" if WITH_CUDA else "CPU only")
     + f"; SOURCE_DATE_EPOCH={EPOCH} ({EPOCH_SOURCE})",
     file=sys.stderr,
@@ -371,5 +495,6 @@ setup(
     ],
     ext_modules=[extension()],
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
-    options={"bdist_wheel": {"py_limited_api": variants.ABI3_TAG}},
+    # A cross build's wheel is tagged for its target (auditwheel then gives it its manylinux tag).
+    options={"bdist_wheel": {"py_limited_api": variants.ABI3_TAG, **({"plat_name": f"linux_{TARGET_MACHINE}"} if CROSS else {})}},
 )

@@ -48,22 +48,37 @@ sass_and_ptx = rules.sass_and_ptx
 
 @dataclass(frozen=True)
 class CudaFlavour:
-    """One [[cuda]] row: a CUDA version (or cpu) and the torch builds for it."""
+    """One [[cuda]] row on one platform: a CUDA version (or cpu) and the torch builds for it on that machine. The row's
+    [cuda.<platform>] table gives what differs per platform (on())."""
 
     name: str  # "cpu", "cu130"
     version: Version | None  # CUDA version; None for cpu
     arch_list: tuple[str, ...]  # TORCH_CUDA_ARCH_LIST entries, "+PTX" marks PTX
     torch: tuple[Version, ...]  # releases, ascending
     torch_index: str
-    pypi_default: tuple[str, ...]  # torch minors whose PyPI wheel is this build
+    pypi_default: tuple[str, ...]  # torch minors whose PyPI wheel (for this platform) is this build
     manylinux_image: str
     # How a build machine without this CUDA gets it: debian_suite and
     # debian_packages (apt-get download, unpacked privately), pypi (wheels).
     toolchain: dict = field(default_factory=dict)
+    platform: str = "x86_64"  # the machine this view is of
+    platforms: tuple[str, ...] = ("x86_64",)  # every machine torch ships the row for
+    row: dict = field(default_factory=dict, compare=False, repr=False)  # the raw [[cuda]] table, for on()
 
     @property
     def is_cuda(self) -> bool:
         return self.version is not None
+
+    def on(self, platform: str) -> CudaFlavour:
+        """The same row on another platform; KeyError naming the row where torch ships no build for it."""
+        if platform == self.platform:
+            return self
+        if platform not in self.platforms:
+            raise KeyError(
+                f"torch ships no {platform} build of the {self.name} row (ci/matrix.toml: platforms = "
+                f"{list(self.platforms)})"
+            )
+        return _row_view(self.row, platform, MATRIX_PATH)
 
     def newest_torch(self) -> Version:
         return self.torch[-1]
@@ -105,6 +120,43 @@ class CudaFlavour:
         return minor in self.pypi_default
 
 
+def _row_view(row: dict, platform: str, path: Path) -> CudaFlavour:
+    """A [[cuda]] table on one of its platforms, validated: the row's values with its [cuda.<platform>] table's."""
+    name = row["name"]
+    where = f"{path}: [[cuda]] {name!r} on {platform}"
+    table = row.get(platform)
+    if not isinstance(table, dict) or "manylinux_image" not in table:
+        raise ValueError(f"{where}: needs a [cuda.{platform}] table with its manylinux_image")
+    unknown = set(table) - {"manylinux_image", "pypi_default", "since", "arch_list"}
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)} in [cuda.{platform}]")
+    torch = tuple(Version(t) for t in row["torch"])
+    if "since" in table:
+        since = Version(table["since"])
+        if since not in torch:
+            raise ValueError(f"{where}: since = {table['since']!r} is not a release of the row")
+        torch = tuple(t for t in torch if t >= since)
+    version = Version(row["version"]) if "version" in row else None
+    arch_list = tuple(table.get("arch_list", row.get("arch_list", ())))
+    if version is not None:
+        _check_arch_list(where, version, arch_list)
+    elif arch_list:
+        raise ValueError(f"{where}: cpu takes no arch_list")
+    return CudaFlavour(
+        name=name,
+        version=version,
+        arch_list=arch_list,
+        torch=torch,
+        torch_index=row["torch_index"],
+        pypi_default=tuple(table.get("pypi_default", ())),
+        manylinux_image=table["manylinux_image"],
+        toolchain=dict(row.get("toolchain", {})),
+        platform=platform,
+        platforms=tuple(row["platforms"]),
+        row=row,
+    )
+
+
 @dataclass(frozen=True)
 class StableVariant:
     """One stable-ABI wheel ([stable] table): built from a [[cuda]] row against the floor torch, it serves every
@@ -144,6 +196,27 @@ class StableVariant:
         """The row's releases of the floor's minor (what --torch may pick; the default is the newest)."""
         return [t for t in self.row.torch if (t.major, t.minor) == rules.STABLE_ABI_FLOOR]
 
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """The machines this stable wheel is built for: those where its row ships the floor torch."""
+        out = []
+        for platform in self.row.platforms:
+            view = self.row.on(platform)
+            if any((t.major, t.minor) == rules.STABLE_ABI_FLOOR for t in view.torch):
+                out.append(platform)
+        return tuple(out)
+
+    def on(self, platform: str) -> StableVariant:
+        """The stable wheel on another platform; KeyError where its row ships no floor torch there."""
+        if platform not in self.platforms:
+            raise KeyError(
+                f"{self.name} has no {platform} build: the {self.row.name} row ships no torch {floor_text()} "
+                f"for {platform} (ci/matrix.toml)"
+            )
+        row = self.row.on(platform)
+        patches = [t for t in row.torch if (t.major, t.minor) == rules.STABLE_ABI_FLOOR]
+        return StableVariant(self.flavour, row, patches[-1])
+
 
 def floor_text() -> str:
     """The stable floor as a release prefix: '2.11'."""
@@ -158,12 +231,36 @@ class Matrix:
     tests_flavour: str
     stable: tuple[StableVariant, ...] = ()  # the stable-ABI wheels, in [stable] order
 
-    def flavour(self, name: str) -> CudaFlavour:
+    runners: dict = field(default_factory=dict)  # [platforms.<platform>] runner: the GitHub runner that builds it
+
+    def flavour(self, name: str, platform: str = "x86_64") -> CudaFlavour:
+        """The row `name` on `platform` (KeyError naming the row where torch ships nothing for that platform)."""
         for f in self.flavours:
             if f.name == name:
-                return f
+                return f.on(platform)
         names = ", ".join(f.name for f in self.flavours)
         raise KeyError(f"no variant {name!r} in ci/matrix.toml (known: {names})")
+
+    def platform_flavours(self, platform: str) -> list[CudaFlavour]:
+        """Every row torch ships for `platform`, as its view on that platform."""
+        return [f.on(platform) for f in self.flavours if platform in f.platforms]
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """Every platform some row ships, in rules.PLATFORMS order."""
+        return tuple(p for p in rules.PLATFORMS if any(p in f.platforms for f in self.flavours))
+
+    def published(self) -> dict:
+        """Per platform, the variant names that get a wheel and the newest torch minor the matrix knows: the PUBLISHED
+        table setup.py writes into _build_info (the import check and the doctor say where no wheel exists)."""
+        out = {}
+        for platform in self.platforms:
+            rows = self.platform_flavours(platform)
+            names = {variant_name(t, f.name) for f in rows for t in f.build_targets()}
+            names |= {sv.name for sv in self.stable if platform in sv.platforms}
+            newest = max(t for f in rows for t in f.torch)
+            out[platform] = {"variants": sorted(names), "newest_torch": f"{newest.major}.{newest.minor}"}
+        return out
 
     def flavour_for_cuda(self, cuda_version: str | None) -> CudaFlavour | None:
         """The row for a CUDA version as torch reports it ("13.0"), or cpu."""
@@ -199,6 +296,7 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
     if data.get("schema") != 1:
         raise ValueError(f"{path}: schema must be 1, got {data.get('schema')!r}")
     flavours = []
+    platform_views = []  # the rows' views on platforms other than x86_64, checked like the x86_64 ones
     seen: set[str] = set()
     for row in data["cuda"]:
         name = row["name"]
@@ -222,26 +320,30 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
         if name == "cpu":
             if version is not None or arch_list:
                 raise ValueError(f"{where}: cpu takes no CUDA version or arch_list")
-        else:
-            if version is None:
-                raise ValueError(f"{where}: CUDA rows need a version")
-            expected = f"cu{version.major}{version.minor}"
-            if name != expected:
-                raise ValueError(f"{where}: name must be {expected!r} for CUDA {version}")
-            _check_arch_list(where, version, arch_list)
-        flavours.append(
-            CudaFlavour(
-                name=name,
-                version=version,
-                arch_list=arch_list,
-                torch=torch,
-                torch_index=row["torch_index"],
-                pypi_default=tuple(row.get("pypi_default", ())),
-                manylinux_image=row["manylinux_image"],
-                toolchain=dict(row.get("toolchain", {})),
-            )
-        )
-    _check_pypi_defaults(flavours)
+        elif version is None:
+            raise ValueError(f"{where}: CUDA rows need a version")
+        elif name != f"cu{version.major}{version.minor}":
+            raise ValueError(f"{where}: name must be {f'cu{version.major}{version.minor}'!r} for CUDA {version}")
+        platforms = row.get("platforms")
+        if not platforms or list(platforms) != sorted(set(platforms), key=platforms.index):
+            raise ValueError(f"{where}: platforms must list the machines torch ships the row for, e.g. ['x86_64']")
+        bad = [p for p in platforms if p not in rules.PLATFORMS]
+        if bad:
+            raise ValueError(f"{where}: platforms {bad} are none of {list(rules.PLATFORMS)}")
+        stray = [p for p in rules.PLATFORMS if p in row and p not in platforms]
+        if stray:
+            raise ValueError(f"{where}: [cuda.{stray[0]}] given but {stray[0]!r} is not in its platforms")
+        if "x86_64" not in platforms:
+            raise ValueError(f"{where}: every row ships x86_64 (Matrix.flavours holds the rows' x86_64 views)")
+        views = [_row_view(row, p, path) for p in platforms]
+        flavours += [v for v in views if v.platform == "x86_64"]
+        platform_views += [v for v in views if v.platform != "x86_64"]
+    for platform in rules.PLATFORMS:
+        _check_pypi_defaults([v for v in (*flavours, *platform_views) if v.platform == platform])
+    runners = {p: t.get("runner") for p, t in data.get("platforms", {}).items()}
+    missing = [p for f in flavours for p in f.platforms if not runners.get(p)]
+    if missing:
+        raise ValueError(f"{path}: [platforms.{missing[0]}] needs the runner (GitHub Actions) that builds it")
     tests = data["tests"]
     m = Matrix(
         Version(data["version"]),
@@ -249,6 +351,7 @@ def load(path: Path = MATRIX_PATH) -> Matrix:
         Version(tests["torch"]),
         tests["flavour"],
         _stable_variants(path, data.get("stable", {}), flavours),
+        runners,
     )
     if m.tests_torch not in m.flavour(m.tests_flavour).torch:
         raise ValueError(f"{path}: [tests] torch {m.tests_torch} is not a {m.tests_flavour} release of the matrix")
@@ -313,27 +416,76 @@ def _check_pypi_defaults(flavours: list[CudaFlavour]) -> None:
 
 
 def github_matrix(m: Matrix, newest_only: bool = False) -> list[dict[str, str]]:
-    """Rows for a GitHub Actions matrix: one build job per variant (flavour x torch minor, then the stable
-    wheels); a release builds them all. Each row names the nox session that builds it (`nox -s <session> --
-    --torch <torch>`) and its [[cuda]] row (flavour). newest_only: the newest torch of each row (a quick check),
-    and the stable wheels."""
+    """Rows for a GitHub Actions matrix: one build job per variant and platform (flavour x torch minor x platform,
+    then the stable wheels on each of their platforms); a release builds them all. Each row names the nox session
+    that builds it (`nox -s <session> -- --torch <torch> --platform <platform>`), its [[cuda]] row (flavour), the
+    platform's manylinux image and the runner that builds it natively. newest_only: the newest torch of each row (a
+    quick check), and the stable wheels."""
     rows = []
-    for f in m.flavours:
-        torches = [f.newest_torch()] if newest_only else f.build_targets()
-        for t in torches:
-            rows.append(
-                {
-                    "flavour": f.name,
-                    "torch": str(t),
-                    "variant": variant_name(t, f.name),
-                    "image": f.manylinux_image,
-                    "session": f"build-{f.name}",
-                }
-            )
-    for sv in m.stable:
-        row = {"flavour": sv.row.name, "torch": str(sv.torch), "variant": sv.name, "image": sv.image}
-        rows.append({**row, "session": sv.session})
+    for platform in m.platforms:
+        for f in m.platform_flavours(platform):
+            torches = [f.newest_torch()] if newest_only else f.build_targets()
+            for t in torches:
+                rows.append(
+                    {
+                        "flavour": f.name,
+                        "torch": str(t),
+                        "variant": variant_name(t, f.name),
+                        "platform": platform,
+                        "runner": m.runners[platform],
+                        "image": f.manylinux_image,
+                        "session": f"build-{f.name}",
+                    }
+                )
+        for sv in m.stable:
+            if platform not in sv.platforms:
+                continue
+            view = sv.on(platform)
+            row = {"flavour": view.row.name, "torch": str(view.torch), "variant": view.name, "platform": platform}
+            rows.append({**row, "runner": m.runners[platform], "image": view.image, "session": view.session})
     return rows
+
+
+# The GPUs each SASS arch of our lists serves, for docs/matrix.md's platforms table (which GPU runs which code is
+# visdet_ops/_compat.sass_runs_on: sm_80 code also runs on sm_86/sm_89, sm_100 on sm_103, sm_120 on sm_121).
+GPUS = {
+    "7.0": "V100",
+    "7.5": "T4",
+    "8.0": "A100",
+    "8.6": "A10/RTX 30",
+    "8.9": "L4/RTX 40",
+    "9.0": "H100/GH200",
+    "10.0": "B200/GB200/B300",
+    "11.0": "Thor",
+    "12.0": "RTX 50/GB10",
+}
+
+
+def _gpus(arch_list) -> str:
+    sass, ptx = sass_and_ptx(arch_list)
+    if not sass:
+        return "CPU only"
+    return " ".join(f"sm_{a.replace('.', '')} ({GPUS.get(a, '?')})" for a in sass) + " + PTX " + " ".join(
+        f"compute_{a.replace('.', '')}" for a in ptx
+    )
+
+
+def platforms_markdown(m: Matrix) -> list[str]:
+    """The platforms table (platform x variant x GPUs): the README's and docs/matrix.md's."""
+    lines = ["| platform | variants | torch | GPUs: SASS (what runs it) + PTX |", "|---|---|---|---|"]
+    for platform in m.platforms:
+        for sv in m.stable:
+            if platform in sv.platforms:
+                view = sv.on(platform)
+                lines.append(f"| {platform} | `{view.name}` | >= {floor_text()} | {_gpus(view.arch_list)} |")
+        for f in m.platform_flavours(platform):
+            targets = f.build_targets()
+            span = f"{targets[0].major}.{targets[0].minor}-{targets[-1].major}.{targets[-1].minor}"
+            names = f"`{variant_name(targets[0], f.name)}` ... `{variant_name(targets[-1], f.name)}`"
+            if len(targets) == 1:
+                span, names = f"{targets[0].major}.{targets[0].minor}", f"`{variant_name(targets[0], f.name)}`"
+            lines.append(f"| {platform} | {names} | {span} | {_gpus(f.arch_list)} |")
+    return lines
 
 
 def markdown(m: Matrix) -> str:
@@ -345,17 +497,29 @@ def markdown(m: Matrix) -> str:
         "(a test fails when this file is stale). One wheel per row and torch minor, abi3, for every",
         f"CPython >= {rules.MIN_PYTHON[0]}.{rules.MIN_PYTHON[1]}.",
         "",
-        "| flavour | CUDA | torch releases | SASS archs | PTX | variants | torch comes from |",
-        "|---|---|---|---|---|---|---|",
+        "| flavour | platform | CUDA | torch releases | SASS archs | PTX | variants | torch comes from |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for f in m.flavours:
-        sass, ptx = sass_and_ptx(f.arch_list)
-        names = ", ".join(f"`{variant_name(t, f.name)}`" for t in f.build_targets())
-        source = f.torch_index + (f" (PyPI default for {', '.join(f.pypi_default)})" if f.pypi_default else "")
-        lines.append(
-            f"| {f.name} | {f.version or '-'} | {', '.join(map(str, f.torch))} | {' '.join(sass) or '-'} | "
-            f"{' '.join(ptx) or '-'} | {names} | {source} |"
-        )
+    for row in m.flavours:
+        for f in (row.on(p) for p in row.platforms):
+            sass, ptx = sass_and_ptx(f.arch_list)
+            names = ", ".join(f"`{variant_name(t, f.name)}`" for t in f.build_targets())
+            source = f.torch_index + (f" (PyPI default for {', '.join(f.pypi_default)})" if f.pypi_default else "")
+            lines.append(
+                f"| {f.name} | {f.platform} | {f.version or '-'} | {', '.join(map(str, f.torch))} | "
+                f"{' '.join(sass) or '-'} | {' '.join(ptx) or '-'} | {names} | {source} |"
+            )
+    lines += [
+        "",
+        "## Platforms",
+        "",
+        "Which wheels exist for which machine (`platforms` and the `[cuda.<platform>]` tables of `ci/matrix.toml`).",
+        "A variant's x86_64 and aarch64 wheels share its index folder; pip picks the one for the machine by its",
+        "platform tag. aarch64: GH200 and GB200 nodes, DGX Spark, Jetson Thor and Graviton/Ampere CPU servers;",
+        "Jetson Orin (sm_87) is not covered (JetPack's own torch; build from source, docs/aarch64.md).",
+        "",
+        *platforms_markdown(m),
+    ]
     floor = floor_text()
     lines += [
         "",
@@ -366,18 +530,22 @@ def markdown(m: Matrix) -> str:
         f"check and `visdet-ops doctor` recommend it for torch >= {floor}. Built from these `[[cuda]]` rows",
         "(`[stable]` in `ci/matrix.toml`):",
         "",
-        "| variant | serves | built from | build torch | SASS archs | PTX | nox session |",
-        "|---|---|---|---|---|---|---|",
+        "| variant | platform | serves | built from | build torch | SASS archs | PTX | nox session |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for sv in m.stable:
-        sass, ptx = sass_and_ptx(sv.arch_list)
-        serves = f"torch >= {floor}, " + (
-            "CPU tensors (beside a CPU or CUDA torch)" if not sv.is_cuda else f"CUDA {sv.flavour.removeprefix('cu')}.x"
-        )
-        lines.append(
-            f"| `{sv.name}` | {serves} | {sv.row.name} | {sv.torch} | {' '.join(sass) or '-'} | "
-            f"{' '.join(ptx) or '-'} | `nox -s {sv.session}` |"
-        )
+    for stable in m.stable:
+        for sv in (stable.on(p) for p in stable.platforms):
+            sass, ptx = sass_and_ptx(sv.arch_list)
+            serves = f"torch >= {floor}, " + (
+                "CPU tensors (beside a CPU or CUDA torch)"
+                if not sv.is_cuda
+                else f"CUDA {sv.flavour.removeprefix('cu')}.x"
+            )
+            session = sv.session + ("" if sv.row.platform == "x86_64" else f" -- --platform {sv.row.platform}")
+            lines.append(
+                f"| `{sv.name}` | {sv.row.platform} | {serves} | {sv.row.name} | {sv.torch} | {' '.join(sass) or '-'} | "
+                f"{' '.join(ptx) or '-'} | `nox -s {session}` |"
+            )
     lines += [
         "",
         "Install: `pip install visdet-ops -f <index>/<variant>/`.",
@@ -414,7 +582,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"include": rows}))
     else:
         for r in rows:
-            print(f"{r['variant']:<14} torch {r['torch']:<8} {r['flavour']:<6} nox -s {r['session']}")
+            print(
+                f"{r['variant']:<14} {r['platform']:<8} torch {r['torch']:<8} {r['flavour']:<6} nox -s {r['session']}"
+                f" -- --torch {r['torch']} --platform {r['platform']}"
+            )
     return 0
 
 

@@ -181,12 +181,64 @@ def min_torch() -> str:
 def recommended_variant(torch_version: str, torch_cuda: str | None) -> str | None:
     """The variant to install beside a torch (torch.__version__, torch.version.cuda): the stable variant where one
     serves it (one build for every torch >= the floor), else the per-minor variant (variant_for); None for a torch
-    older than MIN_TORCH, which no build serves."""
+    older than MIN_TORCH, which no build serves. Whether that variant has a wheel for the machine: install_advice."""
     if not torch_is_supported(torch_version):
         return None
     if has_stable_build(torch_version, torch_cuda):
         return stable_variant_name(stable_flavour_for(torch_cuda))
     return variant_for(torch_version, torch_cuda)
+
+
+# --- Platforms --------------------------------------------------------------------------------------------------
+#
+# A variant is built for each machine torch ships its [[cuda]] row for (ci/matrix.toml's `platforms`): the wheels of
+# one variant for x86_64 and aarch64 share its index folder and differ in their platform tag only. The names here
+# are the spellings of platform.machine() on Linux, of wheel platform tags (manylinux_2_28_<machine>) and of the
+# ELF e_machine field of a built library.
+PLATFORMS = ("x86_64", "aarch64")
+ELF_MACHINES = {62: "x86_64", 183: "aarch64"}
+_MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "armv8": "aarch64"}
+
+
+def normalize_machine(machine: str) -> str:
+    """platform.machine() as a wheel's platform tag spells it: 'AMD64' -> 'x86_64', 'arm64' -> 'aarch64'."""
+    name = machine.strip().lower()
+    return _MACHINE_ALIASES.get(name, name)
+
+
+def elf_machine(path: str | Path) -> str:
+    """The machine a 64-bit little-endian ELF file was built for ('x86_64', 'aarch64'); raises ValueError naming the
+    file for anything else."""
+    with open(path, "rb") as f:
+        head = f.read(20)
+    if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+        raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
+    code = int.from_bytes(head[18:20], "little")
+    if code not in ELF_MACHINES:
+        raise ValueError(f"{path}: ELF machine {code} is none of {', '.join(PLATFORMS)}")
+    return ELF_MACHINES[code]
+
+
+def install_advice(
+    torch_version: str, torch_cuda: str | None, machine: str, published: dict | None
+) -> tuple[str | None, str | None]:
+    """(variant, problem) for a torch on a machine: the recommended variant where a wheel of it is published for the
+    machine, else (None, why not). `published` is a build's PUBLISHED table (_build_info, generated from
+    ci/matrix.toml: per machine, the variant names with a wheel and the newest torch minor the matrix knew); None
+    (an unbuilt tree) or a torch newer than the table knows trusts the recommendation. A torch older than MIN_TORCH
+    gives (None, None): the caller says to upgrade it."""
+    variant = recommended_variant(torch_version, torch_cuda)
+    if variant is None or not published:
+        return variant, None
+    machine = normalize_machine(machine)
+    table = published.get(machine)
+    where = f"torch {parse_release(torch_version)} ({'CUDA ' + torch_cuda if torch_cuda else 'CPU'}) on {machine}"
+    if table is None:
+        return None, f"visdet-ops publishes no wheels for {machine} (only {', '.join(sorted(published))})"
+    newest = parse_release(table["newest_torch"]).major_minor
+    if variant in table["variants"] or parse_release(torch_version).major_minor > newest:
+        return variant, None
+    return None, f"no visdet-ops wheel is published for {where} (variant {variant} has no {machine} build)"
 
 
 def variant_note(variant: str) -> str:

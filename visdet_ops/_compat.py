@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ._build_rules import min_torch, parse_release, torch_is_supported
+from ._install import build_from_source_command
 
 Status = Literal["OK", "WARN", "FAIL"]
 
@@ -28,6 +29,17 @@ def _minor(v: str) -> str:
 
 def describe_torch(version: str, cuda: str | None) -> str:
     return f"torch {version} ({'CUDA ' + cuda if cuda else 'CPU only'})"
+
+
+def machine_check(info: dict, machine: str) -> Check:
+    """Whether the build is for this machine (pip installs a wheel by its platform tag only, but a build copied
+    or unpacked by hand can land anywhere)."""
+    built = info.get("PLATFORM")
+    if built is None:
+        return Check("platform", "WARN", f"the build does not say which machine it is for (running on {machine})")
+    if built != machine:
+        return Check("platform", "FAIL", f"built for {built}, running on {machine}: install the {machine} wheel")
+    return Check("platform", "OK", f"built for {built}")
 
 
 def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, cxx11_abi: bool | None) -> list[Check]:
@@ -146,16 +158,31 @@ def environment_checks(info: dict, torch_version: str, torch_cuda: str | None, c
     return checks
 
 
+# Which GPUs run an arch's machine code (SASS), as torch decides it (torch/cuda/__init__.py, DEVICE_REQUIREMENT, torch
+# 2.13): within a major, a GPU runs the code of its own or an older minor (sm_121 runs sm_120 code, sm_103 sm_100
+# code, sm_86 sm_80 code), except the integrated (Jetson) GPUs, which run their own code only: sm_53, sm_62, sm_72,
+# sm_87 (Orin) and sm_101, Thor's name before CUDA 13, whose code also runs on sm_110 (Thor's name since).
+INTEGRATED_GPUS = frozenset({(5, 3), (6, 2), (7, 2), (8, 7), (10, 1)})
+_RUNS_ALSO_ON = {(10, 1): frozenset({(11, 0)})}
+
+
+def sass_runs_on(code: tuple[int, int], device: tuple[int, int]) -> bool:
+    """Whether a GPU of compute capability `device` runs SASS built for `code`."""
+    if device in _RUNS_ALSO_ON.get(code, ()):
+        return True
+    if device in INTEGRATED_GPUS or code in INTEGRATED_GPUS:
+        return code == device
+    return code[0] == device[0] and code[1] <= device[1]
+
+
 def arch_check(sass: list[str], ptx: list[str], capability: tuple[int, int], gpu: str) -> Check:
     """Whether a GPU of compute capability `capability` can run the build.
 
-    SASS for X.Y runs on X.Z with Z >= Y (same major); PTX for X.Y is JIT
-    compiled by the driver for any capability >= X.Y."""
+    SASS runs as sass_runs_on says; PTX for X.Y is JIT compiled by the driver for any capability >= X.Y."""
     cc = (int(capability[0]), int(capability[1]))
     name = f"GPU arch ({gpu}, sm_{capability[0]}{capability[1]})"
     for a in sass:
-        v = parse_release(a)
-        if v.major == cc[0] and v.minor <= cc[1]:
+        if sass_runs_on(parse_release(a).major_minor, cc):
             return Check(name, "OK", f"runs the sm_{a.replace('.', '')} machine code in the build")
     for a in ptx:
         if parse_release(a).major_minor <= cc:
@@ -166,8 +193,11 @@ def arch_check(sass: list[str], ptx: list[str], capability: tuple[int, int], gpu
                 "(slow first call, then cached)",
             )
     built = ", ".join(sass) or "none"
-    return Check(
-        name,
-        "FAIL",
-        f"compute capability {cc[0]}.{cc[1]} is not covered: SASS for {built}, PTX for {', '.join(ptx) or 'none'}",
-    )
+    detail = f"compute capability {cc[0]}.{cc[1]} is not covered: SASS for {built}, PTX for {', '.join(ptx) or 'none'}"
+    if cc in INTEGRATED_GPUS:
+        detail += (
+            f". sm_{cc[0]}{cc[1]} is an integrated (Jetson) GPU, which runs code built for itself only, and no "
+            "visdet-ops wheel carries it (PyPI's torch has none either: JetPack ships its own torch). Build "
+            f"visdet-ops from source against that torch: {build_from_source_command(f'{cc[0]}.{cc[1]}')}"
+        )
+    return Check(name, "FAIL", detail)

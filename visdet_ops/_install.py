@@ -13,6 +13,8 @@ from ._build_rules import min_torch
 # The wheel index: one find-links page per variant, <index>/<variant>/.
 # The single place this URL is written; VISDET_OPS_INDEX_URL overrides it.
 DEFAULT_INDEX_URL = "https://visdet.github.io/visdet-ops/whl"
+# The source a build from source takes where no wheel serves the environment (pyproject.toml's Source URL).
+SOURCE_URL = "https://github.com/visdet/visdet-ops"
 
 
 def index_url() -> str:
@@ -28,3 +30,10 @@ def install_command(variant: str) -> str:
 def upgrade_torch_command() -> str:
     """What a torch older than every visdet-ops build needs first (then the install line of its variant)."""
     return f"pip install 'torch>={min_torch()}'"
+
+
+def build_from_source_command(arch: str | None = None) -> str:
+    """The build from source where no wheel fits (a JetPack torch, a machine we publish nothing for): against the
+    torch already installed (no build isolation), for this GPU's arch when one is given."""
+    archs = f"TORCH_CUDA_ARCH_LIST={arch} " if arch else ""
+    return f"{archs}pip install --no-build-isolation --no-deps 'visdet-ops @ git+{SOURCE_URL}'"

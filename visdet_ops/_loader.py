@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import platform
 import warnings
 
 from . import _build_rules, _compat, _install
@@ -25,9 +26,15 @@ def build_info() -> dict | None:
     return {k: v for k, v in vars(mod).items() if k.isupper()}
 
 
-def _fix_lines(torch_version: str, torch_cuda: str | None) -> str:
-    # The stable variant where one serves this torch (one wheel for every torch >= the floor), else the per-minor one.
-    variant = _build_rules.recommended_variant(torch_version, torch_cuda)
+def _fix_lines(torch_version: str, torch_cuda: str | None, published: dict | None = None) -> str:
+    # The stable variant where one serves this torch (one wheel for every torch >= the floor), else the per-minor one;
+    # where none is published for this machine (the build's PUBLISHED table), the build from source.
+    variant, problem = _build_rules.install_advice(torch_version, torch_cuda, platform.machine(), published)
+    if problem is not None:
+        return (
+            f"{problem}. Build visdet-ops from source against this torch instead:\n"
+            f"  {_install.build_from_source_command()}"
+        )
     if variant is None:
         return (
             f"visdet-ops has builds for torch >= {_build_rules.min_torch()} only; upgrade torch first:\n"
@@ -40,8 +47,10 @@ def _fix_lines(torch_version: str, torch_cuda: str | None) -> str:
     )
 
 
-def _error(summary: str, details: list[str], torch_version: str, torch_cuda: str | None) -> ImportError:
-    lines = [summary, *[f"  - {d}" for d in details], _fix_lines(torch_version, torch_cuda), _DOCTOR_HINT]
+def _error(
+    summary: str, details: list[str], torch_version: str, torch_cuda: str | None, published: dict | None = None
+) -> ImportError:
+    lines = [summary, *[f"  - {d}" for d in details], _fix_lines(torch_version, torch_cuda, published), _DOCTOR_HINT]
     return ImportError("\n".join(lines))
 
 
@@ -70,6 +79,7 @@ def load_library() -> dict:
             [f"{c.name}: {c.detail}" for c in failed],
             torch_version,
             torch_cuda,
+            info.get("PUBLISHED"),
         )
     try:
         importlib.import_module("visdet_ops._C")
@@ -80,6 +90,7 @@ def load_library() -> dict:
             [],
             torch_version,
             torch_cuda,
+            info.get("PUBLISHED"),
         ) from exc
     if not info["WITH_CUDA"]:
         _register_cuda_errors(info, torch_version, torch_cuda)
@@ -106,7 +117,7 @@ def _register_cuda_errors(info: dict, torch_version: str, torch_cuda: str | None
     if torch_cuda is None:
         message += f"This torch ({torch_version}) has no CUDA either: install a CUDA build of torch, then visdet-ops."
     else:
-        message += _fix_lines(torch_version, torch_cuda)
+        message += _fix_lines(torch_version, torch_cuda, info.get("PUBLISHED"))
     lib = torch.library.Library("visdet_ops", "IMPL")  # noqa: TOR901
     for name in op_names():
         op = name.split("::", 1)[1]

@@ -56,6 +56,7 @@ def _empty_report() -> dict:
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
         "platform": platform.platform(),
+        "machine": _build_rules.normalize_machine(platform.machine()),
         "torch": None,
         "torch_cuda": None,
         "cxx11_abi": None,
@@ -105,6 +106,7 @@ def collect() -> dict:
     if info is None:
         checks.append(Check("build info", "FAIL", "visdet_ops/_build_info.py is missing: visdet-ops is not built"))
     else:
+        checks.append(_compat.machine_check(info, report["machine"]))
         checks += _compat.environment_checks(info, torch.__version__, torch.version.cuda, report["cxx11_abi"])
         if info["WITH_CUDA"]:
             for gpu in report["gpus"]:
@@ -135,15 +137,23 @@ def collect() -> dict:
     report["checks"] = checks
     # What to install: the stable variant where one serves this torch, else the per-minor one (variant_exact, the
     # build for exactly this torch minor, is reported either way).
-    report["variant"] = _build_rules.recommended_variant(torch.__version__, torch.version.cuda)
-    if report["variant"] is None:  # a torch older than every build (MIN_TORCH): the environment check says so
+    variant, problem = _build_rules.install_advice(
+        torch.__version__, torch.version.cuda, report["machine"], (info or {}).get("PUBLISHED")
+    )
+    report["variant"] = variant
+    if problem is not None:  # no wheel of the recommended variant for this machine (JetPack's torch, say)
+        report["variant_exact"] = None
+        report["variant_note"] = problem
+        report["install"] = _install.build_from_source_command()
+        checks.append(Check("wheel for this machine", "WARN", f"{problem}: build from source"))
+    elif variant is None:  # a torch older than every build (MIN_TORCH): the environment check says so
         report["variant_exact"] = None
         report["variant_note"] = f"no visdet-ops build for torch < {_build_rules.min_torch()}"
         report["install"] = _install.upgrade_torch_command()
     else:
         report["variant_exact"] = _build_rules.variant_for(torch.__version__, torch.version.cuda)
-        report["variant_note"] = _build_rules.variant_note(report["variant"])
-        report["install"] = _install.install_command(report["variant"])
+        report["variant_note"] = _build_rules.variant_note(variant)
+        report["install"] = _install.install_command(variant)
     return report
 
 
@@ -185,7 +195,7 @@ def _print_text(report: dict) -> None:
     w = 12
     print("visdet-ops doctor")
     print(f"  {'python':<{w}} {report['python']} ({report['python_executable']})")
-    print(f"  {'platform':<{w}} {report['platform']}")
+    print(f"  {'platform':<{w}} {report['platform']} ({report['machine']})")
     print(f"  {'torch':<{w}} {report['torch']}  CUDA {report['torch_cuda'] or 'none'}  cxx11abi={report['cxx11_abi']}")
     driver, driver_cuda = report.get("driver_version") or "none", report.get("driver_cuda_version") or "none"
     print(f"  {'driver':<{w}} {driver} (CUDA {driver_cuda})")
@@ -199,6 +209,7 @@ def _print_text(report: dict) -> None:
         print("  build")
         for key in (
             "VERSION",
+            "PLATFORM",
             "TORCH_VERSION",
             "TORCH_CUDA_VERSION",
             "NVCC_VERSION",
