@@ -109,7 +109,20 @@ def _parse_build_args(session: nox.Session, flavour: variants.CudaFlavour, stabl
     parser.add_argument("--arch-list", help="override the row's arch list, e.g. '9.0+PTX' (not for releases)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--native", action="store_true", help="build natively even when a container engine runs")
+    host = toolchain.host_platform()
+    parser.add_argument(
+        "--platform",
+        default=host,
+        choices=variants.rules.PLATFORMS,
+        help=f"the machine the wheel is for (default: this one, {host}); another one is cross-compiled here "
+        "(docs/aarch64.md)",
+    )
     args = parser.parse_args(session.posargs)
+    try:
+        flavour = flavour.on(args.platform)
+        stable = stable.on(args.platform) if stable else None
+    except KeyError as exc:
+        session.error(exc.args[0])
     if stable is None:
         torch_version = flavour.torch_for(args.torch) if args.torch else flavour.newest_torch()
     elif not args.torch:
@@ -121,7 +134,7 @@ def _parse_build_args(session: nox.Session, flavour: variants.CudaFlavour, stabl
                 f"{name} builds against the stable floor torch {variants.floor_text()} "
                 f"({', '.join(map(str, stable.floor_patches()))} in the {flavour.name} row), not {torch_version}"
             )
-    return args, torch_version
+    return args, torch_version, flavour, stable
 
 
 def _container_engine() -> str | None:
@@ -136,27 +149,34 @@ def _container_engine() -> str | None:
 def _build_in_container(
     session: nox.Session, flavour, torch_version, variant: str, engine: str, stable: bool = False
 ) -> Path:
-    """cibuildwheel in the row's manylinux image; [tool.cibuildwheel] repairs and audits."""
+    """cibuildwheel in the row's manylinux image for this machine (flavour.platform: the native one, on the runner of
+    that platform); [tool.cibuildwheel] repairs and audits. The wheel replaces its platform's in the variant folder."""
     session.install("cibuildwheel", *PIP_FLAGS)
     house = ROOT / "wheelhouse" / variant
-    shutil.rmtree(house, ignore_errors=True)
+    out = ROOT / "dist" / variant / f"cibuildwheel-{flavour.platform}"
+    shutil.rmtree(out, ignore_errors=True)
     env = {
         "CIBW_CONTAINER_ENGINE": engine,
-        "CIBW_MANYLINUX_X86_64_IMAGE": flavour.manylinux_image,
+        "CIBW_ARCHS_LINUX": flavour.platform,
+        f"CIBW_MANYLINUX_{flavour.platform.upper()}_IMAGE": flavour.manylinux_image,
         **release.build_environment(flavour, torch_version, stable=stable),
     }
-    session.run("cibuildwheel", "--platform", "linux", "--output-dir", str(house), str(ROOT), env=env)
-    (wheel,) = house.glob("*.whl")
-    return wheel
+    session.run("cibuildwheel", "--platform", "linux", "--output-dir", str(out), str(ROOT), env=env)
+    (built,) = out.glob("*.whl")
+    house.mkdir(parents=True, exist_ok=True)
+    for old in _platform_wheels(house, flavour.platform):
+        old.unlink()
+    return Path(shutil.move(built, house / built.name))
 
 
 def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> None:
     """One repaired wheel of a [[cuda]] row: per torch minor, or with `stable` (a matrix.StableVariant built from
     this row) the stable-ABI wheel against the floor torch, then audited (ci.abi_audit)."""
-    args, torch_version = _parse_build_args(session, flavour, stable)
+    args, torch_version, flavour, stable = _parse_build_args(session, flavour, stable)
     variant = stable.name if stable else variants.variant_name(torch_version, flavour.name)
     started = time.monotonic()
-    engine = None if args.native else _container_engine()
+    cross = flavour.platform != toolchain.host_platform()
+    engine = None if args.native or cross else _container_engine()
     if engine is not None:
         session.log(f"{engine} engine found: building in {flavour.manylinux_image} with cibuildwheel")
         wheel = _build_in_container(session, flavour, torch_version, variant, engine, stable is not None)
@@ -165,7 +185,10 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> 
             session.install("--no-deps", *_torch_spec(flavour, torch_version))
         _report(session, wheel, flavour, torch_version, None, started, None, stable is not None)
         return
-    session.log("no Docker/Podman engine: building natively, then auditwheel repair")
+    if cross:
+        session.log(f"cross-compiling for {flavour.platform} here, then auditwheel repair (docs/aarch64.md)")
+    else:
+        session.log("no Docker/Podman engine: building natively, then auditwheel repair")
     try:
         epoch, origin = variants.rules.source_date_epoch(ROOT)
     except ValueError as exc:
@@ -179,11 +202,17 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> 
         "SOURCE_DATE_EPOCH": str(epoch),
     }
     # The toolchain first: a missing nvcc should stop the build before gigabytes of torch download.
+    pip = lambda a: session.run("python", "-m", "pip", *a)  # noqa: E731
+    try:
+        if cross:
+            env.update(toolchain.cross_compilers(flavour.platform))
+        if flavour.is_cuda:
+            cuda_home = toolchain.provision(flavour, CACHE, pip)
+            if cross:
+                cuda_home = toolchain.cross_cuda_home(flavour, cuda_home, CACHE, pip)
+    except toolchain.ToolchainError as exc:
+        session.error(str(exc))
     if flavour.is_cuda:
-        try:
-            cuda_home = toolchain.provision(flavour, CACHE, lambda a: session.run("python", "-m", "pip", *a))
-        except toolchain.ToolchainError as exc:
-            session.error(str(exc))
         env["CUDA_HOME"] = str(cuda_home)
         env["PATH"] = f"{cuda_home / 'bin'}{os.pathsep}{os.environ['PATH']}"
         arch_list = args.arch_list.split(";") if args.arch_list else list(flavour.arch_list)
@@ -191,11 +220,24 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> 
         session.log(f"CUDA toolkit: {cuda_home}; archs {env['TORCH_CUDA_ARCH_LIST']}")
     else:
         arch_list = []
-    session.install(*_torch_spec(flavour, torch_version))
-    _check_torch(session, flavour, torch_version, stable is not None)
+    # The torch this build runs with: the row's, for this machine (a cross build: the same release for this machine,
+    # whose torch.utils.cpp_extension builds against the target's torch, fetched next).
+    host_flavour = flavour.on(toolchain.host_platform()) if cross else flavour
+    session.install(*_torch_spec(host_flavour, torch_version))
+    if cross:
+        _check_cross_host_torch(session, flavour, torch_version)
+        python = session.run("python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])", silent=True)
+        try:
+            target = toolchain.target_torch(flavour, torch_version, CACHE, pip, python.split()[-1])
+        except toolchain.ToolchainError as exc:
+            session.error(str(exc))
+        env["VISDET_OPS_TARGET_TORCH"] = str(target)
+        session.log(f"target torch ({flavour.platform}): {target}")
+    else:
+        _check_torch(session, flavour, torch_version, stable is not None)
     session.install(*BUILD_DEPS, *PIP_FLAGS)
 
-    dist = ROOT / "dist" / variant
+    dist = ROOT / "dist" / variant / flavour.platform
     shutil.rmtree(dist, ignore_errors=True)
     shutil.rmtree(ROOT / "build", ignore_errors=True)
     compile_started = time.monotonic()
@@ -205,33 +247,69 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> 
     (raw,) = dist.glob("*.whl")
     built_at = time.monotonic()
 
+    # The variant's folder holds one wheel per platform: this build replaces its own platform's only.
     house = ROOT / "wheelhouse" / variant
-    shutil.rmtree(house, ignore_errors=True)
-    house.mkdir(parents=True)
+    house.mkdir(parents=True, exist_ok=True)
+    for old in _platform_wheels(house, flavour.platform):
+        old.unlink()
+    repaired = dist / "repaired"
     # The repair steps of the release ([tool.cibuildwheel] repair-wheel-command): one list of excludes.
     for step in release.cibw_config()["repair-wheel-command"]:
-        command = step.replace("{wheel}", str(raw)).replace("{dest_dir}", str(house))
+        command = step.replace("{wheel}", str(raw)).replace("{dest_dir}", str(repaired))
         session.run("sh", "-c", command, env={"SOURCE_DATE_EPOCH": env["SOURCE_DATE_EPOCH"]}, external=True)
-    (wheel,) = house.glob("*.whl")
+    (fixed,) = repaired.glob("*.whl")
+    wheel = house / fixed.name
+    shutil.move(fixed, wheel)
     compile_seconds = built_at - compile_started
-    _report(session, wheel, flavour, torch_version, arch_list or None, started, compile_seconds, stable is not None)
+    torch_lib = Path(env["VISDET_OPS_TARGET_TORCH"]) / "lib" if cross else None
+    _report(
+        session, wheel, flavour, torch_version, arch_list or None, started, compile_seconds, stable is not None, torch_lib
+    )
+
+
+def _platform_wheels(folder: Path, platform: str) -> list[Path]:
+    """The wheels of `platform` in a variant's folder (their platform tag ends in the machine name)."""
+    return sorted(w for w in folder.glob("*.whl") if w.stem.endswith(f"_{platform}"))
+
+
+def _check_cross_host_torch(session: nox.Session, flavour: variants.CudaFlavour, version) -> None:
+    """The torch a cross build runs with: this machine's build of the target's release; for a CUDA wheel, one of the
+    same CUDA major (torch.utils.cpp_extension checks nvcc against it). Its other CUDA choices do not matter: the
+    headers and libraries come from the target's torch."""
+    out = session.run(
+        "python", "-c", "import torch; print(torch.__version__); print(torch.version.cuda)", silent=True
+    ).split()
+    found, cuda = out[-2], out[-1]
+    if variants.rules.parse_release(found).parts != variants.Version(str(version)).release:
+        session.error(f"installed torch {found}, but the cross build of torch {version} runs with the same release")
+    if flavour.is_cuda and (cuda == "None" or variants.rules.parse_release(cuda).major != flavour.version.major):
+        session.error(f"installed torch {found} is built for CUDA {cuda}; a CUDA {flavour.version} cross build needs "
+                      f"this machine's CUDA {flavour.version.major}.x build of torch {version}")  # fmt: skip
 
 
 def _report(
-    session, wheel: Path, flavour, torch_version, arch_list, started: float, compile_seconds, stable: bool = False
+    session,
+    wheel: Path,
+    flavour,
+    torch_version,
+    arch_list,
+    started: float,
+    compile_seconds,
+    stable: bool = False,
+    torch_lib: Path | None = None,
 ) -> None:
-    """Checks the wheel against its matrix row (and a stable wheel with ci.abi_audit against the torch of the
-    session, the build torch); writes and prints its summary."""
+    """Checks the wheel against its matrix row (and a stable wheel with ci.abi_audit against the build torch: the
+    session's, or a cross build's target torch at `torch_lib`); writes and prints its summary."""
     try:
         summary = wheel_check.check(wheel, flavour, torch_version, arch_list, stable=stable)
     except wheel_check.WheelCheckError as exc:
         session.error(str(exc))
     if stable:
         # Every libtorch symbol the extension imports must be a stable C shim function; exit status 1 fails here.
-        session.run("python", "-m", "ci.abi_audit", str(wheel))
+        session.run("python", "-m", "ci.abi_audit", str(wheel), *(["--torch-lib", str(torch_lib)] if torch_lib else []))
     summary["build_seconds"] = None if compile_seconds is None else round(compile_seconds, 1)
     summary["total_seconds"] = round(time.monotonic() - started, 1)
-    (wheel.parent / "build-summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (wheel.parent / f"build-summary-{flavour.platform}.json").write_text(json.dumps(summary, indent=2, default=str))
     session.log(
         "\n"
         + wheel_check.describe(summary)
@@ -297,11 +375,14 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("actionlint", *sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml")))
-    # abi3: the config must select exactly one build, the abi3 floor's CPython on manylinux.
-    identifiers = session.run("cibuildwheel", "--print-build-identifiers", "--platform", "linux", silent=True)
-    want = f"{variants.rules.ABI3_TAG}-manylinux_x86_64"
-    if identifiers.split() != [want]:
-        session.error(f"cibuildwheel selects {identifiers.split()}, expected only {want}")
+    # abi3: the config must select exactly one build per platform of the matrix, the abi3 floor's CPython on manylinux.
+    for platform in MATRIX.platforms:
+        identifiers = session.run(
+            "cibuildwheel", "--print-build-identifiers", "--platform", "linux", "--archs", platform, silent=True
+        )
+        want = f"{variants.rules.ABI3_TAG}-manylinux_{platform}"
+        if identifiers.split() != [want]:
+            session.error(f"cibuildwheel selects {identifiers.split()} for {platform}, expected only {want}")
 
 
 @nox.session(default=False)

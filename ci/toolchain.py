@@ -172,5 +172,155 @@ def provision(flavour: CudaFlavour, cache: Path, pip: Callable[[list[str]], None
     )
 
 
+# --- Cross builds (docs/aarch64.md) -----------------------------------------------------------------------------
+#
+# An aarch64 wheel is built here, on x86_64, by the same setup.py and the same nvcc as an x86_64 one: Debian's cross
+# compilers for the host code, the target's torch (its headers and libraries, unpacked from its wheel) and, for CUDA,
+# the target's CUDA headers and libcudart from PyPI's wheels for that machine, as nvcc's target folder.
+
+# The GNU triplet of each platform's cross compilers (Debian: g++-<triplet>) and nvcc's target folder name.
+CROSS_TRIPLETS = {"aarch64": "aarch64-linux-gnu", "x86_64": "x86_64-linux-gnu"}
+NVCC_TARGET_DIRS = {"aarch64": "sbsa-linux", "x86_64": "x86_64-linux"}
+
+
+def host_platform() -> str:
+    import platform
+
+    return rules.normalize_machine(platform.machine())
+
+
+def cross_compilers(target: str) -> dict[str, str]:
+    """CC, CXX and LDSHARED for building `target` code on this machine; ToolchainError naming the package."""
+    triplet = CROSS_TRIPLETS[target]
+    missing = [f"{triplet}-{tool}" for tool in ("gcc", "g++") if shutil.which(f"{triplet}-{tool}") is None]
+    if missing:
+        raise ToolchainError(
+            f"cross-compiling for {target} needs {' and '.join(missing)} (Debian/Ubuntu: apt-get install "
+            f"g++-{triplet})"
+        )
+    return {"CC": f"{triplet}-gcc", "CXX": f"{triplet}-g++", "LDSHARED": f"{triplet}-g++ -shared"}
+
+
+def wheel_platform_args(target: str, python: str) -> list[str]:
+    """pip download arguments that select wheels for `target` and CPython `python` ("3.11") from any machine."""
+    tags = [f"manylinux_2_{minor}_{target}" for minor in (34, 28, 27, 17)] + [f"manylinux2014_{target}"]
+    return [
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        python,
+        *(a for tag in tags for a in ("--platform", tag)),
+    ]
+
+
+def _unpack(wheel: Path, dest: Path, keep: Callable[[str], bool]) -> None:
+    import zipfile
+
+    shutil.rmtree(dest, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as zf:
+        for member in zf.infolist():
+            if keep(member.filename):
+                zf.extract(member, dest)
+    (dest / ".complete").touch()
+
+
+def target_torch(
+    flavour: CudaFlavour, torch_version, cache: Path, pip: Callable[[list[str]], None], python: str
+) -> Path:
+    """The `torch` package folder of flavour.platform's torch `torch_version` (its wheel from the row's index, or
+    PyPI's build of that release where the index is unreachable): the headers, the libraries a build links and
+    version.py, unpacked once into the cache. libtorch_cuda is left out: no build links it (a stable CUDA build
+    finds torch's CUDA functions at run time, a classic one would need a native build)."""
+    downloads = cache / "downloads" / flavour.platform
+    downloads.mkdir(parents=True, exist_ok=True)
+    version = Version(str(torch_version))
+
+    def found() -> list[Path]:
+        return sorted(
+            w
+            for w in downloads.glob(f"torch-{version}*.whl")
+            if w.name.endswith(f"_{flavour.platform}.whl") and Version(w.name.split("-")[1]).release == version.release
+        )
+
+    if not found():
+        pip(["download", "--no-deps", "--dest", str(downloads), *flavour.torch_pip_args(version),
+             *wheel_platform_args(flavour.platform, python), "--retries", "1"])  # fmt: skip
+    wheels = found()
+    if not wheels:
+        raise ToolchainError(f"pip downloaded no {flavour.platform} wheel of torch {version} into {downloads}")
+    wheel = wheels[-1]
+    dest = cache / "target-torch" / wheel.stem
+    if not (dest / ".complete").exists():
+
+        def keep(name: str) -> bool:
+            if name == "torch/version.py" or name.startswith("torch/include/"):
+                return True
+            return name.startswith("torch/lib/") and not Path(name).name.startswith("libtorch_cuda")
+
+        _unpack(wheel, dest, keep)
+    return dest / "torch"
+
+
+def cross_cuda_home(flavour: CudaFlavour, host_home: Path, cache: Path, pip: Callable[[list[str]], None]) -> Path:
+    """A CUDA_HOME whose nvcc, cicc, ptxas and libdevice are the host toolkit's own (so the device code is what a
+    native build of the host gives) and whose target folder targets/<dir> (and include/, lib64/) holds the target
+    platform's CUDA headers and libraries, from PyPI's wheels of the row's [cuda.toolchain] pypi requirements for
+    that platform."""
+    cuda = flavour.version
+    assert cuda is not None
+    if "pypi" not in flavour.toolchain:
+        raise ToolchainError(
+            f"cross-compiling build-{flavour.name} for {flavour.platform} needs the target's CUDA {cuda} headers and "
+            "libraries from PyPI, which the row's [cuda.toolchain] does not name (pypi = [...])"
+        )
+    target_dir = NVCC_TARGET_DIRS[flavour.platform]
+    recipe = hashlib.sha256(json.dumps([flavour.toolchain["pypi"], str(host_home)]).encode()).hexdigest()[:12]
+    home = cache / f"cuda-{cuda.major}.{cuda.minor}-{flavour.platform}-cross-{recipe}"
+    if (home / ".complete").exists() and nvcc_version(home) is not None:
+        return home
+    wheels = cache / "downloads" / f"cuda-{cuda.major}.{cuda.minor}-{flavour.platform}"
+    shutil.rmtree(wheels, ignore_errors=True)
+    pip(["download", "--dest", str(wheels), *flavour.toolchain["pypi"],
+         *wheel_platform_args(flavour.platform, f"{sys.version_info.major}.{sys.version_info.minor}"),
+         "--platform", "any", "--retries", "1"])  # fmt: skip
+    shutil.rmtree(home, ignore_errors=True)
+    target = home / "targets" / target_dir
+    unpacked = home / "_wheels"
+    for wheel in sorted(wheels.glob("nvidia_*.whl")):
+        _unpack(wheel, unpacked, lambda name: "/include/" in name or "/lib/" in name)
+    roots = [d for d in unpacked.glob("nvidia/cu*") if d.is_dir()]
+    if len(roots) != 1 or not (roots[0] / "include" / "cuda_runtime.h").exists():
+        raise ToolchainError(f"the {flavour.platform} CUDA wheels in {wheels} gave no nvidia/cu*/include/cuda_runtime.h")
+    shutil.copytree(roots[0] / "include", target / "include")
+    shutil.copytree(roots[0] / "lib", target / "lib")
+    _link_unversioned_cudart(target / "lib")
+    shutil.rmtree(unpacked)
+    # The host's compiler driver and tools, copied (nvcc finds its profile and tools beside its real path).
+    (home / "bin").mkdir()
+    for tool in (host_home / "bin").iterdir():
+        if tool.is_file():
+            shutil.copy2(tool.resolve(), home / "bin" / tool.name)
+    (home / "nvvm").symlink_to((host_home / "nvvm").resolve())
+    host_target = home / "targets" / NVCC_TARGET_DIRS[host_platform()]
+    host_target.mkdir()
+    for sub in ("include", "lib"):
+        (host_target / sub).symlink_to((host_home / sub).resolve())
+    (home / "include").symlink_to(Path("targets") / target_dir / "include")
+    (home / "lib64").symlink_to(Path("targets") / target_dir / "lib")
+    (home / "bin" / "nvcc.profile").write_text(
+        "TOP = $(_HERE_)/..\n"
+        "CICC_PATH = $(TOP)/nvvm/bin\n"
+        "NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice\n"
+        "PATH += $(CICC_PATH):$(_HERE_):\n"
+        'INCLUDES += "-I$(TOP)/$(_TARGET_DIR_)/include" $(_SPACE_)\n'
+        'SYSTEM_INCLUDES += "-isystem" "$(TOP)/$(_TARGET_DIR_)/include/cccl" $(_SPACE_)\n'
+        'LIBRARIES =+ $(_SPACE_) "-L$(TOP)/$(_TARGET_DIR_)/lib"\n'
+    )
+    _check_home(home, cuda)
+    (home / ".complete").touch()
+    return home
+
+
 if __name__ == "__main__":
     print(find_installed(Version(sys.argv[1])))

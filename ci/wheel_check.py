@@ -31,13 +31,31 @@ def build_info(wheel: Path) -> dict:
     return info
 
 
-def embedded_archs(wheel: Path) -> tuple[list[str], list[str]]:
-    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
+def _extension(wheel: Path, tmp: str) -> Path:
+    with zipfile.ZipFile(wheel) as zf:
         names = [n for n in zf.namelist() if n.startswith("visdet_ops/_C") and n.endswith(".so")]
         if len(names) != 1:
             raise WheelCheckError(f"{wheel.name}: expected one visdet_ops/_C*.so, found {names}")
-        so = Path(zf.extract(names[0], tmp))
-        return fatbin.archs(so)
+        return Path(zf.extract(names[0], tmp))
+
+
+def embedded_archs(wheel: Path) -> tuple[list[str], list[str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return fatbin.archs(_extension(wheel, tmp))
+
+
+def extension_machine(wheel: Path) -> str:
+    """The machine the wheel's compiled extension is for, from its ELF header."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return rules.elf_machine(_extension(wheel, tmp))
+
+
+def tag_machines(tags) -> set[str]:
+    """The machines a wheel's platform tags name (manylinux_2_34_aarch64 -> aarch64)."""
+    out = set()
+    for tag in tags:
+        out |= {m for m in rules.PLATFORMS if tag.platform.endswith(f"_{m}")}
+    return out
 
 
 def requires_dist(wheel: Path) -> list[str]:
@@ -107,6 +125,17 @@ def check(
         )
     if not all(t.abi == "abi3" for t in tags):
         problems.append(f"not an abi3 wheel: {sorted(str(t) for t in tags)}")
+    # The platform: the row view's machine, in the tag, the ELF header and the build info alike.
+    machine = extension_machine(wheel)
+    if tag_machines(tags) != {flavour.platform} or machine != flavour.platform:
+        problems.append(
+            f"platform: built for {flavour.platform}, but the tags say {sorted(str(t) for t in tags)} and the "
+            f"extension is an {machine} ELF"
+        )
+    if info.get("PLATFORM") != flavour.platform:
+        problems.append(f"platform: build info PLATFORM={info.get('PLATFORM')!r}, expected {flavour.platform!r}")
+    if not any(t.platform.startswith("manylinux_") for t in tags):
+        problems.append(f"not repaired to a manylinux tag: {sorted(str(t) for t in tags)}")
     if problems:
         raise WheelCheckError(f"{wheel.name}:\n  " + "\n  ".join(problems))
     return {
@@ -114,6 +143,7 @@ def check(
         "size_bytes": wheel.stat().st_size,
         "tags": sorted(str(t) for t in tags),
         "variant": variant,
+        "platform": machine,
         "stable_abi": stable,
         "sass": sass,
         "ptx": ptx,
@@ -129,6 +159,7 @@ def describe(summary: dict) -> str:
         f"size      {summary['size_bytes'] / 1024:.0f} KiB\n"
         f"tags      {', '.join(summary['tags'])}\n"
         f"variant   {summary['variant']} (torch {summary['build_info']['TORCH_VERSION']}{stable})\n"
+        f"platform  {summary.get('platform')}\n"
         f"SASS      {' '.join('sm_' + a.replace('.', '') for a in summary['sass']) or '-'}\n"
         f"PTX       {' '.join('compute_' + a.replace('.', '') for a in summary['ptx']) or '-'}"
     )

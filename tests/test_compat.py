@@ -244,3 +244,72 @@ def test_torch_older_than_the_floor_is_named_with_the_upgrade(torch_version, cud
     fix = _loader._fix_lines(torch_version, cuda)
     assert _install.upgrade_torch_command() in fix and "pip install 'torch>=2.4'" in fix
     assert _build_rules.torch_is_supported("2.4.0") and _build_rules.recommended_variant("2.4.1", "12.1") == "pt24cu121"
+
+
+@pytest.mark.parametrize(
+    "code, device, runs",
+    [
+        ((12, 0), (12, 1), True),  # DGX Spark's GB10 runs sm_120 code
+        ((10, 0), (10, 3), True),  # B300/GB300 run sm_100 code
+        ((8, 0), (8, 6), True),
+        ((8, 0), (8, 7), False),  # Jetson Orin runs its own code only
+        ((8, 6), (8, 7), False),
+        ((8, 7), (8, 7), True),
+        ((10, 0), (10, 1), False),  # Thor under its pre-CUDA-13 name
+        ((10, 1), (11, 0), True),  # ... whose code runs on Thor's CUDA 13 name
+        ((11, 0), (11, 0), True),
+        ((10, 0), (11, 0), False),
+        ((12, 0), (11, 0), False),
+        ((9, 0), (10, 0), False),
+        ((8, 6), (8, 0), False),
+    ],
+)
+def test_sass_runs_as_torch_decides(code, device, runs):
+    assert _compat.sass_runs_on(code, device) is runs
+
+
+def test_jetson_orin_is_told_to_build_from_source():
+    """The aarch64 CUDA 13 wheel's archs: Orin (sm_87) is covered by neither SASS nor PTX and gets the build line."""
+    check = _compat.arch_check(["8.0", "9.0", "10.0", "11.0", "12.0"], ["12.0"], (8, 7), "Orin")
+    assert check.status == "FAIL"
+    assert "integrated (Jetson) GPU" in check.detail and "TORCH_CUDA_ARCH_LIST=8.7 pip install" in check.detail
+    assert _compat.arch_check(["8.0", "9.0", "10.0", "11.0", "12.0"], ["12.0"], (11, 0), "Thor").status == "OK"
+    assert _compat.arch_check(["8.0", "9.0", "10.0", "11.0", "12.0"], ["12.0"], (12, 1), "GB10").status == "OK"
+
+
+PUBLISHED = {
+    "x86_64": {"variants": ["pt25cu124", "pt210cpu", "stable211cpu", "stable211cu13"], "newest_torch": "2.15"},
+    "aarch64": {"variants": ["pt210cpu", "stable211cpu", "stable211cu13"], "newest_torch": "2.15"},
+}
+
+
+@pytest.mark.parametrize(
+    "torch_version, cuda, machine, variant, problem",
+    [
+        ("2.13.0", "13.0", "aarch64", "stable211cu13", None),  # PyPI's aarch64 torch on a GH200
+        ("2.10.0", None, "aarch64", "pt210cpu", None),  # PyPI's aarch64 torch 2.10 on Graviton
+        ("2.10.0", None, "arm64", "pt210cpu", None),
+        ("2.5.0a0+872d972e41.nv24.08", "12.6", "aarch64", None, "no visdet-ops wheel is published for torch 2.5.0"),
+        ("2.5.1", "12.4", "x86_64", "pt25cu124", None),
+        ("2.5.1", "12.4", "aarch64", None, "variant pt25cu124 has no aarch64 build"),
+        ("2.16.0", None, "aarch64", "stable211cpu", None),  # newer than the table knows: trusted
+        ("2.10.0", None, "riscv64", None, "publishes no wheels for riscv64"),
+        ("2.3.1", None, "aarch64", None, None),  # older than MIN_TORCH: the caller says to upgrade
+    ],
+)
+def test_install_advice_knows_which_wheels_exist_per_machine(torch_version, cuda, machine, variant, problem):
+    got, why = _build_rules.install_advice(torch_version, cuda, machine, PUBLISHED)
+    assert got == variant
+    assert (why is None) if problem is None else (problem in why)
+    # Without a table (an unbuilt tree) the recommendation stands.
+    assert _build_rules.install_advice(torch_version, cuda, machine, None) == (
+        _build_rules.recommended_variant(torch_version, cuda),
+        None,
+    )
+
+
+def test_machine_check():
+    assert _compat.machine_check({"PLATFORM": "aarch64"}, "aarch64").status == "OK"
+    wrong = _compat.machine_check({"PLATFORM": "aarch64"}, "x86_64")
+    assert wrong.status == "FAIL" and "install the x86_64 wheel" in wrong.detail
+    assert _compat.machine_check({}, "x86_64").status == "WARN"

@@ -48,6 +48,8 @@ def _write(tmp_path: Path, text: str) -> Path:
 BASE = """
 schema = 1
 version = "0.1.0"
+[platforms.x86_64]
+runner = "r"
 [tests]
 torch = "2.13.0"
 flavour = "cpu"
@@ -55,6 +57,8 @@ flavour = "cpu"
 name = "cpu"
 torch = ["2.13.0"]
 torch_index = "x"
+platforms = ["x86_64"]
+[cuda.x86_64]
 manylinux_image = "y"
 """
 
@@ -62,35 +66,35 @@ manylinux_image = "y"
 @pytest.mark.parametrize(
     "extra, match",
     [
-        ('[[cuda]]\nname = "cpu"\ntorch = ["2.4.0"]\ntorch_index = "x"\nmanylinux_image = "y"\n', "duplicate name"),
+        ('[[cuda]]\nname = "cpu"\ntorch = ["2.4.0"]\ntorch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n', "duplicate name"),
         (
             '[[cuda]]\nname = "cu130"\nversion = "13.0"\narch_list = ["7.0", "9.0+PTX"]\ntorch = ["2.9.1"]\n'
-            'torch_index = "x"\nmanylinux_image = "y"\n',
+            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
             "cannot target sm_70",
         ),
         (
             '[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["8.0", "10.0+PTX"]\ntorch = ["2.4.1"]\n'
-            'torch_index = "x"\nmanylinux_image = "y"\n',
+            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
             "cannot target sm_100",
         ),
         (
             '[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["8.0", "9.0"]\ntorch = ["2.4.1"]\n'
-            'torch_index = "x"\nmanylinux_image = "y"\n',
+            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
             r"must carry \+PTX",
         ),
         (
             '[[cuda]]\nname = "cu999"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.4.1"]\n'
-            'torch_index = "x"\nmanylinux_image = "y"\n',
+            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
             "name must be 'cu124'",
         ),
         (
             '[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.5.1", "2.4.1"]\n'
-            'torch_index = "x"\nmanylinux_image = "y"\n',
+            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
             "ascending",
         ),
         (
             '[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["9.0+PTX"]\ntorch = ["2.3.1", "2.4.1"]\n'
-            'torch_index = "x"\nmanylinux_image = "y"\n',
+            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
             r"torch 2\.3\.1 is older than visdet-ops' floor 2\.4",
         ),
     ],
@@ -109,28 +113,84 @@ def test_build_targets_are_the_newest_patch_of_each_minor():
 
 
 def test_github_matrix_rows_are_every_variant():
-    """A release builds every variant of the matrix, not only the newest torch of each row, and the stable wheels."""
+    """A release builds every variant of the matrix on every platform torch ships its row for, not only the newest
+    torch of each row, and the stable wheels; each job runs on its platform's runner."""
     m = variants.load()
     rows = variants.github_matrix(m)
-    want = {variants.variant_name(t, f.name) for f in m.flavours for t in f.build_targets()}
-    stable = {sv.name for sv in m.stable}
-    per_minor = [r for r in rows if r["variant"] not in stable]
-    assert {r["variant"] for r in per_minor} == want and len(per_minor) == len(want) > 40
-    assert all(set(r) == {"flavour", "torch", "variant", "image", "session"} for r in rows)
-    assert all(r["session"] == f"build-{r['flavour']}" for r in per_minor)
-    # The stable rows come last, one per stable wheel, each built by its own session against the floor torch.
-    assert [r["variant"] for r in rows[len(per_minor) :]] == ["stable211cpu", "stable211cu12", "stable211cu13"]
-    for r in rows[len(per_minor) :]:
-        sv = m.stable_variant(r["variant"])
-        assert r == {
-            "flavour": sv.row.name,
-            "torch": str(sv.torch),
-            "variant": sv.name,
-            "image": sv.row.manylinux_image,
-            "session": f"build-stable-{sv.flavour}",
-        }
+    assert all(set(r) == {"flavour", "torch", "variant", "platform", "runner", "image", "session"} for r in rows)
+    assert {r["platform"] for r in rows} == {"x86_64", "aarch64"} == set(m.platforms)
+    for platform in m.platforms:
+        mine = [r for r in rows if r["platform"] == platform]
+        assert all(r["runner"] == m.runners[platform] for r in mine)
+        views = m.platform_flavours(platform)
+        want = {variants.variant_name(t, f.name) for f in views for t in f.build_targets()}
+        stable = {sv.name for sv in m.stable if platform in sv.platforms}
+        per_minor = [r for r in mine if r["variant"] not in stable]
+        assert {r["variant"] for r in per_minor} == want and len(per_minor) == len(want) > 10
+        assert all(r["session"] == f"build-{r['flavour']}" for r in per_minor)
+        assert all(r["image"] == m.flavour(r["flavour"], platform).manylinux_image for r in per_minor)
+        # The stable rows come after the platform's per-minor ones, each built by its own session against the floor.
+        for r in mine[len(per_minor) :]:
+            sv = m.stable_variant(r["variant"]).on(platform)
+            assert r == {
+                "flavour": sv.row.name,
+                "torch": str(sv.torch),
+                "variant": sv.name,
+                "platform": platform,
+                "runner": m.runners[platform],
+                "image": sv.row.manylinux_image,
+                "session": f"build-stable-{sv.flavour}",
+            }
+    assert [r["variant"] for r in rows if r["variant"].startswith("stable")] == [
+        "stable211cpu", "stable211cu12", "stable211cu13", "stable211cpu", "stable211cu13"
+    ]  # fmt: skip
     newest = variants.github_matrix(m, newest_only=True)
-    assert len(newest) == len(m.flavours) + len(m.stable) and {r["variant"] for r in newest} <= want | stable
+    per_platform = sum(len(m.platform_flavours(p)) for p in m.platforms)
+    assert len(newest) == per_platform + sum(len(sv.platforms) for sv in m.stable)
+
+
+def test_platforms_of_the_matrix():
+    """aarch64: the CPU row for every release, CUDA 13.0 from torch 2.11 (PyPI's aarch64 torch), with Thor's sm_110;
+    the stable CPU and CUDA 13 wheels; rows torch builds for x86_64 only refuse another platform by name."""
+    m = variants.load()
+    cpu = m.flavour("cpu", "aarch64")
+    assert cpu.platform == "aarch64" and cpu.torch == m.flavour("cpu").torch
+    assert cpu.pypi_default[-1] == "2.10" and cpu.manylinux_image.endswith("_aarch64")
+    cu130 = m.flavour("cu130", "aarch64")
+    assert cu130.torch[0] == Version("2.11.0") and "11.0" in cu130.arch_list and "7.5" not in cu130.arch_list
+    assert cu130.torch_from_pypi(Version("2.13.0")) and not m.flavour("cpu", "aarch64").torch_from_pypi(
+        Version("2.13.0")
+    )
+    with pytest.raises(KeyError, match="ships no aarch64 build of the cu118 row"):
+        m.flavour("cu118", "aarch64")
+    assert {sv.name for sv in m.stable if "aarch64" in sv.platforms} == {"stable211cpu", "stable211cu13"}
+    with pytest.raises(KeyError, match="stable211cu12 has no aarch64 build"):
+        m.stable_variant("cu12").on("aarch64")
+    assert m.stable_variant("cu13").on("aarch64").torch == Version("2.11.0")
+    published = m.published()
+    assert "stable211cu13" in published["aarch64"]["variants"] and "pt210cpu" in published["aarch64"]["variants"]
+    assert "pt25cu124" not in published["aarch64"]["variants"] and "pt25cu124" in published["x86_64"]["variants"]
+    assert published["aarch64"]["newest_torch"] == "2.15"
+
+
+@pytest.mark.parametrize(
+    "row, match",
+    [
+        ('platforms = ["x86_64", "aarch64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n', r"needs a \[cuda.aarch64\] table"),
+        ('platforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n[cuda.aarch64]\nmanylinux_image = "z"\n',
+         "'aarch64' is not in its platforms"),
+        ('platforms = ["x86_64", "riscv64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n', r"\['riscv64'\] are none of"),
+        ('platforms = ["x86_64", "aarch64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n[cuda.aarch64]\n'
+         'manylinux_image = "z"\nsince = "2.12.0"\n', "is not a release of the row"),
+        ('platforms = ["x86_64", "aarch64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n[cuda.aarch64]\n'
+         'manylinux_image = "z"\nimage = "w"\n', "unknown keys"),
+    ],
+)  # fmt: skip
+def test_bad_platform_tables_are_rejected(tmp_path, row, match):
+    text = BASE.replace('platforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n', row)
+    text = text.replace('[platforms.x86_64]\nrunner = "r"\n', '[platforms.x86_64]\nrunner = "r"\n[platforms.aarch64]\nrunner = "a"\n')
+    with pytest.raises(ValueError, match=match):
+        variants.load(_write(tmp_path, text))
 
 
 def test_stable_variants_of_the_matrix():
@@ -253,7 +313,10 @@ def test_abi3_floor_has_one_value():
     floor = variants.rules.MIN_PYTHON
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["requires-python"] == f">={floor[0]}.{floor[1]}"
-    assert pyproject["tool"]["cibuildwheel"]["build"] == f"{variants.rules.ABI3_TAG}-manylinux_x86_64"
+    m = variants.load()
+    assert pyproject["tool"]["cibuildwheel"]["build"] == [
+        f"{variants.rules.ABI3_TAG}-manylinux_{platform}" for platform in m.platforms
+    ]
     assert variants.rules.PY_LIMITED_API == f"0x{floor[0]:02X}{floor[1]:02X}0000"
 
 
@@ -261,7 +324,10 @@ def test_the_wheels_workflow_runs_the_session_each_row_names():
     """wheels.yml builds every row, stable ones included, through the nox session the row names (the one a person
     runs): `nox -s build-<flavour>` or `nox -s build-stable-<flavour>`, both made by noxfile.py from the matrix."""
     workflow = (ROOT / ".github" / "workflows" / "wheels.yml").read_text()
-    assert 'run: nox -s "${{ matrix.session }}" -- --torch "${{ matrix.torch }}"' in workflow
+    assert 'run: nox -s "${{ matrix.session }}" -- --torch "${{ matrix.torch }}" --platform "${{ matrix.platform }}"' in (
+        workflow
+    )
+    assert "runs-on: ${{ matrix.runner }}" in workflow
     noxfile = (ROOT / "noxfile.py").read_text()
     assert 'name=f"build-{flavour.name}"' in noxfile and "name=stable.session" in noxfile
     assert "for _stable in MATRIX.stable:" in noxfile

@@ -69,7 +69,8 @@ def load_library() -> dict:
         )
     built = _compat.describe_torch(info["TORCH_VERSION"], info["TORCH_CUDA_VERSION"])
     found = _compat.describe_torch(torch_version, torch_cuda)
-    checks = _compat.environment_checks(
+    checks = [_compat.machine_check(info, _build_rules.normalize_machine(platform.machine()))]
+    checks += _compat.environment_checks(
         info, torch_version, torch_cuda, getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
     )
     failed = [c for c in checks if c.status == "FAIL"]
