@@ -25,17 +25,20 @@ import functools
 import http.server
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ci import matrix as variant_matrix  # noqa: E402
+from ci import qemu  # noqa: E402
 from ci.scratch import pytest_command, tree_without_package  # noqa: E402
 
 rules = variant_matrix.rules
@@ -84,7 +87,11 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def venv(path: Path, env: dict) -> Path:
+def venv(path: Path, env: dict, sysroot: Path | None = None) -> Path:
+    """A fresh venv of this machine's Python, or with `sysroot` of the aarch64 guest Python under qemu (ci/qemu.py)."""
+    if sysroot is not None:
+        print(f"+ aarch64 venv {path} (qemu, {sysroot})", flush=True)
+        return qemu.make_venv(sysroot, path, env)
     shutil.rmtree(path, ignore_errors=True)
     run([sys.executable, "-m", "venv", path], env)
     return path / "bin" / "python"
@@ -129,8 +136,20 @@ def install_modes(url: str, variant: str) -> dict[str, list[str]]:
     }
 
 
-def check_installed(py: Path, variant: str, env: dict, work: Path, version: str | None = None) -> str:
-    """Import and doctor (text, --json, -m) in a venv that holds torch and visdet-ops only."""
+def check_installed(
+    py: Path, variant: str, env: dict, work: Path, version: str | None = None, full: bool = True
+) -> str:
+    """Import and doctor (text, --json, -m) in a venv that holds torch and visdet-ops only. full=False (the further
+    install modes under qemu, where every Python start imports torch for 25 s): `visdet-ops doctor --json` alone,
+    which imports the package, runs every op and reports the version."""
+    if not full:
+        report = run([py.parent / "visdet-ops", "doctor", "--json"], env, cwd=work, check=False)
+        if report.returncode != 0 or json.loads(report.stdout)["ok"] is not True:
+            raise SystemExit(f"{variant}: visdet-ops doctor --json exited {report.returncode}\n{report.stdout[-3000:]}")
+        got = json.loads(report.stdout)["build_info"]["VERSION"]
+        if not got.endswith(version or f"+{variant}"):
+            raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {version or '+' + variant}")
+        return got
     absent = run(
         [py, "-c", "import importlib.util as u; print([m for m in ('numpy', 'packaging') if u.find_spec(m)])"], env
     )
@@ -159,33 +178,46 @@ def check_variant(
     source: Path = ROOT,
     stable_torch: str | None = None,
     whole_suite: bool = True,
+    sysroot: Path | None = None,
 ) -> dict:
-    py = venv(work / f"venv-{variant}", env)
+    """One variant's wheel for this machine, or with `sysroot` its aarch64 wheel in an aarch64 venv under qemu."""
+    machine = "aarch64" if sysroot is not None else rules.normalize_machine(platform.machine())
+    started = time.monotonic()
+    py = venv(work / f"venv-{variant}-{machine}", env, sysroot)
     torch_version = install_torch(py, smoke_torch_minor(variant, stable_torch), env)
+    times = {"venv + torch": time.monotonic() - started}
     user = user_pip_env(env)
     modes = {}
-    for mode, args in install_modes(url, variant).items():
+    for n, (mode, args) in enumerate(install_modes(url, variant).items()):
+        step = time.monotonic()
         run([py, "-m", "pip", "install", "--quiet", *args], user)
-        modes[mode] = check_installed(py, variant, user, work)
+        modes[mode] = check_installed(py, variant, user, work, full=sysroot is None or n == 0)
         run([py, "-m", "pip", "uninstall", "--quiet", "--yes", "visdet-ops"], user)
-        print(f"{variant}: {mode}: visdet-ops {modes[mode]} beside torch {torch_version}: import + doctor OK")
+        times[mode] = time.monotonic() - step
+        print(f"{variant} ({machine}): {mode}: visdet-ops {modes[mode]} beside torch {torch_version}: import + doctor OK")
     for version in versions or []:
+        step = time.monotonic()
         for args in install_modes(url, variant).values():
             run([py, "-m", "pip", "install", "--quiet", "--no-deps", args[0] + f"=={version}", *args[1:]], user)
-            check_installed(py, variant, user, work, version=version)
+            check_installed(py, variant, user, work, version=version, full=sysroot is None)
             run([py, "-m", "pip", "uninstall", "--quiet", "--yes", "visdet-ops"], user)
-        print(f"{variant}: version {version} installs from both pages")
+        times[f"version {version}"] = time.monotonic() - step
+        print(f"{variant} ({machine}): version {version} installs from both pages")
     # The test suite, once, against the installed wheel (or its installed-package tests, when the caller ran the
     # whole suite on this variant's code already).
+    step = time.monotonic()
     run([py, "-m", "pip", "install", "--quiet", "visdet-ops[test]", "-f", f"{url}/{variant}/"], user)
     paths = ("tests",) if whole_suite else INSTALLED_PACKAGE_TESTS
     res = run(pytest_command(py, paths=paths), env, cwd=tree_without_package(work / "tree", source), check=False)
+    times["tests"] = time.monotonic() - step
     summary = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:]
     summary = summary if whole_suite else f"{summary} (installed-package tests: the whole suite ran on this code)"
-    print(f"{variant}: pytest: {summary}")
+    print(f"{variant} ({machine}): pytest: {summary}")
     if res.returncode != 0:
-        raise SystemExit(f"{variant}: tests failed\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
-    return {"variant": variant, "torch": torch_version, "modes": modes, "tests": summary}
+        raise SystemExit(f"{variant} ({machine}): tests failed\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
+    print(f"{variant} ({machine}) times: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()), flush=True)
+    return {"variant": variant, "machine": machine, "torch": torch_version, "modes": modes, "tests": summary,
+            "seconds": {k: round(v) for k, v in times.items()}}  # fmt: skip
 
 
 def check_mismatch(variant: str, torch_spec: str, url: str, work: Path, env: dict) -> None:
@@ -229,10 +261,13 @@ def run_smoke(
     source: Path = ROOT,
     stable_torch: str | None = None,
     suite_tested: frozenset[str] = frozenset(),
+    aarch64: dict[str, list[str]] | None = None,
 ) -> list[dict]:
     """Every variant of the index served at `url`; returns a summary per variant. The tests come from the
     source tree at `source` (the tree the wheels were built from); a variant in `suite_tested` (the caller ran the
-    whole suite on a wheel of its code) runs INSTALLED_PACKAGE_TESTS only."""
+    whole suite on a wheel of its code) runs INSTALLED_PACKAGE_TESTS only. `aarch64`: variants whose aarch64 wheel is
+    checked the same way in an aarch64 venv under qemu (ci/qemu.py), each with its versions to install by number, and
+    the installed-package tests (the rest of the suite is the x86_64 wheels' business: the same code)."""
     found = sorted(p.name for p in index.iterdir() if p.is_dir() and is_variant_folder(p.name))
     chosen = [v for v in found if not variants or v in variants]
     if not chosen:
@@ -243,14 +278,26 @@ def run_smoke(
     for v in chosen:
         mine = [x for x in versions or [] if x.endswith(f"+{v}")]
         results.append(check_variant(v, url, work, env, mine, source, stable_torch, whole_suite=v not in suite_tested))
+    if aarch64:
+        root, guest = qemu.provision()
+        for v, mine in aarch64.items():
+            results.append(check_variant(v, url, work, guest_env(env, root), mine, source, stable_torch, False, root))
     cpu = [v for v in chosen if rules.is_variant(v) and v.endswith("cpu")]
     if cpu:
         # Another torch minor beside the CPU wheel: this machine's other torch, or the one asked for.
         spec = mismatch_torch or _other_torch(torch_minor(cpu[0]))
         check_mismatch(cpu[0], spec, url, work, env)
     for r in results:
-        print(f"smoke OK: {r['variant']} (torch {r['torch']}): {', '.join(r['modes'])}; tests: {r['tests']}")
+        print(
+            f"smoke OK: {r['variant']} ({r['machine']}, torch {r['torch']}): {', '.join(r['modes'])}; "
+            f"tests: {r['tests']}; seconds: {r['seconds']}"
+        )
     return results
+
+
+def guest_env(env: dict, root: Path) -> dict:
+    """The smoke's clean environment with the aarch64 sysroot for qemu."""
+    return qemu.guest_env(root, env)
 
 
 def _other_torch(minor: str) -> str:
@@ -269,6 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stable-torch", help="torch minor the stable variants are tested beside (default: the [tests] torch's)"
     )
+    parser.add_argument(
+        "--aarch64",
+        action="append",
+        default=[],
+        metavar="VARIANT",
+        help="also check this variant's aarch64 wheel in an aarch64 venv under qemu (ci/qemu.py)",
+    )
     args = parser.parse_args(argv)
     server, url = serve(args.index)
     try:
@@ -279,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             args.variant,
             mismatch_torch=args.mismatch_torch,
             stable_torch=args.stable_torch,
+            aarch64={v: [] for v in args.aarch64},
         )
     finally:
         server.shutdown()
