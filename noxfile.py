@@ -352,6 +352,16 @@ def reproducible(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "ci.reproducible", *session.posargs)
 
 
+@nox.session(name="device-code", default=False)
+def device_code(session: nox.Session) -> None:
+    """Compare two wheels' CUDA device code arch by arch with cuobjdump (ci/device_code.py): nox -s device-code --
+    wheelhouse/stable211cu13/*_x86_64.whl wheelhouse/stable211cu13/*_aarch64.whl."""
+    from ci import device_code as dc
+
+    session.install(dc.CUOBJDUMP_REQUIREMENT, *PIP_FLAGS)
+    session.run("python", "-m", "ci.device_code", *session.posargs)
+
+
 @nox.session(reuse_venv=True)
 def tests(session: nox.Session) -> None:
     """Build in place against the matrix's [tests] torch and run pytest, one worker per core (posargs go to pytest)."""

@@ -1,6 +1,7 @@
 """Lists the CUDA machine code (SASS) and PTX archs embedded in an ELF shared
-object, by reading its .nv_fatbin section (works on compressed fatbins and
-without cuobjdump, which system CUDA 13 here and the PyPI toolchain lack)."""
+object or object file, and their payloads, by reading its .nv_fatbin section (works on compressed fatbins and
+without cuobjdump, which system CUDA 13 here and the PyPI toolchain lack; ci/device_code.py compares two builds'
+device code with cuobjdump too)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,15 @@ def _section(data: bytes, wanted: str) -> bytes | None:
     return None
 
 
-def archs(path: Path) -> tuple[list[str], list[str]]:
-    """(sass, ptx) as sorted "X.Y" strings."""
+def entries(path: Path) -> list[tuple[str, str, bytes]]:
+    """Every entry of the .nv_fatbin section of an ELF file (a shared library or an object file), in order: (kind
+    "sass" or "ptx", arch "X.Y", payload: the cubin or PTX as stored, compressed where the build compressed it). The
+    entry headers are left out: they describe the host the fatbin was made for (its address size and OS), which
+    differs between an x86_64 and an aarch64 build of the same device code."""
     blob = _section(path.read_bytes(), ".nv_fatbin")
-    sass: set[int] = set()
-    ptx: set[int] = set()
+    out: list[tuple[str, str, bytes]] = []
     if blob is None:
-        return [], []
+        return out
     pos = 0
     while pos + 16 <= len(blob):
         magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", blob, pos)
@@ -43,14 +46,44 @@ def archs(path: Path) -> tuple[list[str], list[str]]:
         while entry < end:
             kind, _, entry_header, payload = struct.unpack_from("<HHIQ", blob, entry)
             arch = struct.unpack_from("<I", blob, entry + 28)[0]
-            (ptx if kind == KIND_PTX else sass).add(arch)
+            start = entry + entry_header
+            out.append(("ptx" if kind == KIND_PTX else "sass", f"{arch // 10}.{arch % 10}", blob[start : start + payload]))
             entry += entry_header + payload
         pos = end
+    return out
 
-    def fmt(values: set[int]) -> list[str]:
-        return [f"{a // 10}.{a % 10}" for a in sorted(values)]
 
-    return fmt(sass), fmt(ptx)
+def archs(path: Path) -> tuple[list[str], list[str]]:
+    """(sass, ptx) as sorted "X.Y" strings."""
+    found = entries(path)
+
+    def fmt(kind: str) -> list[str]:
+        return sorted({a for k, a, _ in found if k == kind}, key=lambda a: tuple(map(int, a.split("."))))
+
+    return fmt("sass"), fmt("ptx")
+
+
+def by_arch(path: Path) -> dict[tuple[str, str], list[bytes]]:
+    """The payloads of each (kind, arch), in the order the fatbin holds them."""
+    out: dict[tuple[str, str], list[bytes]] = {}
+    for kind, arch, payload in entries(path):
+        out.setdefault((kind, arch), []).append(payload)
+    return out
+
+
+def compare(a: Path, b: Path) -> dict[tuple[str, str], str]:
+    """Per (kind, arch) of either file: "same" where both hold the same payloads in the same order, "only in A" /
+    "only in B", or "differs"."""
+    left, right = by_arch(a), by_arch(b)
+    out = {}
+    for key in sorted(set(left) | set(right), key=lambda k: (k[0], tuple(map(int, k[1].split("."))))):
+        if key not in right:
+            out[key] = "only in A"
+        elif key not in left:
+            out[key] = "only in B"
+        else:
+            out[key] = "same" if left[key] == right[key] else "differs"
+    return out
 
 
 if __name__ == "__main__":

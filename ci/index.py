@@ -13,8 +13,11 @@ Where the wheels live:
 - --wheel-url URL --assets-out DIR: the wheels (and their .metadata files, PEP 658) are copied to DIR for upload
   to URL (a GitHub release's download URL); the pages link there, so the published site holds only pages.
 
+A variant's wheels for x86_64 and aarch64 share its folder and pages (pip picks by platform tag); each manifest entry
+names its platform.
+
 Layout of <out>:
-  index.html                            the variants, with their pip lines
+  index.html                            the variants, with their pip lines and platforms
   manifest.json                         every wheel ever published
   <variant>/index.html                  find-links page (pip -f <out>/<variant>/), #sha256= on every link
   <variant>/simple/visdet-ops/          PEP 503 page (pip --index-url <out>/<variant>/simple)
@@ -78,7 +81,7 @@ def _aliases(wheel: Path, matrix) -> list[str]:
 
 def describe_wheel(wheel: Path, variant: str, url: str, matrix) -> dict:
     """The manifest entry of one wheel; checks that its local label names its variant."""
-    _, version, _, _ = parse_wheel_filename(wheel.name)
+    _, version, _, tags = parse_wheel_filename(wheel.name)
     if version.local != variant:
         raise ValueError(f"{wheel}: local version +{version.local} does not match its folder {variant}")
     rules = variant_matrix.rules
@@ -90,8 +93,13 @@ def describe_wheel(wheel: Path, variant: str, url: str, matrix) -> dict:
         raise ValueError(f"{wheel}: {kind} build (STABLE_ABI in its build info) in the folder {variant}")
     meta = _metadata(wheel)
     requires_python = email.parser.BytesParser().parsebytes(meta, headersonly=True).get("Requires-Python")
+    machines = wheel_check.tag_machines(tags)
+    if len(machines) != 1:
+        raise ValueError(f"{wheel}: its platform tags name {sorted(machines) or 'no machine'}, expected one of "
+                         f"{', '.join(rules.PLATFORMS)}")  # fmt: skip
     return {
         "variant": variant,
+        "platform": machines.pop(),
         "filename": wheel.name,
         "version": str(version),
         "url": url,
@@ -163,6 +171,20 @@ def _link(entry: dict, page_dir: str) -> str:
     return f"<a {attrs}>{html.escape(entry['filename'])}</a>"
 
 
+def entry_platform(entry: dict) -> str:
+    """The machine a manifest entry's wheel is for (entries published before the platform field: from its name)."""
+    if entry.get("platform"):
+        return entry["platform"]
+    _, _, _, tags = parse_wheel_filename(entry["filename"])
+    return sorted(wheel_check.tag_machines(tags))[0]
+
+
+def entry_platforms(entries: list[dict], variant: str) -> list[str]:
+    """The machines a variant has wheels for, in the matrix's platform order."""
+    have = {entry_platform(e) for e in entries if e["variant"] == variant}
+    return [p for p in variant_matrix.rules.PLATFORMS if p in have]
+
+
 def write_pages(entries: list[dict], out: Path, base_url: str | None = None) -> list[str]:
     """Every page of the index from its manifest entries; returns the variants."""
     out.mkdir(parents=True, exist_ok=True)
@@ -194,6 +216,7 @@ def write_pages(entries: list[dict], out: Path, base_url: str | None = None) -> 
     top = [
         f'<a href="{v}/">{v}</a>: <code>pip install visdet-ops -f {html.escape(prefix)}{v}/</code>'
         + (f" ({html.escape(rules.variant_note(v).split(': ', 1)[1])})" if rules.is_stable_variant(v) else "")
+        + f" [{', '.join(entry_platforms(entries, v))}]"
         for v in ordered
     ]
     (out / "index.html").write_text(_page("visdet-ops wheel index", top))

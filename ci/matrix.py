@@ -567,13 +567,28 @@ def markdown(m: Matrix) -> str:
     return "\n".join(lines) + "\n"
 
 
+README_BEGIN = "<!-- platforms table: python -m ci.matrix --readme (generated from ci/matrix.toml) -->"
+README_END = "<!-- end of platforms table -->"
+
+
+def readme(m: Matrix, text: str) -> str:
+    """README.md with its platforms table (between README_BEGIN and README_END) made anew from the matrix."""
+    start, end = text.index(README_BEGIN), text.index(README_END)
+    return text[: start + len(README_BEGIN)] + "\n" + "\n".join(platforms_markdown(m)) + "\n" + text[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true", help="GitHub Actions matrix as JSON")
     parser.add_argument("--markdown", action="store_true", help="docs/matrix.md")
     parser.add_argument("--newest-only", action="store_true", help="only the newest torch of each row")
+    parser.add_argument("--readme", action="store_true", help="rewrite README.md's platforms table")
     args = parser.parse_args(argv)
     m = load()
+    if args.readme:
+        path = ROOT / "README.md"
+        path.write_text(readme(m, path.read_text()))
+        return 0
     if args.markdown:
         print(markdown(m), end="")
         return 0

@@ -2,6 +2,7 @@
 .github/workflows/publish.yml, from the same definitions the workflows use.
 
   python -m ci.release rehearsal [--python PYTHON3.10] [--work DIR] [--flavour cpu] [--torch 2.13] [--no-stable]
+                                 [--aarch64-torch 2.10]
 
 The rehearsal, in a scratch copy of the source tree, for one variant:
   release 1 (the version of ci/matrix.toml): in a fresh venv of a bare CPython 3.10, cibuildwheel's
@@ -12,6 +13,9 @@ The rehearsal, in a scratch copy of the source tree, for one variant:
     --no-stable leaves it out): the same before-build, build and repair with VISDET_OPS_STABLE_ABI=1 against the
     floor torch (the row's newest patch of it), the wheel check of a stable row, and ci.abi_audit against that
     torch; its suite runs in the smoke step, beside the [tests] torch;
+    Release 1 also holds the row's aarch64 wheel for --aarch64-torch (pt210cpu): the same build steps, cross-compiled
+    here (ci.release.cross_environment, docs/aarch64.md), the wheel check of an aarch64 row; the smoke step installs
+    and tests it in an aarch64 venv under qemu (ci/qemu.py);
   release 2 (the version bumped in the copy's ci/matrix.toml, as the next release commit would): the same build
     and publish of the per-minor wheel (its tests are the same code as release 1's and are not run again). Its
     build reuses release 1's object files (the stable wheel builds in a copy of its own, so they stay there; the
@@ -41,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ci import matrix as variant_matrix  # noqa: E402
-from ci import smoke, wheel_check  # noqa: E402
+from ci import qemu, smoke, toolchain, wheel_check  # noqa: E402
 
 
 def cibw_config(root: Path = ROOT) -> dict:
@@ -237,13 +241,33 @@ def audit_stable(wheel: Path, project: Path, work: Path, venv: str = "build-venv
         raise SystemExit(f"{wheel.name}: ci.abi_audit failed (see above)")
 
 
-def expected_listing(variant: str, versions: list[str], stable_variant: str | None) -> dict[str, list[str]]:
+def expected_listing(
+    variant: str, versions: list[str], stable_variant: str | None, aarch64_variant: str | None = None
+) -> dict[str, list[str]]:
     """What the merged index must list after the rehearsal's releases: every version of the per-minor variant,
-    and the stable variant's first (release 1) only."""
+    and the stable variant's and the aarch64 wheel's first (release 1) only."""
     want = {variant: sorted(f"{v}+{variant}" for v in versions)}
     if stable_variant:
         want[stable_variant] = [f"{versions[0]}+{stable_variant}"]
+    if aarch64_variant:
+        want.setdefault(aarch64_variant, [])
+        want[aarch64_variant] = sorted({*want[aarch64_variant], f"{versions[0]}+{aarch64_variant}"})
     return want
+
+
+def cross_environment(flavour: variant_matrix.CudaFlavour, torch_version, python: str) -> dict:
+    """The variables that make the release build steps cross-compile for flavour.platform here (docs/aarch64.md): the
+    host torch of the same release (its pip arguments, as rehearsal_environment gives them for this machine's row),
+    the cross compilers and the target torch, fetched into the nox cache."""
+    host = flavour.on(toolchain.host_platform())
+    env = rehearsal_environment(host, torch_version)
+    env.update(toolchain.cross_compilers(flavour.platform))
+
+    def pip(args: list[str]) -> None:
+        subprocess.run([sys.executable, "-m", "pip", *args], check=True)
+
+    env["VISDET_OPS_TARGET_TORCH"] = str(toolchain.target_torch(flavour, torch_version, qemu.CACHE, pip, python))
+    return env
 
 
 def rehearsal(args: argparse.Namespace) -> int:
@@ -254,6 +278,11 @@ def rehearsal(args: argparse.Namespace) -> int:
     torch_version = flavour.torch_for(args.torch) if args.torch else matrix.tests_torch
     variant = variant_matrix.variant_name(torch_version, flavour.name)
     stable = matrix.stable_for_row(flavour.name) if args.stable else None
+    # The aarch64 wheel of release 1: the row's per-minor wheel for --aarch64-torch, cross-compiled here and checked
+    # under qemu in the smoke step (the wheels workflow builds it natively on an arm64 runner).
+    aarch64 = flavour.on("aarch64") if args.aarch64_torch else None
+    aarch64_torch = aarch64.torch_for(args.aarch64_torch) if aarch64 else None
+    aarch64_variant = variant_matrix.variant_name(aarch64_torch, flavour.name) if aarch64 else None
     work = args.work.resolve()
     shutil.rmtree(work, ignore_errors=True)
     (work / "www" / "site").mkdir(parents=True)
@@ -267,7 +296,12 @@ def rehearsal(args: argparse.Namespace) -> int:
     versions = [first, _bump(first)]
     variant_env = rehearsal_environment(flavour, torch_version)
     stable_env = rehearsal_environment(flavour, stable.torch, stable=True) if stable else None
+    aarch64_project = _copy_tree(work / "project-aarch64") if aarch64 else None
     also = f" + {stable.name} (torch {stable.torch}) in release 1" if stable else ""
+    also += f" + {aarch64_variant} for aarch64 (torch {aarch64_torch}) in release 1" if aarch64 else ""
+    python_version = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     print(f"release rehearsal: {variant} (torch {torch_version}){also} with {python}, versions {versions}", flush=True)
     try:
         for n, version in enumerate(versions):
@@ -290,9 +324,22 @@ def rehearsal(args: argparse.Namespace) -> int:
                 summary = wheel_check.check(stable_wheel, flavour, stable.torch, stable=True)
                 print(wheel_check.describe(summary), flush=True)
                 audit_stable(stable_wheel, stable_project, work)
+            if n == 0 and aarch64:
+                step = time.monotonic()
+                _set_version(aarch64_project, version)
+                cross_env = cross_environment(aarch64, aarch64_torch, python_version)
+                out = work / "built-aarch64"
+                aarch64_wheel = build_and_repair(
+                    python, aarch64_project, out, cross_env, work, venv="build-venv-aarch64"
+                )
+                (house / aarch64_variant).mkdir(parents=True, exist_ok=True)
+                aarch64_wheel = Path(shutil.move(aarch64_wheel, house / aarch64_variant / aarch64_wheel.name))
+                summary = wheel_check.check(aarch64_wheel, aarch64, aarch64_torch)
+                print(wheel_check.describe(summary), flush=True)
+                print(f"aarch64 cross build of {aarch64_variant}: {time.monotonic() - step:.0f} s", flush=True)
             publish(house, site, site_url, f"v{version}", assets, assets_url)
         manifest = json.loads((site / "manifest.json").read_text())["wheels"]
-        want = expected_listing(variant, versions, stable.name if stable else None)
+        want = expected_listing(variant, versions, stable.name if stable else None, aarch64_variant)
         listed = {v: sorted(e["version"] for e in manifest if e["variant"] == v) for v in want}
         if listed != want:
             raise SystemExit(f"after two releases the index lists {listed}, expected {want}")
@@ -303,6 +350,7 @@ def rehearsal(args: argparse.Namespace) -> int:
             versions=[v for vs in want.values() for v in vs],
             source=project,
             suite_tested=frozenset({variant}),  # release 1's test-command ran the whole suite on its code
+            aarch64={aarch64_variant: want[aarch64_variant]} if aarch64 else None,
         )
     finally:
         server.shutdown()
@@ -321,6 +369,12 @@ def main(argv: list[str] | None = None) -> int:
     reh.add_argument("--work", type=Path, default=ROOT / ".nox" / "_rehearsal")
     reh.add_argument("--flavour", default="cpu")
     reh.add_argument("--torch", help="torch release of the row (default: the matrix's [tests] torch)")
+    reh.add_argument(
+        "--aarch64-torch",
+        default="2.10",
+        help="torch release of the row whose aarch64 wheel release 1 cross-compiles and the smoke checks under qemu "
+        "(default 2.10: PyPI's newest CPU-only aarch64 torch, the newest that imports here); '' leaves it out",
+    )
     reh.add_argument(
         "--no-stable",
         dest="stable",

@@ -337,3 +337,9 @@ def test_the_wheels_workflow_runs_the_session_each_row_names():
         "build-stable-cu12",
         "build-stable-cu13",
     }
+
+
+def test_readme_platforms_table_is_up_to_date():
+    text = (ROOT / "README.md").read_text()
+    assert variants.readme(variants.load(), text) == text, "run: python -m ci.matrix --readme"
+    assert "| aarch64 | `stable211cu13` |" in text

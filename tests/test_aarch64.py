@@ -1,0 +1,133 @@
+"""The aarch64 cross build (docs/aarch64.md): its device code is the native build's, and setup.py's cross mode refuses
+what would give a wrong wheel.
+
+The device-code test compiles every .cu file for one arch (SASS and PTX) twice with the release build's reproducible
+flags, natively and for aarch64 (Debian's aarch64 g++ as host compiler, PyPI's sbsa CUDA headers as nvcc's target
+folder), and requires the same cubins and PTX. It needs the cross compiler and nvcc: skipped without them, unless
+VISDET_OPS_REQUIRE_CROSS=1 (CI sets it), which makes their absence a failure. The wheels themselves are compared by
+`nox -s device-code` (ci/device_code.py), recorded in docs/aarch64.md."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from torch.utils import cpp_extension
+
+from ci import fatbin, toolchain
+from ci import matrix as variants
+
+ROOT = Path(__file__).resolve().parent.parent
+CSRC = ROOT / "csrc"
+CU_SOURCES = sorted(CSRC.rglob("*.cu"))
+ARCH = "9.0"  # the GPU the CUDA kernels are tested on (an H200): its SASS and PTX
+
+
+def _require(what: str) -> None:
+    if os.environ.get("VISDET_OPS_REQUIRE_CROSS") == "1":
+        pytest.fail(f"VISDET_OPS_REQUIRE_CROSS=1 but {what}")
+    pytest.skip(what)
+
+
+@pytest.fixture(scope="module")
+def homes() -> tuple[Path, Path]:
+    """(the host CUDA 13 toolkit, the same toolkit with the aarch64 target folder)."""
+    host, _ = variants.rules.find_cuda_home()
+    if host is None:
+        _require("no nvcc on this machine")
+    try:
+        toolchain.cross_compilers("aarch64")
+    except toolchain.ToolchainError as exc:
+        _require(str(exc))
+    nvcc = toolchain.nvcc_version(host)
+    row = variants.load().flavour_for_cuda(f"{nvcc.major}.{nvcc.minor}")
+    if row is None or "aarch64" not in row.platforms:
+        _require(f"ci/matrix.toml ships no aarch64 build for nvcc {nvcc}")
+
+    def pip(args: list[str]) -> None:
+        subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True)
+
+    return host, toolchain.cross_cuda_home(row.on("aarch64"), host, ROOT / ".nox" / "_cache", pip)
+
+
+def _compile(home: Path, source: Path, out: Path, cross: bool) -> Path:
+    nvcc = toolchain.nvcc_version(home)
+    maps = variants.rules.prefix_maps(ROOT, Path(cpp_extension.include_paths()[0]).parent, home)
+    sm = ARCH.replace(".", "")
+    cmd = [
+        str(home / "bin" / "nvcc"),
+        "-c",
+        "-O3",
+        "-std=c++17",
+        *cpp_extension.COMMON_NVCC_FLAGS,
+        f"-I{CSRC}",
+        "-DVISDET_OPS_WITH_CUDA=1",
+        f"-gencode=arch=compute_{sm},code=[sm_{sm},compute_{sm}]",
+        *variants.rules.reproducible_nvcc_flags(maps, variants.rules.parse_release(str(nvcc))),
+        *(["-ccbin", "aarch64-linux-gnu-g++", "--target-directory=sbsa-linux"] if cross else []),
+        str(source),
+        "-o",
+        str(out),
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=out.parent)
+    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stdout}\n{res.stderr[-3000:]}"
+    return out
+
+
+@pytest.mark.parametrize("source", CU_SOURCES, ids=lambda p: p.name)
+def test_cross_compiled_device_code_is_the_native_one(source: Path, homes, tmp_path: Path):
+    host, cross = homes
+    native = _compile(host, source, tmp_path / f"{source.stem}.o", cross=False)
+    (tmp_path / "aarch64").mkdir()
+    aarch64 = _compile(cross, source, tmp_path / "aarch64" / f"{source.stem}.o", cross=True)
+    assert variants.rules.elf_machine(native) == "x86_64" and variants.rules.elf_machine(aarch64) == "aarch64"
+    result = fatbin.compare(native, aarch64)
+    assert set(result) == {("sass", ARCH), ("ptx", ARCH)}, result
+    assert set(result.values()) == {"same"}, f"{source.name}: the aarch64 build's device code differs: {result}"
+
+
+def _setup(env: dict, tmp_path: Path) -> subprocess.CompletedProcess:
+    """setup.py's decisions alone (--version prints the version after every check)."""
+    full = {**os.environ, "VISDET_OPS_CUDA": "0", **env}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "setup.py"), "--version"], capture_output=True, text=True, env=full, cwd=tmp_path
+    )
+
+
+def test_cross_build_refuses_a_folder_that_is_not_a_torch(tmp_path: Path):
+    res = _setup({"VISDET_OPS_TARGET_TORCH": str(tmp_path / "nothing")}, tmp_path)
+    assert res.returncode != 0 and "not a torch package folder" in res.stderr
+
+
+def _fake_target_torch(tmp_path: Path, version: str) -> Path:
+    """A torch folder whose libc10.so is an aarch64 ELF header and whose version.py says `version`."""
+    torch_dir = tmp_path / "target" / "torch"
+    (torch_dir / "include").mkdir(parents=True)
+    (torch_dir / "lib").mkdir()
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    header[18:20] = (183).to_bytes(2, "little")  # EM_AARCH64
+    (torch_dir / "lib" / "libc10.so").write_bytes(bytes(header))
+    (torch_dir / "version.py").write_text(f"__version__ = {version!r}\ncuda = None\n")
+    return torch_dir
+
+
+def test_cross_build_needs_the_same_torch_release_on_both_sides(tmp_path: Path):
+    res = _setup({"VISDET_OPS_TARGET_TORCH": str(_fake_target_torch(tmp_path, "2.9.1"))}, tmp_path)
+    assert res.returncode != 0 and "the target torch is 2.9.1" in res.stderr and "same release" in res.stderr
+
+
+def test_cross_build_needs_a_compiler_for_the_target(tmp_path: Path):
+    import torch
+
+    if shutil.which("nm") is None:
+        pytest.skip("no nm")
+    target = _fake_target_torch(tmp_path, torch.__version__)
+    # The fake libc10 has no symbols, so the ABI check speaks first where the host torch uses the C++11 ABI.
+    res = _setup({"VISDET_OPS_TARGET_TORCH": str(target), "CXX": "g++"}, tmp_path)
+    assert res.returncode != 0
+    assert "C++ ABI" in res.stderr or "compiles for x86_64" in res.stderr, res.stderr[-2000:]
