@@ -295,8 +295,8 @@ def run_smoke(
         check_mismatch(cpu[0], spec, url, work, env)
     for r in results:
         print(
-            f"smoke OK: {r['variant']} ({r['machine']}, torch {r['torch']}): {', '.join(r['modes'])}; "
-            f"tests: {r['tests']}; seconds: {r['seconds']}"
+            f"smoke OK: {r['variant']} ({r.get('machine', 'x86_64')}, torch {r['torch']}): {', '.join(r['modes'])}; "
+            f"tests: {r['tests']}; seconds: {r.get('seconds')}"
         )
     return results
 

@@ -214,10 +214,12 @@ def wheel_platform_args(target: str, python: str) -> list[str]:
     ]
 
 
-def _unpack(wheel: Path, dest: Path, keep: Callable[[str], bool]) -> None:
+def _unpack(wheel: Path, dest: Path, keep: Callable[[str], bool], fresh: bool = True) -> None:
+    """The members of `wheel` that `keep` accepts, into `dest` (emptied first unless fresh=False)."""
     import zipfile
 
-    shutil.rmtree(dest, ignore_errors=True)
+    if fresh:
+        shutil.rmtree(dest, ignore_errors=True)
     with zipfile.ZipFile(wheel) as zf:
         for member in zf.infolist():
             if keep(member.filename):
@@ -288,7 +290,7 @@ def cross_cuda_home(flavour: CudaFlavour, host_home: Path, cache: Path, pip: Cal
     target = home / "targets" / target_dir
     unpacked = home / "_wheels"
     for wheel in sorted(wheels.glob("nvidia_*.whl")):
-        _unpack(wheel, unpacked, lambda name: "/include/" in name or "/lib/" in name)
+        _unpack(wheel, unpacked, lambda name: "/include/" in name or "/lib/" in name, fresh=False)
     roots = [d for d in unpacked.glob("nvidia/cu*") if d.is_dir()]
     if len(roots) != 1 or not (roots[0] / "include" / "cuda_runtime.h").exists():
         raise ToolchainError(f"the {flavour.platform} CUDA wheels in {wheels} gave no nvidia/cu*/include/cuda_runtime.h")

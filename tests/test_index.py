@@ -16,10 +16,16 @@ from ci import index
 
 
 def fake_wheel(
-    folder: Path, variant: str, torch_version: str, cuda: str | None, version: str = "0.1.0", stable: bool = False
+    folder: Path,
+    variant: str,
+    torch_version: str,
+    cuda: str | None,
+    version: str = "0.1.0",
+    stable: bool = False,
+    platform: str = "x86_64",
 ) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / f"visdet_ops-{version}+{variant}-cp310-abi3-manylinux_2_28_x86_64.whl"
+    wheel = folder / f"visdet_ops-{version}+{variant}-cp310-abi3-manylinux_2_28_{platform}.whl"
     info = f"TORCH_VERSION = {torch_version!r}\nTORCH_CUDA_VERSION = {cuda!r}\nWITH_CUDA = {cuda is not None}\n"
     if stable:
         info += "STABLE_ABI = True\nSTABLE_ABI_FLOOR = '2.11'\n"
@@ -251,3 +257,83 @@ def test_rehearsal_from_an_exported_tree_says_it_needs_a_git_checkout(tmp_path):
     copy = release._copy_tree(tmp_path / "copy", root=checkout)
     assert (copy / "ci" / "matrix.toml").read_text() == "schema = 1\n"
     assert not (copy / "build").exists()
+
+
+def test_a_variant_lists_its_wheels_for_both_platforms_side_by_side(tmp_path):
+    """One variant folder, one find-links page and one PEP 503 page for its x86_64 and aarch64 wheels (pip picks by
+    tag); each manifest entry names its platform, and the top page lists the variant's platforms."""
+    house = tmp_path / "wheelhouse"
+    x86 = fake_wheel(house / "pt210cpu", "pt210cpu", "2.10.0", None)
+    arm = fake_wheel(house / "pt210cpu", "pt210cpu", "2.10.0", None, platform="aarch64")
+    out = tmp_path / "index"
+    assert index.build(house, out) == ["pt210cpu"]
+    for page in (out / "pt210cpu" / "index.html", out / "pt210cpu" / "simple" / "visdet-ops" / "index.html"):
+        text = page.read_text()
+        for wheel in (x86, arm):
+            assert f"#sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}" in text and wheel.name in text
+    entries = json.loads((out / "manifest.json").read_text())["wheels"]
+    assert sorted(e["platform"] for e in entries) == ["aarch64", "x86_64"]
+    assert "[x86_64, aarch64]" in (out / "index.html").read_text()
+    # An entry published before the platform field existed still has one, from its file name.
+    assert index.entry_platform({"filename": arm.name}) == "aarch64"
+
+
+def test_index_rejects_a_wheel_for_no_known_machine(tmp_path):
+    wheel = fake_wheel(tmp_path / "wheelhouse" / "pt213cpu", "pt213cpu", "2.13.0", None, platform="riscv64")
+    with pytest.raises(ValueError, match="platform tags name no machine"):
+        index.build(wheel.parent.parent, tmp_path / "index")
+
+
+def test_smoke_checks_aarch64_wheels_under_qemu_and_native_ones_natively(tmp_path, monkeypatch):
+    """A variant with an aarch64 wheel only (the rehearsal's cross-built pt210cpu) is not installed natively; where the
+    caller names it for aarch64, it is checked in a venv of the qemu sysroot, with the installed-package tests."""
+    from ci import qemu, smoke
+
+    house = tmp_path / "wheelhouse"
+    fake_wheel(house / "pt213cpu", "pt213cpu", "2.13.0", None)
+    fake_wheel(house / "pt210cpu", "pt210cpu", "2.10.0", None, platform="aarch64")
+    site = tmp_path / "site"
+    index.build(house, site)
+    seen = []
+
+    def check_variant(variant, url, work, env, versions=None, source=None, stable_torch=None, whole_suite=True,
+                      sysroot=None):  # fmt: skip
+        seen.append((variant, versions, whole_suite, sysroot, env.get("QEMU_LD_PREFIX")))
+        return {"variant": variant, "torch": "x", "modes": {}, "tests": "ok"}
+
+    monkeypatch.setattr(smoke, "check_variant", check_variant)
+    monkeypatch.setattr(smoke, "check_mismatch", lambda *a: None)
+    monkeypatch.setattr(qemu, "provision", lambda: (tmp_path / "root", {}))
+    smoke.run_smoke(site, "http://127.0.0.1:1", tmp_path / "work", aarch64={"pt210cpu": ["0.1.0+pt210cpu"]})
+    assert seen == [
+        ("pt213cpu", [], True, None, None),
+        ("pt210cpu", ["0.1.0+pt210cpu"], False, tmp_path / "root", str(tmp_path / "root")),
+    ]
+
+
+def test_rehearsal_adds_the_aarch64_cpu_wheel_to_release_1(monkeypatch, tmp_path):
+    """Release 1 also holds the cpu row's aarch64 wheel for torch 2.10 (PyPI's newest CPU-only aarch64 torch),
+    cross-compiled with this machine's torch of the same release and the target torch's folders; the merged index
+    lists it for release 1."""
+    from ci import matrix, release, toolchain
+
+    m = matrix.load()
+    aarch64 = m.flavour("cpu", "aarch64")
+    assert aarch64.torch_for("2.10") == matrix.Version("2.10.0") and aarch64.torch_from_pypi(matrix.Version("2.10.0"))
+    assert release.expected_listing("pt213cpu", ["0.1.0", "0.1.1"], "stable211cpu", "pt210cpu") == {
+        "pt213cpu": ["0.1.0+pt213cpu", "0.1.1+pt213cpu"],
+        "stable211cpu": ["0.1.0+stable211cpu"],
+        "pt210cpu": ["0.1.0+pt210cpu"],
+    }
+    monkeypatch.setattr(release, "_reachable", lambda url: False)
+    monkeypatch.setattr(toolchain, "host_platform", lambda: "x86_64")
+    monkeypatch.setattr(toolchain, "cross_compilers", lambda target: {"CXX": f"{target}-linux-gnu-g++"})
+    fetched = []
+    monkeypatch.setattr(
+        toolchain, "target_torch", lambda f, t, cache, pip, python: fetched.append((f.platform, str(t), python)) or tmp_path
+    )
+    env = release.cross_environment(aarch64, aarch64.torch_for("2.10"), "3.10")
+    assert fetched == [("aarch64", "2.10.0", "3.10")]
+    assert env["VISDET_OPS_TARGET_TORCH"] == str(tmp_path) and env["CXX"] == "aarch64-linux-gnu-g++"
+    # This machine's torch of the same release: PyPI's (a CUDA build) where the CPU index is unreachable.
+    assert json.loads(env["VISDET_OPS_TORCH_PIP_ARGS"]) == ["torch==2.10.0"] and env["VISDET_OPS_CUDA"] == "0"
