@@ -364,6 +364,8 @@ def extension():
     cxx_flags += variants.reproducible_cxx_flags(maps)
     if WITH_CUDA:
         nvcc_flags += variants.reproducible_nvcc_flags(maps, NVCC_VERSION)
+        # The arch list's -gencode flags, written here (cpp_extension drops its own when a flag names 'arch').
+        nvcc_flags += variants.gencode_flags(ARCHS)
         if CROSS:
             # The target's headers and libraries under CUDA_HOME/targets/<dir>; the host compiler is CC (torch passes
             # it to nvcc as -ccbin). The device code comes out of the same nvcc passes as a native build's.

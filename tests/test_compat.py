@@ -313,3 +313,14 @@ def test_machine_check():
     wrong = _compat.machine_check({"PLATFORM": "aarch64"}, "x86_64")
     assert wrong.status == "FAIL" and "install the x86_64 wheel" in wrong.detail
     assert _compat.machine_check({}, "x86_64").status == "WARN"
+
+
+def test_gencode_flags_are_torchs(monkeypatch):
+    """setup.py writes the -gencode flags torch.utils.cpp_extension would (a flag naming 'arch', such as -ccbin
+    aarch64-linux-gnu-gcc, makes cpp_extension add none)."""
+    from torch.utils import cpp_extension
+
+    archs = ["7.5", "8.0", "9.0", "10.0", "12.0+PTX"]
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", ";".join(archs))
+    assert _build_rules.gencode_flags(archs) == cpp_extension._get_cuda_arch_flags()
+    assert cpp_extension._get_cuda_arch_flags(["-ccbin", "aarch64-linux-gnu-gcc"]) == []  # why setup.py writes them

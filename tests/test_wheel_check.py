@@ -17,8 +17,24 @@ from ci import matrix, wheel_check
 ELF = Path(os.path.realpath(sys.executable)).read_bytes()
 
 
-def make_wheel(tmp_path: Path, variant: str, torch_version: str, requires: str, tag: str = "abi3", **info) -> Path:
+def elf_for(platform: str) -> bytes:
+    """This interpreter's ELF file, its e_machine field set to `platform`'s (the section table stays readable)."""
+    code = {v: k for k, v in matrix.rules.ELF_MACHINES.items()}[platform]
+    return ELF[:18] + code.to_bytes(2, "little") + ELF[20:]
+
+
+def make_wheel(
+    tmp_path: Path,
+    variant: str,
+    torch_version: str,
+    requires: str,
+    tag: str = "abi3",
+    platform: str = "x86_64",
+    elf_platform: str | None = None,
+    **info,
+) -> Path:
     build_info = {
+        "PLATFORM": platform,
         "VARIANT": variant,
         "TORCH_VERSION": torch_version,
         "TORCH_CUDA_VERSION": None,
@@ -29,7 +45,7 @@ def make_wheel(tmp_path: Path, variant: str, torch_version: str, requires: str, 
         "STABLE_ABI_FLOOR": None,
         **info,
     }
-    wheel = tmp_path / f"visdet_ops-0.1.0+{variant}-cp310-{tag}-manylinux_2_28_x86_64.whl"
+    wheel = tmp_path / f"visdet_ops-0.1.0+{variant}-cp310-{tag}-manylinux_2_28_{platform}.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr(
             f"visdet_ops-0.1.0+{variant}.dist-info/METADATA",
@@ -37,8 +53,30 @@ def make_wheel(tmp_path: Path, variant: str, torch_version: str, requires: str, 
             f"Requires-Dist: {requires}\nRequires-Dist: pytest>=8; extra == 'test'\n",
         )
         zf.writestr("visdet_ops/_build_info.py", "".join(f"{k} = {v!r}\n" for k, v in build_info.items()))
-        zf.writestr("visdet_ops/_C.abi3.so", ELF)
+        zf.writestr("visdet_ops/_C.abi3.so", elf_for(elf_platform or platform))
     return wheel
+
+
+def test_an_aarch64_wheel_passes_its_platform_row_and_only_that(tmp_path):
+    """The cpu row's aarch64 view: the tag, the extension's ELF machine and the build info's PLATFORM must all say
+    aarch64; an x86_64 ELF in an aarch64-tagged wheel, or an aarch64 wheel checked against the x86_64 row, fails."""
+    m = matrix.load()
+    arm = m.flavour("cpu", "aarch64")
+    wheel = make_wheel(tmp_path, "pt210cpu", "2.10.0+cpu", "torch==2.10.*", platform="aarch64")
+    summary = wheel_check.check(wheel, arm, Version("2.10.0"))
+    assert summary["platform"] == "aarch64" and "platform  aarch64" in wheel_check.describe(summary)
+    with pytest.raises(wheel_check.WheelCheckError, match="platform: built for x86_64"):
+        wheel_check.check(wheel, m.flavour("cpu"), Version("2.10.0"))
+    (tmp_path / "bad").mkdir()
+    lying = make_wheel(tmp_path / "bad", "pt210cpu", "2.10.0+cpu", "torch==2.10.*", platform="aarch64",
+                       elf_platform="x86_64")  # fmt: skip
+    with pytest.raises(wheel_check.WheelCheckError, match="the extension is an x86_64 ELF"):
+        wheel_check.check(lying, arm, Version("2.10.0"))
+    (tmp_path / "info").mkdir()
+    unlabelled = make_wheel(tmp_path / "info", "pt210cpu", "2.10.0+cpu", "torch==2.10.*", platform="aarch64",
+                            PLATFORM="x86_64")  # fmt: skip
+    with pytest.raises(wheel_check.WheelCheckError, match="build info PLATFORM='x86_64'"):
+        wheel_check.check(unlabelled, arm, Version("2.10.0"))
 
 
 def test_a_per_minor_wheel_passes(tmp_path):

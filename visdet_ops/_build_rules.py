@@ -269,6 +269,20 @@ def sass_and_ptx(arch_list) -> tuple[list[str], list[str]]:
     return sass, ptx
 
 
+def gencode_flags(arch_list) -> list[str]:
+    """nvcc's -gencode flags for TORCH_CUDA_ARCH_LIST entries, as torch.utils.cpp_extension writes them (SASS for each
+    arch, PTX for the +PTX ones, sorted). setup.py passes them itself: cpp_extension adds its own only when no nvcc
+    flag contains the letters 'arch', so a -ccbin aarch64-linux-gnu-gcc, or any path through a folder named
+    'research', silently left a build with nvcc's default sm_75 alone."""
+    flags = set()
+    for entry in arch_list:
+        num = entry.removesuffix("+PTX").replace(".", "")
+        flags.add(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if entry.endswith("+PTX"):
+            flags.add(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return sorted(flags)
+
+
 def arch_problem(cuda_version: str | Release, entry: str) -> str | None:
     """Why nvcc of `cuda_version` cannot build arch list entry `entry`, or None when it can."""
     if not _ARCH_ENTRY.match(entry):
