@@ -292,7 +292,8 @@ def write_build_info(package_dir: Path) -> None:
         # A stable build runs on every torch >= the floor (same CUDA major): the loader checks that, not the minor.
         "STABLE_ABI": STABLE_ABI,
         "STABLE_ABI_FLOOR": ".".join(map(str, variants.STABLE_ABI_FLOOR)) if STABLE_ABI else None,
-        # The op folders compiled in (all of them in a classic build; the ported ones in a stable build).
+        # The op folders compiled in: every csrc/ops/<op> folder, in either build (one host source per op; the family
+        # homes csrc/ops/_<family> are not ops).
         "OP_FOLDERS": op_folders(),
         "COMPILER": (command_output([cxx, "--version"]).splitlines() or [None])[0],
         "GIT_COMMIT": commit or None,

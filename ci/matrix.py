@@ -1,8 +1,8 @@
 """Typed access to ci/matrix.toml, the one table of visdet-ops variants.
 
-Used by setup.py (default arch list), noxfile.py, the workflows (``python -m
-ci.matrix --json``) and the tests. Standard library only (plus ``packaging``),
-so that it runs before anything is installed.
+Used by noxfile.py, the workflows (``python -m ci.matrix --json``), the ci/ helpers and the tests; setup.py reads
+ci/matrix.toml itself (plain TOML: the release build imports nothing from ci/). Standard library only (plus
+``packaging``), so that it runs before anything is installed. A row is viewed per platform (CudaFlavour.on).
 """
 
 from __future__ import annotations
