@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import DeformRoIPool, DeformRoIPoolPack, ModulatedDeformRoIPoolPack
@@ -11,8 +13,23 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference, mmcv_offset_grad_formula
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, assert_zero, require_cuda
+from ..fuzz_core import (
+    Run,
+    bad_int,
+    check_grads,
+    draw_tensors,
+    family,
+    names_for,
+    out_dtype_ok,
+    pair,
+    rand_grad,
+    ref_backward,
+    worst,
+)
+from ._rois import close_up_to_edges, roi_case, roi_inputs, roi_unchecked
 
 # ---------------------------------------------------------------- inputs
 
@@ -416,25 +433,6 @@ def test_16bit_against_float64_reference(device, rng, dtype, tol):
     torch.testing.assert_close(go.cpu().double() / scale, want_go / scale, **tol)
 
 
-def test_cuda_backward_respects_deterministic_mode():
-    require_cuda()
-    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
-    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
-    out = visdet_ops.deform_roi_pool(x, rois, None, 2)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with pytest.raises(RuntimeError, match="deform_roi_pool_backward_cuda does not have a deterministic"):
-            out.sum().backward()
-        # The alert lives in visdet_ops/ops/deform_roi_pool.py (both builds): warn_only warns as torch's own ops
-        # do; the CPU backward (no atomics) is deterministic.
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
-            visdet_ops.deform_roi_pool(x, rois, None, 2).sum().backward()
-        visdet_ops.deform_roi_pool(x.detach().cpu().requires_grad_(), rois.cpu(), None, 2).sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(False)
-
-
 def test_cuda_offset_gradient_is_deterministic(rng):
     """The offset gradient takes no atomics (fixed lanes, fixed shuffle order):
     bitwise equal across runs, with channels spread over every lane."""
@@ -676,33 +674,6 @@ def test_packs_check_channels():
             cls(3, 4, 16)(torch.zeros(1, 3, 6, 6), torch.zeros(1, 5))
 
 
-@pytest.mark.parametrize("cls", [DeformRoIPoolPack, ModulatedDeformRoIPoolPack])
-def test_torch_compile_fullgraph(rng, cls):
-    x, rois, _ = case(rng, channels=4, with_offset=False)
-    x, rois = x.float(), rois.float()
-    m = cls(3, 4, 16, 0.5, 2)
-    with torch.no_grad():
-        m.offset_fc[-1].weight.normal_(0, 0.1)
-
-    def f(inp, r):
-        return m(inp, r).relu().sum()
-
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg, rois)
-    out.backward()
-    grads_compiled = [xg.grad] + [p.grad.clone() for p in m.parameters()]
-    m.zero_grad()
-    xr = x.clone().requires_grad_()
-    want = f(xr, rois)
-    want.backward()
-    grads_eager = [xr.grad] + [p.grad for p in m.parameters()]
-    torch.testing.assert_close(out, want)
-    for a, b in zip(grads_compiled, grads_eager, strict=True):
-        torch.testing.assert_close(a, b)
-    assert grads_eager[0].abs().sum() > 0
-
-
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
@@ -914,3 +885,153 @@ def test_cuda_sync_roi_checks_raise(monkeypatch):
         visdet_ops.deform_roi_pool(
             x.half(), torch.tensor([[0.0, 0, 0, float("inf"), 1]], device="cuda").half(), None, 2
         )
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_DRP_MODS = ("DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack")
+
+
+@st.composite
+def _drp_case(draw, device):
+    fn = draw(st.sampled_from(["deform_roi_pool", *_DRP_MODS]))
+    module = fn != "deform_roi_pool"
+    extra = ("sampling_ratio", "gamma") + (("offset_shape",) if fn in ("deform_roi_pool", "DeformRoIPool") else ())
+    extra += ("channels", "ctor_int") if fn.endswith("Pack") else ()
+    case = draw(roi_case(device, fn, extra, module=fn.endswith("Pack")))
+    case["sampling_ratio"] = draw(st.sampled_from([0, -1, 1, 2, 3]))
+    case["gamma"] = draw(st.sampled_from([0.0, 0.1, 0.5, -0.3]))
+    if case["bad"] == "gamma":
+        case["gamma"] = draw(st.sampled_from([float("nan"), float("inf"), -float("inf")]))
+    case["offset"] = draw(st.sampled_from(["none", "tensor", "empty"])) if not fn.endswith("Pack") else "none"
+    if fn.endswith("Pack"):
+        case["shape"][1] = max(case["shape"][1], 1)
+        case["deform_fc_channels"] = draw(st.integers(1, 8))
+    o_opts, o_mixed = draw_tensors(draw, {"offset": 4}, case["t"]["input"]["dt"], device)
+    case["t"]["offset"] = o_opts["offset"]
+    if module:
+        case["t"]["offset"]["dt"] = case["t"]["input"]["dt"]
+    elif o_mixed and case["offset"] == "tensor" and case["expect"] == "ok":
+        case["expect"] = "either"
+    if case["bad"] == "sampling_ratio":
+        case["sampling_ratio"] = draw(st.sampled_from([-2, 129, 2**31, 1.5, "1"]))
+    elif case["bad"] == "offset_shape":
+        case["offset"] = "tensor"
+    elif case["bad"] == "ctor_int":
+        case["arg"] = draw(st.sampled_from(["output_channels", "deform_fc_channels"]))
+        case["value"] = draw(bad_int())
+    return case
+
+
+def _drp_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = Run(
+        case,
+        names_for(case, "deform_roi_pool", *_DRP_MODS),
+        {
+            "input",
+            "rois",
+            "offset",
+            "output_size",
+            "spatial_scale",
+            "sampling_ratio",
+            "gamma",
+            "output_channels",
+            "deform_fc_channels",
+        },
+    )
+    a_in, a_rois = roi_inputs(run, case)
+    roi_unchecked(run, case)
+    ph, pw = pair(case["output_size"]) if bad != "output_size" else (1, 1)
+    k = a_rois.shape[0] if len(a_rois.shape) == 2 else 1
+    oshape = [k, 2, ph, pw]
+    if bad == "offset_shape":
+        oshape[case["seed"] % 4] += 1
+    a_off = run.arg("offset", run.randn(*oshape) * 0.3)
+    xi, xr = a_in.x(grad=True), a_rois.x()
+    if case["offset"] == "tensor":
+        xo = a_off.x(grad=True)
+    elif case["offset"] == "empty":
+        xo = torch.empty(0, dtype=xi.dtype, device=xi.device)
+    else:
+        xo = None
+    dt = worst(a_in.dt, a_off.dt) if case["offset"] == "tensor" else a_in.dt
+    mixed = case["expect"] == "either"
+    geometry = (case["output_size"], case["spatial_scale"], case["sampling_ratio"], case["gamma"])
+    if fn == "deform_roi_pool":
+        call = lambda: visdet_ops.deform_roi_pool(xi, xr, xo, *geometry)  # noqa: E731
+    else:
+        ctor_bad = bad in ("output_size", "sampling_ratio", "ctor_int")
+        kwargs = dict(zip(("output_size", "spatial_scale", "sampling_ratio", "gamma"), geometry, strict=True))
+        if fn.endswith("Pack"):
+            kwargs["output_channels"] = case["shape"][1] + (1 if bad == "channels" else 0)
+            kwargs["deform_fc_channels"] = case["deform_fc_channels"]
+            if bad == "ctor_int":
+                kwargs[case["arg"]] = case["value"]
+        torch.manual_seed(case["seed"])
+        mod = run.construct(lambda: getattr(visdet_ops, fn)(**kwargs), expect="error" if ctor_bad else "ok")
+        if mod is None:
+            return
+        if a_in.floating:
+            mod = mod.to(run.device, core.DTYPES[a_in.dt])
+        if fn.endswith("Pack"):
+            with torch.no_grad():  # the last layers start at zero (mmcv): non-zero offsets and masks
+                mod.offset_fc[-1].weight.normal_(0, 0.1)
+            if hasattr(mod, "mask_fc"):
+                with torch.no_grad():
+                    mod.mask_fc[2].weight.normal_(0, 0.1)
+            call = lambda: mod(xi, xr)  # noqa: E731
+        else:
+            call = lambda: mod(xi, xr, xo)  # noqa: E731
+
+    def check(out):
+        rl, r = a_in.ref(grad=True)
+        rol, ro = a_off.ref(grad=True)
+        size, scale, ratio, gamma = (ph, pw), *geometry[1:]
+        m64 = copy.deepcopy(mod).cpu().double() if fn.endswith("Pack") else None
+
+        def reference(rois):
+            if m64 is None:
+                return deform_roi_pool_reference(
+                    r, rois, ro if case["offset"] == "tensor" else None, size, scale, ratio, gamma
+                )
+            first = deform_roi_pool_reference(r, rois, None, size, scale, ratio, gamma).flatten(1)
+            want = deform_roi_pool_reference(
+                r, rois, m64.offset_fc(first).view(rois.size(0), 2, ph, pw), size, scale, ratio, gamma
+            )
+            if hasattr(m64, "mask_fc"):
+                want = want * m64.mask_fc(first).view(rois.size(0), 1, ph, pw)
+            return want
+
+        want = reference(a_rois.r())
+        edge = close_up_to_edges(out, want, a_rois.r(), reference, dt)
+        out_dtype_ok(out, a_in.dt, mixed)
+        if run.grads and out.numel() and not edge:
+            grad = rand_grad(run, out)
+            run.backward(out, grad)
+            ref_backward(want, grad)
+            pairs = [("input", a_in, rl)] + ([("offset", a_off, rol)] if case["offset"] == "tensor" else [])
+            check_grads(pairs, dt)
+
+    run.outcome(call, check)
+
+
+FUZZ = family("deform_roi_pool", ["deform_roi_pool", *_DRP_MODS], weight=0.7)((_drp_case, _drp_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "deform_roi_pool": lambda rng: (
+        lambda x, r, o: visdet_ops.deform_roi_pool(x, r, o, 2, 0.5, 2, 0.125),
+        (
+            torch.randn(1, 2, 8, 8, generator=rng),
+            torch.tensor([[0, 1.0, 1, 9, 9]]),
+            torch.randn(1, 2, 2, 2, generator=rng),
+        ),
+        {"pooled_height": 2, "pooled_width": 2, "spatial_scale": 0.5, "sampling_ratio": 2, "gamma": 0.125},
+    ),
+}

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import RoIAlign
@@ -13,7 +14,10 @@ from visdet_ops.reference.roi_align import roi_align_reference
 
 from .. import autocast_harness as amp
 from .. import integer_edge_harness as edges
+from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
+from ..fuzz_core import Run, check_grads, family, names_for, one_in, out_dtype_ok, pair, rand_grad, ref_backward
+from ._rois import close_up_to_edges, onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
 
 
 def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
@@ -457,65 +461,6 @@ def test_module_use_torchvision(rng):
     torch.testing.assert_close(got, visdet_ops.roi_align(x, rois, 5, 0.5, 2))
 
 
-def test_torch_compile_fullgraph(rng):
-    x, rois = case(rng)
-    m = RoIAlign(5, 0.5, 0)
-
-    def f(inp, r):
-        return m(inp, r).relu().sum()
-
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg, rois)
-    out.backward()
-    xr = x.clone().requires_grad_()
-    f(xr, rois).backward()
-    torch.testing.assert_close(out, f(x, rois))
-    torch.testing.assert_close(xg.grad, xr.grad)
-
-
-def test_cuda_backward_respects_deterministic_mode():
-    require_cuda()
-    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
-    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
-    out = visdet_ops.roi_align(x, rois, 2)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with pytest.raises(RuntimeError, match="does not have a deterministic implementation"):
-            out.sum().backward()
-        # The alert lives in visdet_ops/ops/roi_align.py (both builds): warn_only warns as torch's own ops do, and
-        # the CPU backward (no atomics) is deterministic.
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
-            visdet_ops.roi_align(x, rois, 2).sum().backward()
-        visdet_ops.roi_align(x.detach().cpu().requires_grad_(), rois.cpu(), 2).sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(False)
-
-
-@pytest.mark.parametrize("pool_mode", ["avg", "max"])
-def test_cuda_graph_capture(rng, pool_mode):
-    """No host sync in the forward, so it can be captured in a CUDA graph and replayed."""
-    require_cuda()
-    x, rois = case(rng)
-    x, rois = x.float().cuda(), rois.float().cuda()
-    static_x = x.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            visdet_ops.roi_align(static_x, rois, 7, 0.5, 0, pool_mode, True)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = visdet_ops.roi_align(static_x, rois, 7, 0.5, 0, pool_mode, True)
-    static_x.copy_(2 * x)
-    graph.replay()
-    torch.cuda.synchronize()
-    want = visdet_ops.roi_align(2 * x, rois, 7, 0.5, 0, pool_mode, True)
-    torch.testing.assert_close(static_out, want, rtol=0, atol=0)
-
-
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
@@ -622,3 +567,139 @@ AUTOCAST_OPCHECKS = {
     ),
 }
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+@st.composite
+def _roi_align_case(draw, device):
+    fn = draw(st.sampled_from(["roi_align", "RoIAlign"]))
+    extra = ("sampling_ratio", "pool_mode") + (("ctor_torchvision",) if fn == "RoIAlign" else ())
+    case = draw(roi_case(device, fn, extra))
+    case["sampling_ratio"] = draw(st.sampled_from([0, -1, 1, 2, 3]))
+    case["pool_mode"] = draw(st.sampled_from(["avg", "max"]))
+    case["aligned"] = draw(st.booleans())
+    if fn == "RoIAlign":
+        case["old_names"] = draw(one_in(5))
+    if case["bad"] == "sampling_ratio":
+        case["sampling_ratio"] = draw(st.sampled_from([-2, 129, 2**31, 1.5, "1"]))
+    elif case["bad"] == "pool_mode":
+        case["pool_mode"] = draw(st.sampled_from(["sum", "Max", ""]))
+    elif case["bad"] == "ctor_torchvision":
+        case["pool_mode"] = "max"
+    return case
+
+
+def _roi_align_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = Run(
+        case,
+        names_for(case, "roi_align", "RoIAlign"),
+        {
+            "input",
+            "rois",
+            "output_size",
+            "spatial_scale",
+            "sampling_ratio",
+            "pool_mode",
+            "aligned",
+            "out_size",
+            "sample_num",
+        },
+    )
+    a_in, a_rois = roi_inputs(run, case)
+    roi_unchecked(run, case)
+    xi, xr = a_in.x(grad=True), a_rois.x()
+    args = (case["output_size"], case["spatial_scale"], case["sampling_ratio"], case["pool_mode"], case["aligned"])
+    dt = a_in.dt
+    if fn == "RoIAlign":
+        ctor_bad = bad in ("output_size", "sampling_ratio", "pool_mode", "ctor_torchvision")
+        kwargs = dict(
+            zip(("output_size", "spatial_scale", "sampling_ratio", "pool_mode", "aligned"), args, strict=True)
+        )
+        if case.get("old_names"):
+            kwargs["out_size"], kwargs["sample_num"] = kwargs.pop("output_size"), kwargs.pop("sampling_ratio")
+        if bad == "ctor_torchvision":
+            kwargs["use_torchvision"] = True
+        mod = run.construct(lambda: visdet_ops.RoIAlign(**kwargs), expect="error" if ctor_bad else "ok")
+        if mod is None:
+            return
+        call = lambda: mod(xi, xr)  # noqa: E731
+    else:
+        call = lambda: visdet_ops.roi_align(xi, xr, *args)  # noqa: E731
+
+    def check(out):
+        rl, r = a_in.ref(grad=True)
+        size = pair(case["output_size"])
+        want = roi_align_reference(r, a_rois.r(), size, *args[1:])
+        edge = close_up_to_edges(out, want, a_rois.r(), lambda rois: roi_align_reference(r, rois, size, *args[1:]), dt)
+        out_dtype_ok(out, dt, False)
+        if run.grads and out.numel() and not edge:
+            grad = rand_grad(run, out)
+            run.backward(out, grad)
+            ref_backward(want, grad)
+            # max mode: an expanded input has tied samples, whose gradient goes to the first one in each
+            # implementation's own rounding: compared only without ties.
+            values = case["pool_mode"] == "avg" or a_in.layout != "e"
+            check_grads([("input", a_in, rl)], dt, check_values=values)
+
+    run.outcome(call, check)
+
+
+FUZZ = family("roi_align", ["roi_align", "RoIAlign"])((_roi_align_case, _roi_align_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# registered forward op -> the test of its standard ONNX translation (tests/test_onnx.py's
+# test_every_forward_op_has_a_case)
+ONNX_COVERED_OTHERWISE = {
+    "roi_align": "test_onnx_roi_align (RoiAlign)",
+}
+
+
+class RoIAlignModel(torch.nn.Module):
+    """avg and max, `aligned` both ways, adaptive (0, -1) and fixed sampling."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = torch.nn.ModuleList(
+            [
+                visdet_ops.RoIAlign((7, 5), 0.5, 0, "avg", True),
+                visdet_ops.RoIAlign(3, 0.25, 0, "avg", False),
+                visdet_ops.RoIAlign((2, 4), 1.0, 2, "avg", True),
+                visdet_ops.RoIAlign(3, 0.5, -1, "avg", False),
+                visdet_ops.RoIAlign((3, 2), 0.5, 2, "max", True),
+                visdet_ops.RoIAlign(2, 0.25, 3, "max", False),
+            ]
+        )
+
+    def forward(self, x, rois):
+        return tuple(head(x, rois) for head in self.heads)
+
+
+@ox.needs_exporter
+def test_onnx_roi_align(onnx_table, rng):
+    x = torch.randn(2, 3, 10, 12, generator=rng)
+    onnx_model = ox.export(onnx_table, RoIAlignModel(), (x, onnx_rois(6, 2, 10, 12, rng, 0.5)), onnx_map_dims())
+    assert "RoiAlign" in ox.op_types(onnx_model)
+    for batch, channels, height, width, k in ((3, 4, 13, 17, 60), (1, 2, 5, 4, 1), (2, 3, 9, 9, 0)):
+        x = torch.randn(batch, channels, height, width, generator=rng)
+        rois = onnx_rois(k, batch, height, width, rng, 0.5)
+        got = ox.run(onnx_model, x, rois)
+        want = RoIAlignModel()(x, rois)
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            # avg: the same arithmetic (equal in practice); max: the composed grid's sample positions differ from
+            # the kernels' in the last bits of float32.
+            torch.testing.assert_close(
+                g, w, rtol=1e-5, atol=1e-5 if i < 4 else 5e-5, msg=lambda m, i=i: f"head {i}: {m}"
+            )
+
+
+@ox.needs_exporter
+def test_onnx_roi_align_max_adaptive_fails_clearly(onnx_table):
+    model = ox.CallModel(lambda x, r: visdet_ops.roi_align(x, r, 2, 1.0, 0, "max", True))
+    message = ox.conversion_message(onnx_table, model, (torch.randn(1, 2, 8, 8), torch.tensor([[0, 1.0, 1, 5, 5]])))
+    assert "roi_align: pool_mode='max' with adaptive sampling" in message
+    assert "sampling_ratio > 0" in message

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import RoIPool
@@ -10,7 +11,20 @@ from visdet_ops.reference.roi_pool import roi_pool_reference
 
 from .. import autocast_harness as amp
 from .. import integer_edge_harness as edges
+from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
+from ..fuzz_core import (
+    Run,
+    assert_close,
+    check_grads,
+    family,
+    names_for,
+    out_dtype_ok,
+    pair,
+    rand_grad,
+    ref_backward,
+)
+from ._rois import onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
 
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 
@@ -350,63 +364,6 @@ def test_module_matches_functional(device, rng):
     torch.testing.assert_close(got.cpu(), visdet_ops.roi_pool(x, rois, (2, 4), 0.5), rtol=0, atol=0)
 
 
-def test_torch_compile_fullgraph(rng):
-    x, rois = case(rng)
-    m = RoIPool(5, 0.5)
-
-    def f(inp, r):
-        return (m(inp, r) * 2).relu().sum()
-
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg, rois)
-    out.backward()
-    xr = x.clone().requires_grad_()
-    f(xr, rois).backward()
-    torch.testing.assert_close(out, f(x, rois))
-    torch.testing.assert_close(xg.grad, xr.grad)
-
-
-def test_cuda_backward_respects_deterministic_mode():
-    require_cuda()
-    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
-    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
-    out = visdet_ops.roi_pool(x, rois, 2)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with pytest.raises(RuntimeError, match="roi_pool backward .CUDA. does not have a deterministic implementation"):
-            out.sum().backward()
-        # The alert lives in visdet_ops/ops/roi_pool.py (both builds): warn_only warns as torch's own ops do, and
-        # the CPU backward (no atomics) is deterministic.
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
-            visdet_ops.roi_pool(x, rois, 2).sum().backward()
-        visdet_ops.roi_pool(x.detach().cpu().requires_grad_(), rois.cpu(), 2).sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(False)
-
-
-def test_cuda_graph_capture(rng):
-    """No host sync in the forward, so it can be captured in a CUDA graph and replayed."""
-    require_cuda()
-    x, rois = case(rng)
-    x, rois = x.float().cuda(), rois.float().cuda()
-    static_x = x.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            visdet_ops.roi_pool(static_x, rois, 7, 0.5)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = visdet_ops.roi_pool(static_x, rois, 7, 0.5)
-    static_x.copy_(-x)
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(static_out, visdet_ops.roi_pool(-x, rois, 7, 0.5), rtol=0, atol=0)
-
-
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
@@ -475,3 +432,96 @@ AUTOCAST_OPCHECKS = {
     ),
 }
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+@st.composite
+def _roi_pool_case(draw, device):
+    fn = draw(st.sampled_from(["roi_pool", "RoIPool"]))
+    return draw(roi_case(device, fn))
+
+
+def _roi_pool_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = Run(case, names_for(case, "roi_pool", "RoIPool"), {"input", "rois", "output_size", "spatial_scale"})
+    a_in, a_rois = roi_inputs(run, case, distinct=True)
+    roi_unchecked(run, case)
+    xi, xr = a_in.x(grad=True), a_rois.x()
+    dt = a_in.dt
+    if fn == "RoIPool":
+        mod = run.construct(
+            lambda: visdet_ops.RoIPool(case["output_size"], case["spatial_scale"]),
+            expect="error" if bad == "output_size" else "ok",
+        )
+        if mod is None:
+            return
+        call = lambda: mod(xi, xr)  # noqa: E731
+    else:
+        call = lambda: visdet_ops.roi_pool(xi, xr, case["output_size"], case["spatial_scale"])  # noqa: E731
+
+    def check(out):
+        rl, r = a_in.ref(grad=True)
+        # The reference computes bin edges in the kernels' compute dtype for the RoIs' own dtype.
+        size = pair(case["output_size"])
+        if r.size(1):
+            want = roi_pool_reference(r, xr.detach().cpu(), size, case["spatial_scale"])
+        else:  # the reference's reshape(channels, -1) takes no channel-less map
+            want = r.sum() * torch.zeros(xr.size(0), 0, *size, dtype=torch.float64)
+        assert_close("output", out, want, dt)
+        out_dtype_ok(out, dt, False)
+        if run.grads and out.numel():
+            grad = rand_grad(run, out)
+            run.backward(out, grad)
+            ref_backward(want, grad)
+            check_grads([("input", a_in, rl)], dt, check_values=a_in.layout != "e")
+
+    run.outcome(call, check)
+
+
+FUZZ = family("roi_pool", ["roi_pool", "RoIPool"])((_roi_pool_case, _roi_pool_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# registered forward op -> the test of its standard ONNX translation (tests/test_onnx.py's
+# test_every_forward_op_has_a_case)
+ONNX_COVERED_OTHERWISE = {
+    "roi_pool": "test_onnx_roi_pool (MaxRoiPool)",
+}
+
+
+class RoIPoolModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = torch.nn.ModuleList(
+            [
+                visdet_ops.RoIPool((7, 5), 0.5),
+                visdet_ops.RoIPool(3, 0.25),
+                visdet_ops.RoIPool(2, 1.0),
+                visdet_ops.RoIPool(4, 1 / 16),
+            ]
+        )
+
+    def forward(self, x, rois):
+        return tuple(head(x, rois) for head in self.heads)
+
+
+@ox.needs_exporter
+def test_onnx_roi_pool(onnx_table, rng):
+    x = torch.randn(2, 3, 10, 12, generator=rng)
+    onnx_model = ox.export(onnx_table, RoIPoolModel(), (x, onnx_rois(6, 2, 10, 12, rng)), onnx_map_dims())
+    assert "MaxRoiPool" in ox.op_types(onnx_model)
+    for batch, channels, height, width, k, scale in (
+        (3, 4, 13, 17, 80, 0.5),
+        (2, 2, 16, 11, 40, 1 / 16),
+        (1, 1, 4, 6, 0, 1),
+    ):
+        x = torch.randn(batch, channels, height, width, generator=rng)
+        rois = onnx_rois(k, batch, height, width, rng, scale)
+        got = ox.run(onnx_model, x, rois)
+        want = RoIPoolModel()(x, rois)
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            # mmcv's bins, each pooled by MaxRoiPool: the same pixels, so the same maximum.
+            assert torch.equal(g, w), f"head {i}: largest difference {(g - w).abs().max()}"
