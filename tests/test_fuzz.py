@@ -1,7 +1,7 @@
 """Fuzzing of every public function and module (issue 25, item 6).
 
 Hypothesis draws calls of every name in each op module's __all__ (the `FUZZ` family at the end of each op's test
-file, tests/ops/test_<module>.py, collected by tests/fuzz_core.families()) with random shapes, 0-sized dimensions
+file, tests/ops/test_<module>.py, collected by families() of tests/fuzz_core.py) with random shapes, 0-sized dimensions
 included, every float dtype, non-contiguous, channels_last and expanded (stride 0) layouts, mixed dtypes, on CUDA
 mixed devices, and now and then an invalid argument (a wrong number of dims, a mismatched size, a non-float dtype,
 an out-of-range integer, a wrong string). Each call must either match the float64 reference (visdet_ops/reference/,
