@@ -1,14 +1,26 @@
 """The RoI ops' test-side family home (as csrc/ops/_rois for the kernels): what the tests of roi_align, roi_pool
-and deform_roi_pool share. Fuzz: the RoI cases' common strategy and inputs, the NaN rule of a bad RoI on CUDA, the
-comparison that allows a sample on a discontinuity.
+and deform_roi_pool share.
+
+- RoIOpTester (torchvision's RoIOpTester): the tests every RoI op passes, run by a `class TestRoIOp(RoIOpTester)`
+  in each op's test file: empty RoIs, invalid RoIs on CUDA (NaN rows, no gradient, no host sync), the sync checks'
+  errors, a RoI with a huge coordinate (the adaptive grid cap, in the integer-edge worker). The compile and
+  determinism tests are tests/test_compile_determinism.py's, the CUDA graph capture tests/test_cuda_graphs.py's.
+- Fuzz: the RoI cases' common strategy and inputs, the NaN rule of a bad RoI on CUDA, the comparison that allows a
+  sample on a discontinuity.
+- ONNX export: RoIs with real corners, the dynamic dimensions.
 """
 
 from __future__ import annotations
 
+import time
+
+import pytest
 import torch
 from hypothesis import strategies as st
 
 from .. import fuzz_core as core
+from .. import integer_edge_harness as edges
+from ..conftest import require_cuda
 from ..fuzz_core import FLOATS, Mismatch, Run, assert_close, draw_tensors, expectation, on_gpu, one_in, pick_bad, size
 
 ROI_BAD = (
@@ -162,6 +174,145 @@ def close_up_to_edges(out, want, rois, reference, dt) -> bool:
         else:
             raise errors[0]
     return True
+
+
+# ----------------------------------------------------------------- RoIOpTester
+
+# Invalid RoIs: a batch index past N, a negative one, a NaN and an infinite coordinate.
+BAD_ROIS = [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("-inf"), 6]]
+
+
+class RoIOpTester:
+    """The tests every RoI op shares. A subclass (`class TestRoIOp(RoIOpTester)` in tests/ops/test_<op>.py) gives:
+    - `name`: the op as its messages name it;
+    - `fn(x, rois, *extra, variant)`: the public call with the subclass's other arguments (`variant`: the value of
+      the `variant` fixture, which a subclass may override with params, e.g. roi_align's pool modes);
+    - `reference(x, rois, *extra, variant)`: its float64 reference;
+    - `case(rng)`: a float64 input and 4 valid RoIs; `extra(k, rng)`: further float64 inputs with a gradient, one
+      row per RoI (deform_roi_pool's offsets; none by default); `tol`: the tolerance against the reference."""
+
+    name = ""
+    tol: dict = {}
+
+    @pytest.fixture
+    def variant(self):
+        return None
+
+    def fn(self, x, rois, *extra, variant=None):
+        raise NotImplementedError
+
+    def reference(self, x, rois, *extra, variant=None):
+        raise NotImplementedError
+
+    def case(self, rng):
+        raise NotImplementedError
+
+    def extra(self, k, rng):
+        return ()
+
+    def test_empty_rois(self, device, dtype, variant):
+        x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
+        extra = [e.to(device, dtype).requires_grad_() for e in self.extra(0, torch.Generator())]
+        out = self.fn(x, torch.empty(0, 5, device=device, dtype=dtype), *extra, variant=variant)
+        assert out.shape[:2] == (0, 4) and out.dtype == dtype
+        out.sum().backward()
+        assert torch.equal(x.grad, torch.zeros_like(x))
+        assert all(e.grad.shape == e.shape for e in extra)
+
+    def test_cuda_invalid_rois_give_nan_without_a_sync(self, rng, variant):
+        """On CUDA the host does not wait for a RoI check (so the op can be captured in a CUDA graph): an invalid RoI
+        gives NaN and no gradient, the valid ones their normal answer; no synchronising call is made."""
+        require_cuda()
+        x, rois = self.case(rng)
+        k = len(rois)
+        extra = self.extra(k + len(BAD_ROIS), rng)
+        xc = x.cuda().requires_grad_()
+        ec = [e.cuda().requires_grad_() for e in extra]
+        all_rois = torch.cat([rois, torch.tensor(BAD_ROIS, dtype=rois.dtype)]).cuda()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out = self.fn(xc, all_rois, *ec, variant=variant)
+            out.backward(torch.ones_like(out))
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert torch.isnan(out[k:]).all()
+        for e in ec:
+            assert torch.equal(e.grad[k:].cpu(), torch.zeros_like(e.grad[k:].cpu()))
+        xr, er = x.clone().requires_grad_(), [e[:k].clone().requires_grad_() for e in extra]
+        want = self.reference(xr, rois, *er, variant=variant)
+        torch.testing.assert_close(out[:k].detach().cpu(), want.detach(), **self.tol)
+        grads = torch.autograd.grad(want, [xr, *er], torch.ones_like(want))
+        torch.testing.assert_close(xc.grad.cpu(), grads[0], **self.tol)
+        for e, g in zip(ec, grads[1:], strict=True):
+            torch.testing.assert_close(e.grad[:k].cpu(), g, **self.tol)
+
+    @pytest.mark.parametrize("variable", ["VISDET_OPS_SYNC_ROI_CHECKS", "VISDET_OPS_SYNC_CHECKS"])
+    def test_cuda_sync_roi_checks_raise(self, monkeypatch, variable, variant):
+        """VISDET_OPS_SYNC_ROI_CHECKS=1 (or VISDET_OPS_SYNC_CHECKS=1, every op): the synchronising check with its
+        clear error."""
+        require_cuda()
+        monkeypatch.setenv(variable, "1")
+        x = torch.zeros(2, 3, 4, 4, device="cuda")
+        extra = [e.float().cuda() for e in self.extra(1, torch.Generator())]
+        with pytest.raises(RuntimeError, match=rf"{self.name}: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
+            self.fn(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), *extra, variant=variant)
+        rois = torch.tensor([[0, 0, 0, float("inf"), 1]], device="cuda").bfloat16()
+        with pytest.raises(RuntimeError, match=f"{self.name}: rois must be finite"):
+            self.fn(x.bfloat16(), rois, *[e.bfloat16() for e in extra], variant=variant)
+
+    def test_huge_roi_is_bounded(self, device):
+        """In the integer-edge worker (a hang fails the case only): before the adaptive grid cap this looped for
+        hours."""
+        seed = edges.seed()
+        result = edges.run_in_worker(__name__, f"huge_roi-{self.name}", device, 0, seed)
+        where = f"{self.name} with a 1e9 RoI on {device.type} (VISDET_OPS_TEST_SEED={seed})"
+        assert not result.get("timeout"), f"{where}: no result within {edges.CASE_TIMEOUT_S} s"
+        assert "crash" not in result, f"{where}: the process died ({result.get('crash')})\n{result.get('stderr')}"
+        assert result["ok"], f"{where}: {result['type']}: {result['message']}"
+
+
+def _huge_roi_case(op: str, device, _value, gen):
+    """A RoI with a huge finite coordinate: the adaptive grid is capped at the map side + 1 per side, so the call is
+    quick and equals an explicit sampling_ratio of side + 1 (square map: the same on both axes). roi_pool visits only
+    the pixels of a bin inside the map."""
+    from visdet_ops.ops.deform_roi_pool import deform_roi_pool
+    from visdet_ops.ops.roi_align import roi_align
+    from visdet_ops.ops.roi_pool import roi_pool
+    from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
+    from visdet_ops.reference.roi_align import roi_align_reference
+
+    x = torch.rand(1, 2, 8, 8, generator=gen, dtype=torch.float64).to(device)
+    rois = torch.tensor([[0, -1e9, -1e9, 1e9, 1e9], [0, 0.0, 0.0, 1e9, 3.0]], dtype=torch.float64).to(device)
+    calls = {
+        "roi_align": lambda sr: roi_align(x, rois, 2, 1.0, sr, "avg", True),
+        "deform_roi_pool": lambda sr: deform_roi_pool(x, rois, None, 2, 1.0, sr, 0.1),
+        "roi_pool": lambda sr: roi_pool(x, rois, 2, 1.0),
+    }
+    fn = calls[op]
+    fn(2)  # warm-up: CUDA module loading is not the kernel's time
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    got = fn(0)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, f"{op} with a 1e9 RoI took {elapsed:.2f} s"
+    if op == "roi_pool":
+        assert torch.isfinite(got).all()
+        return
+    # Row 0: both axes capped at 9. Row 1: x capped at 9, y adaptive ceil(3 / 2) = 2.
+    torch.testing.assert_close(got[:1], fn(9)[:1], rtol=0, atol=0)
+    if op == "roi_align":
+        want = roi_align_reference(x.cpu(), rois.cpu(), (2, 2), 1.0, 0, "avg", True)
+    else:
+        want = deform_roi_pool_reference(x.cpu(), rois.cpu(), None, (2, 2), 1.0, 0, 0.1)
+    edges.close(got, want)
+
+
+for _op in ("roi_align", "roi_pool", "deform_roi_pool"):
+    edges.register_case(f"huge_roi-{_op}", lambda device, value, gen, _op=_op: _huge_roi_case(_op, device, value, gen))
 
 
 # ----------------------------------------------------------------- ONNX export

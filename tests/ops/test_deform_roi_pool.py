@@ -29,7 +29,7 @@ from ..fuzz_core import (
     ref_backward,
     worst,
 )
-from ._rois import close_up_to_edges, roi_case, roi_inputs, roi_unchecked
+from ._rois import RoIOpTester, close_up_to_edges, roi_case, roi_inputs, roi_unchecked
 
 # ---------------------------------------------------------------- inputs
 
@@ -304,18 +304,6 @@ def test_fake_and_meta():
         torch.empty(2, 8, 20, 30, device="meta"), torch.empty(5, 5, device="meta"), None, 7
     )
     assert meta.shape == (5, 8, 7, 7) and meta.device.type == "meta"
-
-
-def test_empty_rois(device, dtype):
-    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
-    rois = torch.empty(0, 5, device=device, dtype=dtype)
-    offset = torch.empty(0, 2, 7, 7, device=device, dtype=dtype, requires_grad=True)
-    for off in (offset, None):
-        out = visdet_ops.deform_roi_pool(x, rois, off, 7)
-        assert out.shape == (0, 4, 7, 7)
-        out.sum().backward()
-        assert torch.equal(x.grad, torch.zeros_like(x))
-    assert offset.grad.shape == (0, 2, 7, 7)
 
 
 def test_empty_channels_gives_zero_offset_gradient(device):
@@ -674,6 +662,25 @@ def test_packs_check_channels():
             cls(3, 4, 16)(torch.zeros(1, 3, 6, 6), torch.zeros(1, 5))
 
 
+class TestRoIOp(RoIOpTester):
+    """tests/ops/_rois.py's RoI tests, with offsets: an invalid RoI's offset gets no gradient either."""
+
+    name = "deform_roi_pool"
+
+    def fn(self, x, rois, offset, variant=None):
+        return visdet_ops.deform_roi_pool(x, rois, offset, (7, 7), 0.5, 0, 0.1)
+
+    def reference(self, x, rois, offset, variant=None):
+        return deform_roi_pool_reference(x, rois, offset, (7, 7), 0.5, 0, 0.1)
+
+    def case(self, rng):
+        x, rois, _ = case(rng, k=4)
+        return x, rois
+
+    def extra(self, k, rng):
+        return (torch.randn(k, 2, 7, 7, generator=rng, dtype=torch.float64) * 0.1,)
+
+
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
@@ -842,49 +849,6 @@ def _opcheck_deform_roi_pool(device, dtype, gen):
 
 AUTOCAST_OPCHECKS = {"deform_roi_pool": _opcheck_deform_roi_pool}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
-
-
-def test_cuda_invalid_rois_give_nan_without_a_sync(rng):
-    """On CUDA the host does not wait for a RoI check (so the op can be captured in a CUDA graph): an invalid RoI
-    gives NaN and no input or offset gradient, the valid ones their normal answer; no synchronising call is made.
-    VISDET_OPS_SYNC_ROI_CHECKS=1 brings back the check and its error."""
-    require_cuda()
-    x, rois, offset = case(rng, k=4)
-    bad = torch.tensor(
-        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("-inf"), 6]],
-        dtype=torch.float64,
-    )
-    xc = x.cuda().requires_grad_()
-    oc = torch.cat([offset, torch.randn(4, *offset.shape[1:], generator=rng, dtype=torch.float64)]).cuda()
-    oc.requires_grad_()
-    all_rois = torch.cat([rois, bad]).cuda()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        out = visdet_ops.deform_roi_pool(xc, all_rois, oc, (7, 7), 0.5, 0, 0.1)
-        out.backward(torch.ones_like(out))
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    assert torch.isnan(out[4:]).all()
-    assert torch.equal(oc.grad[4:].cpu(), torch.zeros_like(oc.grad[4:].cpu()))
-    xr, orf = x.clone().requires_grad_(), offset.clone().requires_grad_()
-    want = deform_roi_pool_reference(xr, rois, orf, (7, 7), 0.5, 0, 0.1)
-    torch.testing.assert_close(out[:4].detach().cpu(), want.detach())
-    want_gx, want_go = torch.autograd.grad(want, (xr, orf), torch.ones_like(want))
-    torch.testing.assert_close(xc.grad.cpu(), want_gx)
-    torch.testing.assert_close(oc.grad[:4].cpu(), want_go)
-
-
-def test_cuda_sync_roi_checks_raise(monkeypatch):
-    require_cuda()
-    monkeypatch.setenv("VISDET_OPS_SYNC_ROI_CHECKS", "1")
-    x = torch.zeros(2, 3, 4, 4, device="cuda")
-    with pytest.raises(RuntimeError, match=r"deform_roi_pool: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
-        visdet_ops.deform_roi_pool(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), None, 2)
-    with pytest.raises(RuntimeError, match="deform_roi_pool: rois must be finite"):
-        visdet_ops.deform_roi_pool(
-            x.half(), torch.tensor([[0.0, 0, 0, float("inf"), 1]], device="cuda").half(), None, 2
-        )
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

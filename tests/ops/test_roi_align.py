@@ -17,7 +17,7 @@ from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
 from ..fuzz_core import Run, check_grads, family, names_for, one_in, out_dtype_ok, pair, rand_grad, ref_backward
-from ._rois import close_up_to_edges, onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
+from ._rois import RoIOpTester, close_up_to_edges, onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
 
 
 def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
@@ -187,14 +187,6 @@ def test_backward_paths_and_strided_grad(device, dtype, rng, pool_mode):
         torch.testing.assert_close(got_ones.cpu().double(), want_ones, **tol)
 
 
-def test_empty_rois(device, dtype):
-    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
-    out = visdet_ops.roi_align(x, torch.empty(0, 5, device=device, dtype=dtype), 7)
-    assert out.shape == (0, 4, 7, 7)
-    out.sum().backward()
-    assert torch.equal(x.grad, torch.zeros_like(x))
-
-
 def test_empty_batch_and_channels(device):
     out = visdet_ops.roi_align(
         torch.randn(2, 0, 5, 5, device=device), torch.tensor([[0, 0, 0, 3, 3.0]], device=device), 2
@@ -270,46 +262,6 @@ def test_bad_inputs_cuda():
     x = torch.zeros(2, 3, 4, 4, device="cuda")
     with pytest.raises(RuntimeError, match="input and rois must be on the same device"):
         visdet_ops.roi_align(x, torch.zeros(1, 5), 2)
-
-
-@pytest.mark.parametrize("variable", ["VISDET_OPS_SYNC_ROI_CHECKS", "VISDET_OPS_SYNC_CHECKS"])
-def test_cuda_sync_roi_checks_raise(monkeypatch, variable):
-    """VISDET_OPS_SYNC_ROI_CHECKS=1 (or VISDET_OPS_SYNC_CHECKS=1, every op): the
-    synchronising check with its clear error."""
-    require_cuda()
-    monkeypatch.setenv(variable, "1")
-    x = torch.zeros(2, 3, 4, 4, device="cuda")
-    with pytest.raises(RuntimeError, match=r"roi_align: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
-        visdet_ops.roi_align(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)
-    with pytest.raises(RuntimeError, match="roi_align: rois must be finite"):
-        visdet_ops.roi_align(x.bfloat16(), torch.tensor([[0, 0, 0, float("inf"), 1]], device="cuda").bfloat16(), 2)
-
-
-@pytest.mark.parametrize("pool_mode", ["avg", "max"])
-def test_cuda_invalid_rois_give_nan_without_a_sync(rng, pool_mode):
-    """On CUDA the host does not wait for a RoI check: an invalid RoI gives NaN and no
-    gradient, the valid ones their normal answer; no synchronising call is made."""
-    require_cuda()
-    x, rois = case(rng, k=4)
-    bad = torch.tensor(
-        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("-inf"), 6]],
-        dtype=torch.float64,
-    )
-    xc = x.cuda().requires_grad_()
-    all_rois = torch.cat([rois, bad]).cuda()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        out = visdet_ops.roi_align(xc, all_rois, 3, 0.5, 2, pool_mode, True)
-        grad_out = torch.ones_like(out)
-        out.backward(grad_out)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    assert torch.isnan(out[4:]).all()
-    want = roi_align_reference(x.requires_grad_(), rois, (3, 3), 0.5, 2, pool_mode, True)
-    torch.testing.assert_close(out[:4].detach().cpu(), want.detach(), **TOL[torch.float64])
-    (want_grad,) = torch.autograd.grad(want, x, torch.ones_like(want))
-    torch.testing.assert_close(xc.grad.cpu(), want_grad, **TOL[torch.float64])
 
 
 # 16-bit inputs (the CPU computes them through float32, as CUDA does) against the float64
@@ -459,6 +411,26 @@ def test_module_use_torchvision(rng):
     x, rois = case(rng)
     got = RoIAlign(5, 0.5, 2, use_torchvision=True)(x, rois)
     torch.testing.assert_close(got, visdet_ops.roi_align(x, rois, 5, 0.5, 2))
+
+
+class TestRoIOp(RoIOpTester):
+    """tests/ops/_rois.py's RoI tests, in both pool modes."""
+
+    name = "roi_align"
+    tol = TOL[torch.float64]
+
+    @pytest.fixture(params=["avg", "max"])
+    def variant(self, request):
+        return request.param
+
+    def fn(self, x, rois, variant=None):
+        return visdet_ops.roi_align(x, rois, 3, 0.5, 2, variant or "avg", True)
+
+    def reference(self, x, rois, variant=None):
+        return roi_align_reference(x, rois, (3, 3), 0.5, 2, variant or "avg", True)
+
+    def case(self, rng):
+        return case(rng, k=4)
 
 
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)

@@ -24,7 +24,7 @@ from ..fuzz_core import (
     rand_grad,
     ref_backward,
 )
-from ._rois import onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
+from ._rois import RoIOpTester, onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
 
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 
@@ -158,14 +158,6 @@ def test_opcheck_backward_op(device, rng):
     out, argmax = torch.ops.visdet_ops.roi_pool(x.to(device), rois.to(device), 3, 2, 1.0)
     args = (torch.randn(out.shape, generator=rng, dtype=torch.float64).to(device), rois.to(device), argmax, 2, 2, 6, 7)
     torch.library.opcheck(torch.ops.visdet_ops._roi_pool_backward.default, args)
-
-
-def test_empty_rois(device, dtype):
-    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
-    out = visdet_ops.roi_pool(x, torch.empty(0, 5, device=device, dtype=dtype), 7)
-    assert out.shape == (0, 4, 7, 7) and out.dtype == dtype
-    out.sum().backward()
-    assert torch.equal(x.grad, torch.zeros_like(x))
 
 
 def test_empty_batch_and_channels(device):
@@ -316,41 +308,6 @@ def test_cuda_bad_device_pairs():
         visdet_ops.roi_pool(x, torch.zeros(1, 5), 2)
 
 
-def test_cuda_invalid_rois_give_nan_without_a_sync(rng):
-    """On CUDA the host does not wait for a RoI check: an invalid RoI gives NaN and no
-    gradient, the valid ones their normal answer; no synchronising call is made."""
-    require_cuda()
-    x, rois = case(rng, k=4)
-    bad = torch.tensor(
-        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("inf"), 6]],
-        dtype=torch.float64,
-    )
-    all_rois = torch.cat([rois, bad]).cuda()
-    xc = x.cuda().requires_grad_()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        out = visdet_ops.roi_pool(xc, all_rois, 3, 0.5)
-        out.backward(torch.ones_like(out))
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    assert torch.isnan(out[4:]).all()
-    want = roi_pool_reference(x.requires_grad_(), rois, (3, 3), 0.5)
-    torch.testing.assert_close(out[:4].detach().cpu(), want.detach(), rtol=0, atol=0)
-    (want_grad,) = torch.autograd.grad(want, x, torch.ones_like(want))
-    torch.testing.assert_close(xc.grad.cpu(), want_grad, rtol=0, atol=0)
-
-
-def test_cuda_sync_roi_checks_raise(monkeypatch):
-    require_cuda()
-    monkeypatch.setenv("VISDET_OPS_SYNC_ROI_CHECKS", "1")
-    x = torch.zeros(2, 3, 4, 4, device="cuda")
-    with pytest.raises(RuntimeError, match=r"roi_pool: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
-        visdet_ops.roi_pool(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)
-    with pytest.raises(RuntimeError, match="roi_pool: rois must be finite"):
-        visdet_ops.roi_pool(x.half(), torch.tensor([[0, 0, float("nan"), 1, 1]], device="cuda").half(), 2)
-
-
 def test_module():
     m = RoIPool((7, 7), spatial_scale=0.25)
     assert list(m.state_dict()) == []
@@ -362,6 +319,22 @@ def test_module_matches_functional(device, rng):
     x, rois = case(rng)
     got = RoIPool((2, 4), 0.5)(x.to(device), rois.to(device))
     torch.testing.assert_close(got.cpu(), visdet_ops.roi_pool(x, rois, (2, 4), 0.5), rtol=0, atol=0)
+
+
+class TestRoIOp(RoIOpTester):
+    """tests/ops/_rois.py's RoI tests (distinct inputs: the maxima, and so the result, are exact)."""
+
+    name = "roi_pool"
+    tol = dict(rtol=0, atol=0)
+
+    def fn(self, x, rois, variant=None):
+        return visdet_ops.roi_pool(x, rois, 3, 0.5)
+
+    def reference(self, x, rois, variant=None):
+        return roi_pool_reference(x, rois, (3, 3), 0.5)
+
+    def case(self, rng):
+        return case(rng, k=4)
 
 
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
