@@ -90,7 +90,7 @@ def whole_word(name: str, text: str) -> bool:
 
 def check_clear(exc: BaseException, names: set[str], args: set[str], any_message: bool = False) -> None:
     """Raises Mismatch unless exc is a clear error (module docstring) for a call named by `names` with argument
-    names `args`. any_message: a pure-PyTorch function (mmcv's multi_scale_deformable_attn_pytorch), whose errors
+    names `args`. any_message: a pure-PyTorch function (mmcv's grid_sample formulation of an op), whose errors
     are torch's own: only the type and the markers are checked."""
     message = str(exc)
     kind = f"{type(exc).__module__}.{type(exc).__qualname__}"

@@ -2,7 +2,7 @@
 other. tests/test_fuzz.py starts it in a child process, so that a crash or a hang fails that family (with the case
 that caused it) instead of the suite.
 
-    PYTHONPATH=. python tests/fuzz_worker.py --families bbox_overlaps,nms --examples 40 --seed 0 [--device cuda]
+    PYTHONPATH=. python tests/fuzz_worker.py --families <module>,<module> --examples 40 --seed 0 [--device cuda]
     python tests/fuzz_worker.py --replay '<case JSON>' [--family F]   # one case, its traceback on failure
     python tests/fuzz_worker.py --known-bug <name>                   # a KNOWN_BUGS entry's reproducer (or all)
 

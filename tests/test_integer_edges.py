@@ -15,6 +15,7 @@ import visdet_ops
 from visdet_ops.ops import EXAMPLES, _args
 
 from . import integer_edge_harness as edges
+from .conftest import op_test_module
 
 
 def _sleep_case(device, seconds, gen):
@@ -42,23 +43,21 @@ def test_the_case_limit_stops_a_runaway_case_and_the_worker_recovers(monkeypatch
 
 # Arguments that take an int or an (h, w) pair: typed neither by a default nor by an annotation in mmcv's signatures.
 _PAIR_ARGUMENTS = ("output_size", "kernel_size", "stride", "padding", "dilation")
-# Public rows whose argument is not a parameter of the entry point itself: row id -> where the user writes it.
-_NOT_A_PARAMETER = {
-    "batched_nms-split_thr": "a key of nms_cfg",
-    "batched_nms-max_num": "a key of nms_cfg",
-    "batched_nms-offset": "a key of nms_cfg",
-}
 
 
-def _op_test_module(family: str):
-    """tests/ops/test_<family>.py, imported as pytest names it (tests.ops.test_<family>)."""
-    return importlib.import_module(f"{__package__}.ops.test_{family}")
+def _not_a_parameter() -> dict[str, str]:
+    """Public rows whose argument is not a parameter of the entry point itself (row id -> where the user writes it):
+    each test file's INTEGER_EDGE_NOT_A_PARAMETER."""
+    found = {}
+    for family in sorted(EXAMPLES):
+        found.update(getattr(op_test_module(family), "INTEGER_EDGE_NOT_A_PARAMETER", {}))
+    return found
 
 
 def _public_rows() -> list[edges.Row]:
     rows = []
     for family in sorted(EXAMPLES):
-        rows += [r for r in getattr(_op_test_module(family), "INTEGER_EDGE_ROWS", []) if not r.id.startswith("op.")]
+        rows += [r for r in getattr(op_test_module(family), "INTEGER_EDGE_ROWS", []) if not r.id.startswith("op.")]
     return rows
 
 
@@ -102,12 +101,12 @@ def test_every_integer_parameter_of_every_public_entry_point_has_a_row():
 def test_public_rows_name_the_users_argument():
     """A public entry point's row expects its error to name the parameter the user wrote, exactly: no schema name
     (pooled_height, pad_w), no alias."""
-    wrong = []
+    wrong, not_a_parameter = [], _not_a_parameter()
     for row in _public_rows():
         entry, _, arg = row.id.partition("-")
         if row.names != (arg,):
             wrong.append(f"{row.id}: names {row.names}, not ({arg!r},)")
-        elif row.id not in _NOT_A_PARAMETER and arg not in _parameters(getattr(visdet_ops, entry)):
+        elif row.id not in not_a_parameter and arg not in _parameters(getattr(visdet_ops, entry)):
             wrong.append(f"{row.id}: {arg} is not a parameter of visdet_ops.{entry}")
     assert not wrong, wrong
 

@@ -574,6 +574,13 @@ INTEGER_EDGE_ROWS = [
     # soft_nms' method is a string ('naive', 'linear', 'gaussian'): tests/ops/test_soft_nms.py checks unknown ones.
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+# Rows whose argument is not a parameter of the entry point itself (row id -> where the user writes it):
+# tests/test_integer_edges.py's test_public_rows_name_the_users_argument.
+INTEGER_EDGE_NOT_A_PARAMETER = {
+    "batched_nms-split_thr": "a key of nms_cfg",
+    "batched_nms-max_num": "a key of nms_cfg",
+    "batched_nms-offset": "a key of nms_cfg",
+}
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
