@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import require_cuda
-from ..fuzz_core import FLOATS, Mismatch, Run, assert_close, draw_tensors, expectation, on_gpu, one_in, pick_bad, size
 
 ROI_BAD = (
     "rois_cols",
@@ -38,15 +37,15 @@ ROI_BAD = (
 
 @st.composite
 def roi_case(draw, device, fn, extra_bad=(), module=False):
-    bad = pick_bad(draw, ROI_BAD + tuple(extra_bad))
-    main = draw(st.sampled_from(FLOATS))
+    bad = core.pick_bad(draw, ROI_BAD + tuple(extra_bad))
+    main = draw(st.sampled_from(core.FLOATS))
     out = draw(st.integers(1, 3)) if draw(st.booleans()) else [draw(st.integers(1, 3)), draw(st.integers(1, 3))]
     case = {
         "fn": fn,
         "seed": draw(st.integers(0, 2**31 - 1)),
-        "shape": [size(draw, 1, 2), draw(st.integers(0, 3)), size(draw, 1, 6), size(draw, 1, 6)],
+        "shape": [core.size(draw, 1, 2), draw(st.integers(0, 3)), core.size(draw, 1, 6), core.size(draw, 1, 6)],
         "k": draw(st.integers(0, 5)),
-        "big": draw(one_in(10)),
+        "big": draw(core.one_in(10)),
         "output_size": out,
         "spatial_scale": draw(st.sampled_from([1.0, 0.5, 0.25, 2.0])),
         "reach": draw(st.sampled_from([8.0, 16.0, 1e4])),
@@ -63,7 +62,7 @@ def roi_case(draw, device, fn, extra_bad=(), module=False):
         if bad != "output_size":
             case["output_size"] = [draw(st.integers(1, 7)), draw(st.integers(1, 7))]
     nd = {"input": 4, "rois": 2}
-    case["t"], mixed = draw_tensors(draw, nd, main, device)
+    case["t"], mixed = core.draw_tensors(draw, nd, main, device)
     if module:
         for o in case["t"].values():
             o["dt"] = main
@@ -88,15 +87,15 @@ def roi_case(draw, device, fn, extra_bad=(), module=False):
         case["k"] = max(case["k"], 1)
     elif bad == "spatial_scale":
         case["spatial_scale"] = draw(st.sampled_from([0.0, -1.0, float("nan"), float("inf"), -float("inf")]))
-    if bad != "spatial_scale" and draw(one_in(20)):
+    if bad != "spatial_scale" and draw(core.one_in(20)):
         case["spatial_scale"] = draw(st.sampled_from([1e-30, 1e30, 1e-3]))  # RoIs far smaller or larger than the map
     if bad in ("bad_index", "nan_roi", "rois_cols") and case["t"]["rois"]["lay"] == "e":
         case["t"]["rois"]["lay"] = "c"  # expanded, every RoI would be the first one
-    case["expect"] = expectation(bad, mixed, borderline=n == 0 or h == 0 or w == 0)
+    case["expect"] = core.expectation(bad, mixed, borderline=n == 0 or h == 0 or w == 0)
     return case
 
 
-def roi_inputs(run: Run, case: dict, distinct: bool = False):
+def roi_inputs(run: core.Run, case: dict, distinct: bool = False):
     n, c, h, w = case["shape"]
     k, bad, scale = case["k"], case["bad"], case["spatial_scale"]
     if bad == "input_ndim":
@@ -129,32 +128,32 @@ def roi_inputs(run: Run, case: dict, distinct: bool = False):
     return run.arg("input", base), run.arg("rois", rois)
 
 
-def roi_unchecked(run: Run, case: dict) -> None:
+def roi_unchecked(run: core.Run, case: dict) -> None:
     """On CUDA without sync checks a bad RoI (batch index outside [0, N), non-finite coordinate) is not refused: its
     output row must be NaN (documented)."""
     # An empty batch makes every RoI's batch index (drawn in [0, 1)) a bad one.
     empty_batch = case["bad"] is None and case["shape"][0] == 0 and case["k"] > 0
-    if (case["bad"] in ("bad_index", "nan_roi") or empty_batch) and run.unchecked_values and on_gpu(case, "rois"):
+    if (case["bad"] in ("bad_index", "nan_roi") or empty_batch) and run.unchecked_values and core.on_gpu(case, "rois"):
         run.expect = "either"
         rows = slice(None) if empty_batch else case["k"] // 2
 
         def check(out):
             if out.size(1) and not torch.isnan(out[rows]).all():
-                raise Mismatch(f"a bad RoI on CUDA (rows {rows}) did not give NaN")
+                raise core.Mismatch(f"a bad RoI on CUDA (rows {rows}) did not give NaN")
 
         run.unchecked_check = check
 
 
 def close_up_to_edges(out, want, rois, reference, dt) -> bool:
-    """assert_close(out, want), where a RoI whose output differs may instead match the reference for its RoI moved
+    """core.assert_close(out, want), where a RoI whose output differs may instead match the reference for its RoI moved
     by a millionth of a pixel: a sample exactly on the map's border (y == -1 or H) or a bin size exactly an integer
     (the adaptive grid's ceil) is on a discontinuity, and the kernels' float32 (or other-order float64) arithmetic
     may land on its other side (tests/ops' exact_rois avoids them; the fuzz draws them on purpose). Returns
     whether such a RoI was needed (its gradients are then not compared)."""
     try:
-        assert_close("output", out, want, dt)
+        core.assert_close("output", out, want, dt)
         return False
-    except Mismatch:
+    except core.Mismatch:
         if out.dim() != 4 or tuple(out.shape) != tuple(want.shape):
             raise
     moved = []
@@ -167,9 +166,9 @@ def close_up_to_edges(out, want, rois, reference, dt) -> bool:
         errors = []
         for w in [want, *moved]:
             try:
-                assert_close(f"output of RoI {k}", out[k], w[k], dt)
+                core.assert_close(f"output of RoI {k}", out[k], w[k], dt)
                 break
-            except Mismatch as exc:
+            except core.Mismatch as exc:
                 errors.append(exc)
         else:
             raise errors[0]

@@ -13,22 +13,6 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import torchvision_or_skip
-from ..fuzz_core import (
-    FLOATS,
-    Run,
-    assert_close,
-    check_grads,
-    draw_tensors,
-    expectation,
-    family,
-    names_for,
-    one_in,
-    out_dtype_ok,
-    pick_bad,
-    rand_grad,
-    ref_backward,
-    worst,
-)
 
 
 def random_boxes(shape: tuple[int, ...], rng: torch.Generator) -> torch.Tensor:
@@ -378,10 +362,10 @@ _BBOX_BAD = ("last5", "batch", "aligned_mn", "mode", "offset", "eps", "dtype", "
 
 @st.composite
 def _bbox_case(draw, device):
-    bad = pick_bad(draw, _BBOX_BAD)
-    main = draw(st.sampled_from(FLOATS))
+    bad = core.pick_bad(draw, _BBOX_BAD)
+    main = draw(st.sampled_from(core.FLOATS))
     batch = draw(st.lists(st.integers(0, 3), max_size=2))
-    top = 300 if draw(one_in(10)) else 7  # now and then many boxes (the kernels' vector loops)
+    top = 300 if draw(core.one_in(10)) else 7  # now and then many boxes (the kernels' vector loops)
     m, n = draw(st.integers(0, top)), draw(st.integers(0, top))
     aligned = draw(st.sampled_from([None, False, True]))
     if aligned:
@@ -397,9 +381,9 @@ def _bbox_case(draw, device):
         "is_aligned": draw(st.sampled_from([None, None, False, True])),
         "offset": draw(st.sampled_from([0, 1])),
         "eps": draw(st.sampled_from([None, 0.0, 1e-6, 0.5])),
-        "degenerate": draw(one_in(5)),
-        "special": draw(one_in(8)),
-        "empty1d": bad is None and not batch and m == 0 and draw(one_in(3)),
+        "degenerate": draw(core.one_in(5)),
+        "special": draw(core.one_in(8)),
+        "empty1d": bad is None and not batch and m == 0 and draw(core.one_in(3)),
         "bad": bad,
     }
     if case["is_aligned"] is not None and case["aligned"] is not None:
@@ -407,7 +391,7 @@ def _bbox_case(draw, device):
     if case["is_aligned"] and not case["aligned"]:
         case["n"] = m
     nd = len(batch) + 2
-    case["t"], mixed = draw_tensors(draw, {"bboxes1": nd, "bboxes2": nd}, main, device)
+    case["t"], mixed = core.draw_tensors(draw, {"bboxes1": nd, "bboxes2": nd}, main, device)
     if bad == "dtype":
         case["t"]["bboxes1"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
     elif bad == "mode":
@@ -423,12 +407,14 @@ def _bbox_case(draw, device):
         case["aligned"], case["is_aligned"], case["n"] = True, None, m + 1
     elif bad == "batch" and not batch:
         case["batch"] = [draw(st.integers(1, 3))]  # bboxes1 batched, bboxes2 not (set in run)
-    case["expect"] = expectation(bad, mixed)
+    case["expect"] = core.expectation(bad, mixed)
     return case
 
 
 def _bbox_run(case):
-    run = Run(case, names_for(case, "bbox_overlaps"), {"bboxes1", "bboxes2", "mode", "aligned", "offset", "eps"})
+    run = core.Run(
+        case, core.names_for(case, "bbox_overlaps"), {"bboxes1", "bboxes2", "mode", "aligned", "offset", "eps"}
+    )
     bad, batch, m, n = case["bad"], list(case["batch"]), case["m"], case["n"]
     shape1, shape2 = [*batch, m, 4], [*batch, n, 4]
     if bad == "batch":
@@ -458,7 +444,7 @@ def _bbox_run(case):
     if case["eps"] is not None:
         kwargs["eps"] = case["eps"]
     mixed = case["expect"] == "either"
-    dt = worst(a1.dt, a2.dt)
+    dt = core.worst(a1.dt, a2.dt)
     x1, x2 = a1.x(grad=True), a2.x(grad=True)
     if case["empty1d"]:
         x1 = torch.empty(0, dtype=x1.dtype, device=x1.device)
@@ -471,20 +457,20 @@ def _bbox_run(case):
         if case["empty1d"]:
             r1 = torch.empty(0, 4, dtype=torch.float64)
         want = bbox_overlaps_reference(r1, r2, case["mode"], aligned, case["offset"], eps)
-        assert_close("output", out, want, dt)
-        out_dtype_ok(out, a1.dt, mixed)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, a1.dt, mixed)
         if run.grads and out.numel() and not case["special"] and not case["empty1d"]:
-            g = rand_grad(run, out)
+            g = core.rand_grad(run, out)
             run.backward(out, g)
-            ref_backward(want, g)
-            check_grads([("bboxes1", a1, r1l), ("bboxes2", a2, r2l)], dt)
+            core.ref_backward(want, g)
+            core.check_grads([("bboxes1", a1, r1l), ("bboxes2", a2, r2l)], dt)
 
     run.outcome(
         lambda: visdet_ops.bbox_overlaps(x1, x2, case["mode"], case["aligned"], case["offset"], **kwargs), check
     )
 
 
-FUZZ = family("bbox_overlaps", ["bbox_overlaps"])((_bbox_case, _bbox_run))
+FUZZ = core.family("bbox_overlaps", ["bbox_overlaps"])((_bbox_case, _bbox_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

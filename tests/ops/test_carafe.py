@@ -15,23 +15,6 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_normal_init, assert_uniform_init, assert_zero, require_cuda
-from ..fuzz_core import (
-    FLOATS,
-    Run,
-    assert_close,
-    bad_int,
-    check_grads,
-    draw_tensors,
-    expectation,
-    family,
-    names_for,
-    one_in,
-    out_dtype_ok,
-    pick_bad,
-    rand_grad,
-    ref_backward,
-    worst,
-)
 
 FNS = {"carafe": visdet_ops.carafe, "carafe_naive": visdet_ops.carafe_naive}
 TOL = {
@@ -487,7 +470,7 @@ _CARAFE_CTOR_BAD = ("ctor_int", "ctor_float", "ctor_even")
 @st.composite
 def _carafe_case(draw, device):
     fn = draw(st.sampled_from(["carafe", "carafe_naive", "CARAFE", "CARAFENaive", "CARAFEPack"]))
-    main = draw(st.sampled_from(FLOATS))
+    main = draw(st.sampled_from(core.FLOATS))
     case = {"fn": fn, "seed": draw(st.integers(0, 2**31 - 1))}
     g = draw(st.sampled_from([1, 2, 3]))
     case.update(
@@ -496,14 +479,14 @@ def _carafe_case(draw, device):
         c=g * draw(st.integers(0 if fn != "CARAFEPack" else 1, 3)),
         h=draw(st.integers(0, 5)),
         w=draw(st.integers(0, 5)),
-        big=draw(one_in(10)),
+        big=draw(core.one_in(10)),
         k=draw(st.sampled_from([1, 3, 5])),
         s=draw(st.sampled_from([1, 2, 3])),
     )
     if case["big"]:  # more channels than one CUDA chunk (32), maps larger than a tile side
         case.update(c=g * draw(st.integers(1, 14)), h=draw(st.integers(6, 12)), w=draw(st.integers(6, 12)))
     if fn == "CARAFEPack":
-        bad = pick_bad(draw, ("ctor_int", "ctor_even", "ctor_float"))
+        bad = core.pick_bad(draw, ("ctor_int", "ctor_even", "ctor_float"))
         case["ctor"] = {
             "channels": case["c"],
             "scale_factor": case["s"],
@@ -516,8 +499,8 @@ def _carafe_case(draw, device):
         main = draw(st.sampled_from(["f32", "f64"]))
         case["t"], mixed = {"x": {"dt": main, "lay": draw(st.sampled_from(["c", "cl", "t"])), "dev": device}}, False
     else:
-        bad = pick_bad(draw, _CARAFE_FN_BAD + (_CARAFE_CTOR_BAD if fn in ("CARAFE", "CARAFENaive") else ()))
-        case["t"], mixed = draw_tensors(draw, {"features": 4, "masks": 4}, main, device)
+        bad = core.pick_bad(draw, _CARAFE_FN_BAD + (_CARAFE_CTOR_BAD if fn in ("CARAFE", "CARAFENaive") else ()))
+        case["t"], mixed = core.draw_tensors(draw, {"features": 4, "masks": 4}, main, device)
     if bad == "dtype":
         case["t"][draw(st.sampled_from(["features", "masks"]))]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
     elif bad == "even_k":
@@ -529,7 +512,7 @@ def _carafe_case(draw, device):
         case["arg"] = draw(st.sampled_from(["kernel_size", "group_size", "scale_factor"]))
         if fn == "CARAFEPack":
             case["arg"] = draw(st.sampled_from(sorted(case["ctor"])))
-        case["value"] = draw(bad_int())
+        case["value"] = draw(core.bad_int())
     elif bad == "ctor_float":
         case["arg"] = draw(st.sampled_from(["kernel_size", "group_size", "scale_factor"]))
         if fn == "CARAFEPack":
@@ -541,15 +524,15 @@ def _carafe_case(draw, device):
         case["arg"] = draw(st.sampled_from(["features", "masks"]))
     case["bad"] = bad
     # An int that happens to be valid (bad_int's 0 for a non-negative one, ...) is checked by its range in run().
-    case["expect"] = expectation(bad, mixed)
+    case["expect"] = core.expectation(bad, mixed)
     return case
 
 
 def _carafe_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = Run(
+    run = core.Run(
         case,
-        names_for(case, "carafe", "carafe_naive", "CARAFE", "CARAFENaive"),
+        core.names_for(case, "carafe", "carafe_naive", "CARAFE", "CARAFENaive"),
         {
             "features",
             "masks",
@@ -589,7 +572,7 @@ def _carafe_run(case):
                 want = carafe_reference(r, mask, m64.up_kernel, m64.up_group, m64.scale_factor)
             else:
                 want = torch.zeros(n, c, h * s, w * s, dtype=torch.float64)
-            assert_close("output", out, want, dt)
+            core.assert_close("output", out, want, dt)
 
         run.outcome(lambda: mod(x), check, expect="ok")
         return
@@ -610,7 +593,7 @@ def _carafe_run(case):
     if bad in ("kernel_int", "scale_int", "ctor_int", "ctor_float", "ctor_even"):
         ints[case["arg"]] = case["value"]
     mixed = case["expect"] == "either"
-    dt = worst(feats.dt, masks.dt)
+    dt = core.worst(feats.dt, masks.dt)
     xf, xm = feats.x(grad=True), masks.x(grad=True)
 
     if fn in ("CARAFE", "CARAFENaive"):
@@ -630,18 +613,18 @@ def _carafe_run(case):
             want = carafe_reference(rf, rm, k, g, s)
         else:  # F.unfold (the reference) takes no empty map
             want = (rf.sum() + rm.sum()) * torch.zeros(n, c, h * s, w * s, dtype=torch.float64)
-        assert_close("output", out, want, dt)
-        out_dtype_ok(out, feats.dt, mixed)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, feats.dt, mixed)
         if run.grads and out.numel():
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
-            check_grads([("features", feats, rfl), ("masks", masks, rml)], dt)
+            core.ref_backward(want, grad)
+            core.check_grads([("features", feats, rfl), ("masks", masks, rml)], dt)
 
     run.outcome(call, check)
 
 
-FUZZ = family(
+FUZZ = core.family(
     "carafe", ["carafe", "carafe_naive", "CARAFE", "CARAFENaive", "CARAFEPack"], ops=("carafe", "carafe_naive")
 )((_carafe_case, _carafe_run))
 

@@ -9,22 +9,8 @@ from visdet_ops import CornerPool
 from visdet_ops.reference.corner_pool import corner_pool_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from ..conftest import require_cuda
-from ..fuzz_core import (
-    FLOATS,
-    Mismatch,
-    Run,
-    assert_close,
-    draw_tensors,
-    expectation,
-    family,
-    names_for,
-    one_in,
-    out_dtype_ok,
-    pick_bad,
-    rand_grad,
-    ref_backward,
-)
 
 MODES = ["top", "bottom", "left", "right"]
 
@@ -291,21 +277,21 @@ _CORNER_BAD = ("ndim", "mode", "complex")
 @st.composite
 def _corner_case(draw, device):
     fn = draw(st.sampled_from(["corner_pool", *_POOL_FNS, "CornerPool"]))
-    bad = pick_bad(draw, [b for b in _CORNER_BAD if b != "mode" or fn in ("corner_pool", "CornerPool")])
-    main = draw(st.sampled_from(FLOATS))
+    bad = core.pick_bad(draw, [b for b in _CORNER_BAD if b != "mode" or fn in ("corner_pool", "CornerPool")])
+    main = draw(st.sampled_from(core.FLOATS))
     case = {
         "fn": fn,
         "seed": draw(st.integers(0, 2**31 - 1)),
         "shape": [draw(st.integers(0, 2)), draw(st.integers(0, 3)), draw(st.integers(0, 6)), draw(st.integers(0, 6))],
-        "big": draw(one_in(10)),
+        "big": draw(core.one_in(10)),
         "mode": _POOL_FNS.get(fn) or draw(st.sampled_from(["top", "bottom", "left", "right"])),
         "values": draw(st.sampled_from(["ties", "randn", "special"])),
-        "int_input": draw(one_in(6)),
+        "int_input": draw(core.one_in(6)),
         "bad": bad,
     }
     if case["big"]:  # long scans
         case["shape"][1:] = [draw(st.integers(1, 5)), draw(st.integers(7, 40)), draw(st.integers(7, 40))]
-    case["t"], mixed = draw_tensors(draw, {"input": 4}, main, device)
+    case["t"], mixed = core.draw_tensors(draw, {"input": 4}, main, device)
     if case["int_input"]:
         case["t"]["input"]["dt"] = draw(st.sampled_from(["i32", "i64", "bool", "u8", "i16"]))
     if bad == "ndim":
@@ -314,12 +300,12 @@ def _corner_case(draw, device):
         case["mode"] = draw(st.sampled_from(["Top", "up", ""]))
     elif bad == "complex":
         case["t"]["input"]["dt"] = "c64"
-    case["expect"] = expectation(bad, mixed)
+    case["expect"] = core.expectation(bad, mixed)
     return case
 
 
 def _corner_run(case):
-    run = Run(case, names_for(case, "corner_pool", "CornerPool"), {"input", "mode"})
+    run = core.Run(case, core.names_for(case, "corner_pool", "CornerPool"), {"input", "mode"})
     shape = case["shape"]
     if case["values"] == "ties":
         base = run.randint(-3, 4, *shape)
@@ -351,26 +337,26 @@ def _corner_run(case):
             want = torch.cummax(xs.flip(d) if flip else xs, d).values
             want = want.flip(d) if flip else want
             if out.dtype != xs.dtype or not torch.equal(out.cpu(), want):
-                raise Mismatch(f"integer corner_pool differs from torch.cummax ({out.dtype})")
+                raise core.Mismatch(f"integer corner_pool differs from torch.cummax ({out.dtype})")
             return
         rl, r = a.ref(grad=True)
         want = corner_pool_reference(r, mode)
-        assert_close("output", out, want, dt)
-        out_dtype_ok(out, dt, False)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, dt, False)
         if run.grads and out.numel():
-            g = rand_grad(run, out)
+            g = core.rand_grad(run, out)
             run.backward(out, g)
-            ref_backward(want, g)
+            core.ref_backward(want, g)
             # Ties follow torch.cummax exactly, so 16-bit gradients are compared too (sums of routed values).
             gw, gg = rl.grad, a.grad()
             if gg is None:
-                raise Mismatch("grad of input: none")
-            assert_close("grad of input", gg, gw, dt)
+                raise core.Mismatch("grad of input: none")
+            core.assert_close("grad of input", gg, gw, dt)
 
     run.outcome(call, check)
 
 
-FUZZ = family("corner_pool", ["corner_pool", *_POOL_FNS, "CornerPool"])((_corner_case, _corner_run))
+FUZZ = core.family("corner_pool", ["corner_pool", *_POOL_FNS, "CornerPool"])((_corner_case, _corner_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

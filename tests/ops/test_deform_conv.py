@@ -25,26 +25,6 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import assert_uniform_init, assert_zero, require_cuda, torchvision_or_skip
-from ..fuzz_core import (
-    FLOATS,
-    Run,
-    assert_close,
-    bad_int,
-    check_grads,
-    conv_out,
-    draw_tensors,
-    expectation,
-    family,
-    names_for,
-    one_in,
-    out_dtype_ok,
-    pair,
-    pair_or_int,
-    pick_bad,
-    rand_grad,
-    ref_backward,
-    worst,
-)
 
 # ---------------------------------------------------------------- inputs
 
@@ -1037,16 +1017,16 @@ def _dcn_case(draw, device):
         "c": lcm * draw(st.integers(0 if not module else 1, 2)),
         "cout": g * draw(st.integers(1, 2)),
         "k": [draw(st.integers(1, 3)), draw(st.integers(1, 3))],
-        "stride": pair_or_int(draw, 1, 2),
-        "padding": pair_or_int(draw, 0, 2),
-        "dilation": pair_or_int(draw, 1, 2),
+        "stride": core.pair_or_int(draw, 1, 2),
+        "padding": core.pair_or_int(draw, 0, 2),
+        "dilation": core.pair_or_int(draw, 1, 2),
         "h": draw(st.integers(0 if not module else 1, 6)),
         "w": draw(st.integers(0 if not module else 1, 6)),
         "bias": draw(st.booleans()) if fn != "DeformConv2d" and fn != "DeformConv2dPack" else False,
         "im2col_step": draw(st.sampled_from([None, 1, 2, 0, -1, 5])),
         "reach": draw(st.sampled_from([0.0, 1.5, 4.0])),
     }
-    if draw(one_in(10)):  # several im2col chunks, more channels and a larger map
+    if draw(core.one_in(10)):  # several im2col chunks, more channels and a larger map
         case.update(
             n=draw(st.integers(3, 5)),
             c=lcm * draw(st.integers(3, 10)),
@@ -1054,10 +1034,10 @@ def _dcn_case(draw, device):
             w=draw(st.integers(6, 12)),
         )
     if module:
-        bad = pick_bad(draw, _DCN_CTOR_BAD if fn != "DeformConv2d" else _DCN_CTOR_BAD + ("offset_channels",))
+        bad = core.pick_bad(draw, _DCN_CTOR_BAD if fn != "DeformConv2d" else _DCN_CTOR_BAD + ("offset_channels",))
         if bad == "ctor_bias" and fn not in ("DeformConv2d", "DeformConv2dPack"):
             bad = "ctor_divide"
-        case["deformable_kw"] = draw(one_in(6))
+        case["deformable_kw"] = draw(core.one_in(6))
         main = draw(st.sampled_from(["f32", "f64"]))
         # No channels_last x for the Pack modules: torch 2.13's CPU conv2d (their conv_offset) segfaults on some
         # channels_last inputs (a torch bug: F.conv2d(torch.randn(2, 4, 2, 1).contiguous(memory_format=
@@ -1067,7 +1047,7 @@ def _dcn_case(draw, device):
             "offset": ["c", "t", "s"],
             "mask": ["c", "s"],
         }
-        case["t"], mixed = draw_tensors(draw, {"x": 4, "offset": 4, "mask": 4}, main, device, layouts=lay)
+        case["t"], mixed = core.draw_tensors(draw, {"x": 4, "offset": 4, "mask": 4}, main, device, layouts=lay)
         for o in case["t"].values():
             o["dt"] = main
             if device != "cpu":
@@ -1077,21 +1057,21 @@ def _dcn_case(draw, device):
         mixed = False
     else:
         v1_only, v2_only = {"bias_v1"}, {"mask_shape", "bias_shape"}
-        bad = pick_bad(draw, [b for b in _DCN_BAD if b not in (v2_only if fn == "deform_conv2d" else v1_only)])
+        bad = core.pick_bad(draw, [b for b in _DCN_BAD if b not in (v2_only if fn == "deform_conv2d" else v1_only)])
         if bad == "bias_shape":
             case["bias"] = True
-        main = draw(st.sampled_from(FLOATS))
-        case["t"], mixed = draw_tensors(
+        main = draw(st.sampled_from(core.FLOATS))
+        case["t"], mixed = core.draw_tensors(
             draw, {"input": 4, "offset": 4, "mask": 4, "weight": 4, "bias": 1}, main, device
         )
     if bad == "int_arg":
         case["arg"] = draw(st.sampled_from(_DCN_INTS + (("im2col_step",) if fn == "deform_conv2d" else ())))
-        case["value"] = draw(bad_int() if case["arg"] != "im2col_step" else st.sampled_from([1.5, "2", 2**63]))
+        case["value"] = draw(core.bad_int() if case["arg"] != "im2col_step" else st.sampled_from([1.5, "2", 2**63]))
         if case["arg"] == "padding" and case["value"] == 0:
             case["value"] = -1
     elif bad == "ctor_int":
         case["arg"] = draw(st.sampled_from(("in_channels", "out_channels", "kernel_size") + _DCN_INTS))
-        case["value"] = draw(bad_int())
+        case["value"] = draw(core.bad_int())
         if case["arg"] == "padding" and case["value"] == 0:
             case["value"] = -1
     elif bad == "dtype":
@@ -1103,29 +1083,29 @@ def _dcn_case(draw, device):
     elif bad in ("groups_divide", "ctor_divide"):
         case["groups"] = 3
         case["c"] = 2 * dg if case["c"] % 3 == 0 else case["c"]
-    sh, sw = pair(case["stride"])
-    ph, pw = pair(case["padding"])
-    dh, dw = pair(case["dilation"])
+    sh, sw = core.pair(case["stride"])
+    ph, pw = core.pair(case["padding"])
+    dh, dw = core.pair(case["dilation"])
     if fn.endswith("Pack"):
         # Their conv_offset (an nn.Conv2d, as mmcv's) sees the input first: an input too small for the kernel gets
         # torch's own error from it. Drawn large enough.
         case["h"] = max(case["h"], dh * (case["k"][0] - 1) + 1 - 2 * ph)
         case["w"] = max(case["w"], dw * (case["k"][1] - 1) + 1 - 2 * pw)
-    oh = conv_out(case["h"], ph, dh, case["k"][0], sh)
-    ow = conv_out(case["w"], pw, dw, case["k"][1], sw)
+    oh = core.conv_out(case["h"], ph, dh, case["k"][0], sh)
+    ow = core.conv_out(case["w"], pw, dw, case["k"][1], sw)
     small = module and (case["h"] < case["k"][0] or case["w"] < case["k"][1])
-    case["expect"] = expectation(bad, mixed, borderline=oh <= 0 or ow <= 0 or case["c"] == 0 or small)
+    case["expect"] = core.expectation(bad, mixed, borderline=oh <= 0 or ow <= 0 or case["c"] == 0 or small)
     case["bad"] = bad
     return case
 
 
 def _dcn_shapes(case):
     kh, kw = case["k"]
-    sh, sw = pair(case["stride"])
-    ph, pw = pair(case["padding"])
-    dh, dw = pair(case["dilation"])
-    oh = conv_out(case["h"], ph, dh, kh, sh)
-    ow = conv_out(case["w"], pw, dw, kw, sw)
+    sh, sw = core.pair(case["stride"])
+    ph, pw = core.pair(case["padding"])
+    dh, dw = core.pair(case["dilation"])
+    oh = core.conv_out(case["h"], ph, dh, kh, sh)
+    ow = core.conv_out(case["w"], pw, dw, kw, sw)
     return (kh, kw), (sh, sw), (ph, pw), (dh, dw), oh, ow
 
 
@@ -1133,8 +1113,8 @@ def _dcn_reference(x, offset, mask, weight, bias, stride, padding, dilation, gro
     n, _, h, w = x.shape
     if h * w == 0:  # every sample is outside the map: the output is the bias
         kh, kw = weight.shape[2:]
-        oh = conv_out(h, padding[0], dilation[0], kh, stride[0])
-        ow = conv_out(w, padding[1], dilation[1], kw, stride[1])
+        oh = core.conv_out(h, padding[0], dilation[0], kh, stride[0])
+        ow = core.conv_out(w, padding[1], dilation[1], kw, stride[1])
         out = (x.sum() + offset.sum() + weight.sum()) * torch.zeros(n, weight.size(0), oh, ow, dtype=torch.float64)
         if mask is not None:
             out = out + mask.sum() * 0
@@ -1162,7 +1142,7 @@ def _dcn_run(case):
         "deformable_groups",
         "x",
     }
-    run = Run(case, names_for(case, "deform_conv", *_DCN_FNS, *_DCN_MODS), args)
+    run = core.Run(case, core.names_for(case, "deform_conv", *_DCN_FNS, *_DCN_MODS), args)
     (kh, kw), stride, padding, dilation, oh, ow = _dcn_shapes(case)
     n, c, cout, g, dg = case["n"], case["c"], case["cout"], case["groups"], case["deform_groups"]
     kk = kh * kw
@@ -1197,7 +1177,7 @@ def _dcn_run(case):
         used.append(("mask", a_mask))
     if has_bias:
         used.append(("bias", a_b))
-    dt = worst(*(a.dt for _, a in used))
+    dt = core.worst(*(a.dt for _, a in used))
     mixed = case["expect"] == "either"
     xs = {name: a.x(grad=True) for name, a in used}
     ints = {
@@ -1235,13 +1215,13 @@ def _dcn_run(case):
             g,
             dg,
         )
-        assert_close("output", out, want, dt)
-        out_dtype_ok(out, a_in.dt, mixed)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, a_in.dt, mixed)
         if run.grads and out.numel():
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
-            check_grads([(name, a, refs[name][0]) for name, a in used], dt)
+            core.ref_backward(want, grad)
+            core.check_grads([(name, a, refs[name][0]) for name, a in used], dt)
 
     run.outcome(call, check)
 
@@ -1288,8 +1268,8 @@ def _dcn_module_run(case, run):
     # size of the input as given (stride 1), cropped back the same way.
     ph_small, pw_small = max(kh - h, 0), max(kw - w, 0)
     if fn in ("DeformConv2d", "ModulatedDeformConv2d"):
-        oh_p = conv_out(h + (ph_small if fn == "DeformConv2d" else 0), padding[0], dilation[0], kh, stride[0])
-        ow_p = conv_out(w + (pw_small if fn == "DeformConv2d" else 0), padding[1], dilation[1], kw, stride[1])
+        oh_p = core.conv_out(h + (ph_small if fn == "DeformConv2d" else 0), padding[0], dilation[0], kh, stride[0])
+        ow_p = core.conv_out(w + (pw_small if fn == "DeformConv2d" else 0), padding[1], dilation[1], kw, stride[1])
         oh_g, ow_g = (oh_p - ph_small, ow_p - pw_small) if fn == "DeformConv2d" else (oh_p, ow_p)
         ochan = 2 * dg * kh * kw + (2 if bad == "offset_channels" else 0)
         a_off = run.arg("offset", run.randn(n, ochan, max(oh_g, 0), max(ow_g, 0)) * case["reach"])
@@ -1318,17 +1298,19 @@ def _dcn_module_run(case, run):
         )
         if fn == "DeformConv2d" and (ph_small or pw_small):
             want = want[:, :, : want.size(2) - ph_small, : want.size(3) - pw_small]
-        assert_close("output", out, want, dt)
+        core.assert_close("output", out, want, dt)
         if run.grads and out.numel():
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad.to(out.dtype))
-            ref_backward(want, grad)
-            check_grads([(f"forward arg {i}", a, r[0]) for i, (a, r) in enumerate(zip(inputs, refs, strict=True))], dt)
+            core.ref_backward(want, grad)
+            core.check_grads(
+                [(f"forward arg {i}", a, r[0]) for i, (a, r) in enumerate(zip(inputs, refs, strict=True))], dt
+            )
 
     run.outcome(lambda: mod(*xs), check)
 
 
-FUZZ = family("deform_conv", _DCN_FNS + _DCN_MODS, ops=("deform_conv2d",), weight=0.7)((_dcn_case, _dcn_run))
+FUZZ = core.family("deform_conv", _DCN_FNS + _DCN_MODS, ops=("deform_conv2d",), weight=0.7)((_dcn_case, _dcn_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

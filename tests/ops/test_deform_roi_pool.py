@@ -16,19 +16,6 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, assert_zero, require_cuda
-from ..fuzz_core import (
-    Run,
-    bad_int,
-    check_grads,
-    draw_tensors,
-    family,
-    names_for,
-    out_dtype_ok,
-    pair,
-    rand_grad,
-    ref_backward,
-    worst,
-)
 from ._rois import RoIOpTester, close_up_to_edges, roi_case, roi_inputs, roi_unchecked
 
 # ---------------------------------------------------------------- inputs
@@ -872,7 +859,7 @@ def _drp_case(draw, device):
     if fn.endswith("Pack"):
         case["shape"][1] = max(case["shape"][1], 1)
         case["deform_fc_channels"] = draw(st.integers(1, 8))
-    o_opts, o_mixed = draw_tensors(draw, {"offset": 4}, case["t"]["input"]["dt"], device)
+    o_opts, o_mixed = core.draw_tensors(draw, {"offset": 4}, case["t"]["input"]["dt"], device)
     case["t"]["offset"] = o_opts["offset"]
     if module:
         case["t"]["offset"]["dt"] = case["t"]["input"]["dt"]
@@ -884,15 +871,15 @@ def _drp_case(draw, device):
         case["offset"] = "tensor"
     elif case["bad"] == "ctor_int":
         case["arg"] = draw(st.sampled_from(["output_channels", "deform_fc_channels"]))
-        case["value"] = draw(bad_int())
+        case["value"] = draw(core.bad_int())
     return case
 
 
 def _drp_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = Run(
+    run = core.Run(
         case,
-        names_for(case, "deform_roi_pool", *_DRP_MODS),
+        core.names_for(case, "deform_roi_pool", *_DRP_MODS),
         {
             "input",
             "rois",
@@ -907,7 +894,7 @@ def _drp_run(case):
     )
     a_in, a_rois = roi_inputs(run, case)
     roi_unchecked(run, case)
-    ph, pw = pair(case["output_size"]) if bad != "output_size" else (1, 1)
+    ph, pw = core.pair(case["output_size"]) if bad != "output_size" else (1, 1)
     k = a_rois.shape[0] if len(a_rois.shape) == 2 else 1
     oshape = [k, 2, ph, pw]
     if bad == "offset_shape":
@@ -920,7 +907,7 @@ def _drp_run(case):
         xo = torch.empty(0, dtype=xi.dtype, device=xi.device)
     else:
         xo = None
-    dt = worst(a_in.dt, a_off.dt) if case["offset"] == "tensor" else a_in.dt
+    dt = core.worst(a_in.dt, a_off.dt) if case["offset"] == "tensor" else a_in.dt
     mixed = case["expect"] == "either"
     geometry = (case["output_size"], case["spatial_scale"], case["sampling_ratio"], case["gamma"])
     if fn == "deform_roi_pool":
@@ -970,18 +957,18 @@ def _drp_run(case):
 
         want = reference(a_rois.r())
         edge = close_up_to_edges(out, want, a_rois.r(), reference, dt)
-        out_dtype_ok(out, a_in.dt, mixed)
+        core.out_dtype_ok(out, a_in.dt, mixed)
         if run.grads and out.numel() and not edge:
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
+            core.ref_backward(want, grad)
             pairs = [("input", a_in, rl)] + ([("offset", a_off, rol)] if case["offset"] == "tensor" else [])
-            check_grads(pairs, dt)
+            core.check_grads(pairs, dt)
 
     run.outcome(call, check)
 
 
-FUZZ = family("deform_roi_pool", ["deform_roi_pool", *_DRP_MODS], weight=0.7)((_drp_case, _drp_run))
+FUZZ = core.family("deform_roi_pool", ["deform_roi_pool", *_DRP_MODS], weight=0.7)((_drp_case, _drp_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

@@ -18,25 +18,6 @@ from visdet_ops.reference.focal_loss import (
 from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from ..conftest import require_cuda, torchvision_or_skip
-from ..fuzz_core import (
-    FLOATS,
-    Mismatch,
-    Run,
-    assert_close,
-    check_grads,
-    draw_tensors,
-    expectation,
-    family,
-    names_for,
-    on_gpu,
-    one_in,
-    out_dtype_ok,
-    pick_bad,
-    rand_grad,
-    ref_backward,
-    size,
-    worst,
-)
 
 KINDS = {
     "sigmoid": (sigmoid_focal_loss, sigmoid_focal_loss_reference),
@@ -743,22 +724,22 @@ _FOCAL_BAD = (
 @st.composite
 def _focal_case(draw, device):
     fn = draw(st.sampled_from(_FOCAL_FNS + _FOCAL_MODS))
-    bad = pick_bad(draw, _FOCAL_BAD)
-    main = draw(st.sampled_from(FLOATS))
+    bad = core.pick_bad(draw, _FOCAL_BAD)
+    main = draw(st.sampled_from(core.FLOATS))
     case = {
         "fn": fn,
         "seed": draw(st.integers(0, 2**31 - 1)),
-        "n": size(draw, 1, 8) if not draw(one_in(10)) else draw(st.integers(9, 64)),
-        "c": size(draw, 1, 5) if not draw(one_in(10)) else draw(st.integers(6, 100)),
+        "n": core.size(draw, 1, 8) if not draw(core.one_in(10)) else draw(st.integers(9, 64)),
+        "c": core.size(draw, 1, 5) if not draw(core.one_in(10)) else draw(st.integers(6, 100)),
         "gamma": draw(st.sampled_from([2.0, 0.0, 0.5, 1.0, 3.5])),
         "alpha": draw(st.sampled_from([0.25, 0.0, 0.5, 1.0])),
         "weight": draw(st.booleans()),
         "reduction": draw(st.sampled_from(["mean", "none", "sum"])),
         "values": draw(st.sampled_from(["randn", "large", "special"])),
-        "override": fn in _FOCAL_MODS and draw(one_in(3)),
+        "override": fn in _FOCAL_MODS and draw(core.one_in(3)),
         "bad": bad,
     }
-    case["t"], mixed = draw_tensors(
+    case["t"], mixed = core.draw_tensors(
         draw, {"input": 2, "target": 1, "weight": 1}, main, device, floating=("input", "weight")
     )
     if bad == "target_dtype":
@@ -776,16 +757,16 @@ def _focal_case(draw, device):
     elif bad == "target_range":
         case["n"] = max(case["n"], 1)
         case["t"]["target"]["lay"] = "c"  # expanded, every target would be target[0]
-    case["expect"] = expectation(bad, mixed, borderline=case["c"] == 0)
+    case["expect"] = core.expectation(bad, mixed, borderline=case["c"] == 0)
     return case
 
 
 def _focal_run(case):
     fn, bad = case["fn"], case["bad"]
     softmax = "oftmax" in fn
-    run = Run(
+    run = core.Run(
         case,
-        names_for(case, "focal_loss", *_FOCAL_FNS, *_FOCAL_MODS),
+        core.names_for(case, "focal_loss", *_FOCAL_FNS, *_FOCAL_MODS),
         {"input", "target", "gamma", "alpha", "weight", "reduction"},
     )
     n, c = case["n"], case["c"]
@@ -807,17 +788,17 @@ def _focal_run(case):
     a_in, a_t, a_w = run.arg("input", base), run.arg("target", target), run.arg("weight", run.rand(*wshape) + 0.5)
     xi, xt = a_in.x(grad=True), a_t.x()
     xw = a_w.x(grad=bad == "weight_grad") if case["weight"] else None
-    dt = worst(a_in.dt, a_w.dt) if case["weight"] else a_in.dt
+    dt = core.worst(a_in.dt, a_w.dt) if case["weight"] else a_in.dt
     mixed = case["expect"] == "either"
     if bad == "weight_grad" and not run.grads:
         run.expect = "either"  # no gradient is recorded, so none is lost
-    if bad == "target_range" and run.unchecked_values and on_gpu(case, "target"):
+    if bad == "target_range" and run.unchecked_values and core.on_gpu(case, "target"):
         run.expect = "either"  # CUDA without sync checks: NaN rows (documented)
 
         def nan_rows(out):
             row = out[n // 2] if case["reduction"] == "none" else out
             if not torch.isnan(row).all():
-                raise Mismatch("a bad target on CUDA did not give a NaN loss")
+                raise core.Mismatch("a bad target on CUDA did not give a NaN loss")
 
         run.unchecked_check = nan_rows
     if fn in _FOCAL_FNS:
@@ -839,19 +820,19 @@ def _focal_run(case):
         want = ref(
             r, xt.detach().cpu(), case["gamma"], case["alpha"], a_w.r() if case["weight"] else None, case["reduction"]
         )
-        assert_close("loss", out, want, dt)
-        out_dtype_ok(out, a_in.dt, mixed, "loss")
+        core.assert_close("loss", out, want, dt)
+        core.out_dtype_ok(out, a_in.dt, mixed, "loss")
         # Gradients at infinite logits are limits the reference's autograd gives as NaN: compared for finite ones.
         if run.grads and out.numel() and case["values"] != "special":
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
-            check_grads([("input", a_in, rl)], dt)
+            core.ref_backward(want, grad)
+            core.check_grads([("input", a_in, rl)], dt)
 
     run.outcome(call, check)
 
 
-FUZZ = family("focal_loss", _FOCAL_FNS + _FOCAL_MODS, ops=_FOCAL_FNS)((_focal_case, _focal_run))
+FUZZ = core.family("focal_loss", _FOCAL_FNS + _FOCAL_MODS, ops=_FOCAL_FNS)((_focal_case, _focal_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

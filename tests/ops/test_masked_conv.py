@@ -16,26 +16,6 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, require_cuda
-from ..fuzz_core import (
-    FLOATS,
-    Run,
-    assert_close,
-    bad_int,
-    check_grads,
-    draw_tensors,
-    expectation,
-    family,
-    names_for,
-    one_in,
-    out_dtype_ok,
-    pair,
-    pair_or_int,
-    pick_bad,
-    rand_grad,
-    ref_backward,
-    size,
-    worst,
-)
 
 TOL = {
     torch.float32: dict(rtol=1e-4, atol=1e-4),
@@ -406,28 +386,28 @@ _MASKED_CTOR_BAD = ("ctor_int", "masked_stride", "masked_dilation", "masked_grou
 def _masked_case(draw, device):
     fn = draw(st.sampled_from(["masked_conv2d", "MaskedConv2d"]))
     module = fn == "MaskedConv2d"
-    bad = pick_bad(draw, _MASKED_CTOR_BAD if module else _MASKED_BAD)
-    main = draw(st.sampled_from(FLOATS if not module else ("f32", "f64")))
-    n = size(draw, 1, 2)
+    bad = core.pick_bad(draw, _MASKED_CTOR_BAD if module else _MASKED_BAD)
+    main = draw(st.sampled_from(core.FLOATS if not module else ("f32", "f64")))
+    n = core.size(draw, 1, 2)
     case = {
         "fn": fn,
         "seed": draw(st.integers(0, 2**31 - 1)),
         "n": n,
-        "cin": size(draw, 1, 3) if not module else draw(st.integers(1, 3)),
+        "cin": core.size(draw, 1, 3) if not module else draw(st.integers(1, 3)),
         "cout": draw(st.integers(1, 3)),
-        "h": size(draw, 1, 6) if not draw(one_in(10)) else draw(st.integers(7, 16)),
-        "w": size(draw, 1, 6) if not draw(one_in(10)) else draw(st.integers(7, 16)),
+        "h": core.size(draw, 1, 6) if not draw(core.one_in(10)) else draw(st.integers(7, 16)),
+        "w": core.size(draw, 1, 6) if not draw(core.one_in(10)) else draw(st.integers(7, 16)),
         "k": [draw(st.integers(1, 3)), draw(st.integers(1, 3))],
-        "padding": pair_or_int(draw, 0, 2),
+        "padding": core.pair_or_int(draw, 0, 2),
         "bias": draw(st.booleans()),
         "mask_batch": draw(st.sampled_from([1, n])),
         "mask_dt": draw(st.sampled_from(["bool", "f32", "f64", "i64", "u8", "f16"])),
         "mask_lay": draw(st.sampled_from(["c", "t", "s", "e"])),
         "mask_size": "same" if bad != "mask_size" else draw(st.sampled_from(["bigger", "smaller"])),
-        "no_mask": module and draw(one_in(4)),
+        "no_mask": module and draw(core.one_in(4)),
         "bad": bad,
     }
-    case["t"], mixed = draw_tensors(draw, {"features": 4, "weight": 4, "bias": 1}, main, device)
+    case["t"], mixed = core.draw_tensors(draw, {"features": 4, "weight": 4, "bias": 1}, main, device)
     if module:
         for o in case["t"].values():
             o["dt"] = main
@@ -435,8 +415,8 @@ def _masked_case(draw, device):
                 o["dev"] = device
         mixed = False
     if case["no_mask"] and (
-        case["h"] + 2 * pair(case["padding"])[0] < case["k"][0]
-        or case["w"] + 2 * pair(case["padding"])[1] < case["k"][1]
+        case["h"] + 2 * core.pair(case["padding"])[0] < case["k"][0]
+        or case["w"] + 2 * core.pair(case["padding"])[1] < case["k"][1]
         or case["h"] * case["w"] == 0
     ):
         case["no_mask"] = False  # the plain nn.Conv2d forward, with torch's own errors for an empty or small map
@@ -456,21 +436,21 @@ def _masked_case(draw, device):
         case["arg"] = draw(
             st.sampled_from(["in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups"])
         )
-        case["value"] = draw(bad_int())
+        case["value"] = draw(core.bad_int())
         if case["arg"] == "padding" and case["value"] == 0:
             case["value"] = -1
-    oh = case["h"] + 2 * pair(case["padding"])[0] - case["k"][0] + 1 if bad != "padding" else 1
-    ow = case["w"] + 2 * pair(case["padding"])[1] - case["k"][1] + 1 if bad != "padding" else 1
+    oh = case["h"] + 2 * core.pair(case["padding"])[0] - case["k"][0] + 1 if bad != "padding" else 1
+    ow = case["w"] + 2 * core.pair(case["padding"])[1] - case["k"][1] + 1 if bad != "padding" else 1
     borderline = oh <= 0 or ow <= 0 or case["cin"] == 0
-    case["expect"] = expectation(bad, mixed, borderline)
+    case["expect"] = core.expectation(bad, mixed, borderline)
     return case
 
 
 def _masked_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = Run(
+    run = core.Run(
         case,
-        names_for(case, "masked_conv", "masked_conv2d", "MaskedConv2d"),
+        core.names_for(case, "masked_conv", "masked_conv2d", "MaskedConv2d"),
         {
             "features",
             "mask",
@@ -487,7 +467,7 @@ def _masked_run(case):
     )
     n, cin, cout, h, w = case["n"], case["cin"], case["cout"], case["h"], case["w"]
     kh, kw = case["k"]
-    ph, pw = pair(case["padding"]) if bad != "padding" else (0, 0)
+    ph, pw = core.pair(case["padding"]) if bad != "padding" else (0, 0)
     fshape = [n, cin, h, w] if bad != "input_ndim" else [cin, h, w]
     wshape = [cout, cin + (bad == "weight_channels"), kh, kw] if bad != "weight_ndim" else [cout, cin, kh]
     hm, wm = {"same": (h, w), "bigger": (h + 2, w + 1), "smaller": (h - 1 if h else 1, w)}[case["mask_size"]]
@@ -500,7 +480,7 @@ def _masked_run(case):
     xb = a_b.x(grad=True) if case["bias"] else None
     xm = mask.x()
     used = [("features", a_f), ("weight", a_w)] + ([("bias", a_b)] if case["bias"] else [])
-    dt = worst(*(a.dt for _, a in used))
+    dt = core.worst(*(a.dt for _, a in used))
     mixed = case["expect"] == "either"
     masked = not case["no_mask"]
     if fn == "MaskedConv2d":
@@ -548,7 +528,7 @@ def _masked_run(case):
                 active = torch.zeros(n, oh, ow, dtype=torch.float64)
                 active[:, :hh, :ww] = (m[:, :hh, :ww] > 0).double().expand(n, hh, ww)
                 want = want + a_b.r().reshape(1, -1, 1, 1) * active[:, None]
-            assert_close("output", out, want, dt)
+            core.assert_close("output", out, want, dt)
             return
         if fn == "MaskedConv2d":
             m64 = copy.deepcopy(mod).cpu().double()
@@ -556,25 +536,27 @@ def _masked_run(case):
                 want = masked_conv2d_reference(rf, mask.r(), m64.weight, m64.bias, m64.padding)
             else:
                 want = m64(rf)
-            assert_close("output", out, want, dt)
+            core.assert_close("output", out, want, dt)
             return
         refs = {name: a.ref(grad=True) for name, a in used}
         want = masked_conv2d_reference(
             rf, mask.r(), refs["weight"][1], refs["bias"][1] if case["bias"] else None, (ph, pw)
         )
-        assert_close("output", out, want, dt)
-        out_dtype_ok(out, a_f.dt, mixed)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, a_f.dt, mixed)
         if run.grads and out.numel():
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
+            core.ref_backward(want, grad)
             refs["features"] = (rfl, rf)
-            check_grads([(name, a, refs[name][0]) for name, a in used], dt)
+            core.check_grads([(name, a, refs[name][0]) for name, a in used], dt)
 
     run.outcome(call, check)
 
 
-FUZZ = family("masked_conv", ["masked_conv2d", "MaskedConv2d"], ops=("masked_conv2d",))((_masked_case, _masked_run))
+FUZZ = core.family("masked_conv", ["masked_conv2d", "MaskedConv2d"], ops=("masked_conv2d",))(
+    (_masked_case, _masked_run)
+)
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

@@ -16,24 +16,6 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, require_cuda
-from ..fuzz_core import (
-    FLOATS,
-    Run,
-    assert_close,
-    bad_int,
-    check_grads,
-    draw_tensors,
-    expectation,
-    family,
-    names_for,
-    one_in,
-    out_dtype_ok,
-    pick_bad,
-    rand_grad,
-    ref_backward,
-    size,
-    worst,
-)
 
 OP = torch.ops.visdet_ops.multi_scale_deformable_attn.default
 BACKWARD_OP = torch.ops.visdet_ops._multi_scale_deformable_attn_backward.default
@@ -828,19 +810,19 @@ def _msda_case(draw, device):
     fn = draw(st.sampled_from((*_MSDA_FNS, "MultiScaleDeformableAttention")))
     module = fn == "MultiScaleDeformableAttention"
     if fn == "multi_scale_deformable_attn_pytorch":  # the reference itself: no level_start_index, no im2col_step
-        bad = pick_bad(draw, ("loc_ndim", "heads_mismatch", "keys_mismatch"))
+        bad = core.pick_bad(draw, ("loc_ndim", "heads_mismatch", "keys_mismatch"))
     else:
-        bad = pick_bad(draw, _MSDA_MOD_BAD if module else _MSDA_BAD + ("start_shift",))
-    main = draw(st.sampled_from(FLOATS if not module else ("f32", "f64")))
+        bad = core.pick_bad(draw, _MSDA_MOD_BAD if module else _MSDA_BAD + ("start_shift",))
+    main = draw(st.sampled_from(core.FLOATS if not module else ("f32", "f64")))
     levels = draw(st.integers(1, 3 if not module else 2))
     case = {
         "fn": fn,
         "seed": draw(st.integers(0, 2**31 - 1)),
-        "bs": size(draw, 1, 2),
-        "shapes": [[size(draw, 1, 4), size(draw, 1, 4)] for _ in range(levels)],
+        "bs": core.size(draw, 1, 2),
+        "shapes": [[core.size(draw, 1, 4), core.size(draw, 1, 4)] for _ in range(levels)],
         "heads": draw(st.integers(1, 3)),
-        "dim": size(draw, 1, 4) if not module else draw(st.integers(1, 3)),
-        "q": size(draw, 1, 4) if not draw(one_in(10)) else draw(st.integers(5, 20)),
+        "dim": core.size(draw, 1, 4) if not module else draw(st.integers(1, 3)),
+        "q": core.size(draw, 1, 4) if not draw(core.one_in(10)) else draw(st.integers(5, 20)),
         "points": draw(st.integers(1, 3)),
         "im2col_step": draw(st.sampled_from([64, 1, 2])),
         "shapes_dt": draw(st.sampled_from(["i64", "i64", "i32"])),
@@ -849,11 +831,11 @@ def _msda_case(draw, device):
         else "tensor",
         "bad": bad,
     }
-    if not module and draw(one_in(10)):  # the CUDA kernels' vector paths: head_dim 32, 64 (and 33)
+    if not module and draw(core.one_in(10)):  # the CUDA kernels' vector paths: head_dim 32, 64 (and 33)
         case["dim"] = draw(st.sampled_from([32, 33, 64]))
         case["shapes"] = [[draw(st.integers(1, 8)), draw(st.integers(1, 8))] for _ in range(levels)]
     names = {"value": 4, "sampling_locations": 6, "attention_weights": 5}
-    case["t"], mixed = draw_tensors(draw, names, main, device)
+    case["t"], mixed = core.draw_tensors(draw, names, main, device)
     # sampling_locations and attention_weights of another float dtype are cast (documented): not a mixed call.
     mixed = any(o.get("dev", "cpu") != case["t"]["value"].get("dev", "cpu") for o in case["t"].values())
     if module:
@@ -875,7 +857,7 @@ def _msda_case(draw, device):
         if bad == "ctor_int":
             case["arg"] = draw(st.sampled_from(["embed_dims", "num_heads", "num_levels", "num_points", "im2col_step"]))
             # im2col_step takes any positive int64
-            case["value"] = draw(bad_int() if case["arg"] != "im2col_step" else st.sampled_from([0, -1, 1.5, "2"]))
+            case["value"] = draw(core.bad_int() if case["arg"] != "im2col_step" else st.sampled_from([0, -1, 1.5, "2"]))
         elif bad == "ref_dim":
             case["ref_dim"] = 3
     if bad == "step":
@@ -894,7 +876,7 @@ def _msda_case(draw, device):
     empty = any(h * w == 0 for h, w in case["shapes"])
     # start_shift: levels whose start index is in range but not where the level lies: the op reads the keys there
     # (no error is promised); its result must then be the reference's for those starts.
-    case["expect"] = expectation(bad if bad != "start_shift" else None, mixed, borderline=empty or bool(bad))
+    case["expect"] = core.expectation(bad if bad != "start_shift" else None, mixed, borderline=empty or bool(bad))
     return case
 
 
@@ -924,9 +906,9 @@ def _msda_reference(value, shapes, starts, loc, attn):
 
 def _msda_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = Run(
+    run = core.Run(
         case,
-        names_for(
+        core.names_for(
             case, "multi_scale_deform_attn", "multi_scale_deformable_attn", *_MSDA_FNS, "MultiScaleDeformableAttention"
         ),
         {
@@ -999,19 +981,19 @@ def _msda_run(case):
             return
         refs = [a.ref(grad=True) for a in (a_v, a_l, a_a)]
         want = _msda_reference(refs[0][1], shapes, starts, refs[1][1], refs[2][1])
-        assert_close("output", out, want, worst(dt, a_l.dt, a_a.dt))
-        out_dtype_ok(out, dt, run.expect == "either")
+        core.assert_close("output", out, want, core.worst(dt, a_l.dt, a_a.dt))
+        core.out_dtype_ok(out, dt, run.expect == "either")
         if run.grads and out.numel():
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
+            core.ref_backward(want, grad)
             pairs = [
                 (name, a, r[0])
                 for name, a, r in zip(
                     ("value", "sampling_locations", "attention_weights"), (a_v, a_l, a_a), refs, strict=True
                 )
             ]
-            check_grads(pairs, worst(dt, a_l.dt, a_a.dt))
+            core.check_grads(pairs, core.worst(dt, a_l.dt, a_a.dt))
 
     run.outcome(call, check)
 
@@ -1095,17 +1077,17 @@ def _msda_module_run(case, run):
             want = m64(rq, **ref_kwargs)
         finally:
             msda_module.multi_scale_deformable_attn = original
-        assert_close("output", out, want, dt)
+        core.assert_close("output", out, want, dt)
         if run.grads and out.numel():
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
-            check_grads([("query", a_q, rql)], dt)
+            core.ref_backward(want, grad)
+            core.check_grads([("query", a_q, rql)], dt)
 
     run.outcome(lambda: mod(xq, **kwargs), check)
 
 
-FUZZ = family("multi_scale_deform_attn", (*_MSDA_FNS, "MultiScaleDeformableAttention"))((_msda_case, _msda_run))
+FUZZ = core.family("multi_scale_deform_attn", (*_MSDA_FNS, "MultiScaleDeformableAttention"))((_msda_case, _msda_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

@@ -17,21 +17,6 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ..fuzz_core import (
-    FLOATS,
-    HAS_NUMPY,
-    Mismatch,
-    Run,
-    assert_close,
-    draw_tensors,
-    expectation,
-    family,
-    names_for,
-    one_in,
-    pick_bad,
-    size,
-    worst,
-)
 from ._boxes import IOU, check_keep, nms_values
 
 
@@ -708,16 +693,16 @@ _MATCH_BAD = ("dets_cols", "dets_ndim", "dets_dtype", "iou_nan")
 @st.composite
 def _nms_case(draw, device):
     fn = draw(st.sampled_from(["nms", "batched_nms", "nms_match"]))
-    bad = pick_bad(draw, {"nms": _NMS_BAD, "batched_nms": _BATCHED_BAD, "nms_match": _MATCH_BAD}[fn])
-    main = draw(st.sampled_from(FLOATS))
+    bad = core.pick_bad(draw, {"nms": _NMS_BAD, "batched_nms": _BATCHED_BAD, "nms_match": _MATCH_BAD}[fn])
+    main = draw(st.sampled_from(core.FLOATS))
     case = {
         "fn": fn,
         "seed": draw(st.integers(0, 2**31 - 1)),
-        "n": size(draw, 1, 70) if not draw(one_in(10)) else draw(st.integers(71, 300)),
+        "n": core.size(draw, 1, 70) if not draw(core.one_in(10)) else draw(st.integers(71, 300)),
         "iou": draw(st.sampled_from(IOU)) if bad != "iou_nan" else float("nan"),
-        "ties": draw(one_in(4)),
-        "special": draw(one_in(10)),
-        "numpy": HAS_NUMPY and fn != "batched_nms" and draw(one_in(6)),
+        "ties": draw(core.one_in(4)),
+        "special": draw(core.one_in(10)),
+        "numpy": core.HAS_NUMPY and fn != "batched_nms" and draw(core.one_in(6)),
         "bad": bad,
     }
     lay = {
@@ -731,10 +716,10 @@ def _nms_case(draw, device):
         "batched_nms": {"boxes": 2, "scores": 1, "idxs": 1},
         "nms_match": {"dets": 2},
     }[fn]
-    case["t"], mixed = draw_tensors(draw, names, main, device, floating={"boxes", "scores", "dets"}, layouts=lay)
+    case["t"], mixed = core.draw_tensors(draw, names, main, device, floating={"boxes", "scores", "dets"}, layouts=lay)
     if case["numpy"]:  # NumPy has no bfloat16
         for o in case["t"].values():
-            o["dt"] = (main if main != "bf16" else "f32") if o["dt"] in FLOATS else o["dt"]
+            o["dt"] = (main if main != "bf16" else "f32") if o["dt"] in core.FLOATS else o["dt"]
             o.pop("dev", None)
         mixed = False
     if fn == "nms":
@@ -742,7 +727,7 @@ def _nms_case(draw, device):
             offset=draw(st.sampled_from([0, 1])),
             score_threshold=draw(st.sampled_from([0, 0, 0.25, 0.5, 0.875])),
             max_num=draw(st.sampled_from([-1, -1, 0, 1, 5, 100])),
-            alias=draw(one_in(5)),
+            alias=draw(core.one_in(5)),
         )
         if bad == "offset":
             case["offset"] = draw(st.sampled_from([2, -1, 0.5]))
@@ -769,9 +754,9 @@ def _nms_case(draw, device):
                 ("class_agnostic", [False, True]),
                 ("type", ["nms"]),
             ):
-                if draw(one_in(3)):
+                if draw(core.one_in(3)):
                     cfg[key] = draw(st.sampled_from(values))
-            if draw(one_in(6)):
+            if draw(core.one_in(6)):
                 cfg["iou_thr"] = cfg.pop("iou_threshold")
         else:
             cfg = {"type": "soft_nms"}
@@ -783,7 +768,7 @@ def _nms_case(draw, device):
                 ("offset", [0, 1]),
                 ("max_num", [-1, 3]),
             ):
-                if draw(one_in(2)):
+                if draw(core.one_in(2)):
                     cfg[key] = draw(st.sampled_from(values))
         if bad and bad.startswith("cfg") and cfg is None:
             cfg = {"iou_threshold": case["iou"]}
@@ -810,17 +795,17 @@ def _nms_case(draw, device):
     else:
         if bad == "dets_dtype":
             case["t"]["dets"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
-        case["empty1d"] = bad is None and draw(one_in(10))
+        case["empty1d"] = bad is None and draw(core.one_in(10))
     if case.get("expect") != "either":
-        case["expect"] = expectation(bad, mixed, borderline=case["special"])
+        case["expect"] = core.expectation(bad, mixed, borderline=case["special"])
     return case
 
 
 def _nms_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = Run(
+    run = core.Run(
         case,
-        names_for(case, "nms", "nms", "batched_nms", "nms_match", "soft_nms"),
+        core.names_for(case, "nms", "nms", "batched_nms", "nms_match", "soft_nms"),
         {
             "boxes",
             "scores",
@@ -874,7 +859,7 @@ def _nms_run(case):
                 import numpy as np
 
                 if not isinstance(dets, np.ndarray) or not isinstance(inds, np.ndarray):
-                    raise Mismatch(f"NumPy in, {type(dets).__name__} out")
+                    raise core.Mismatch(f"NumPy in, {type(dets).__name__} out")
                 dets, inds = torch.from_numpy(dets), torch.from_numpy(inds)
             check_keep(inds, dets, rb, rs, n)
             if structural:
@@ -885,9 +870,9 @@ def _nms_run(case):
             if case["max_num"] > 0:
                 want = want[: case["max_num"]]
             if inds.tolist() != want.tolist():
-                raise Mismatch(f"nms kept {inds.tolist()[:30]}, the reference {want.tolist()[:30]}")
+                raise core.Mismatch(f"nms kept {inds.tolist()[:30]}, the reference {want.tolist()[:30]}")
             if not torch.equal(dets[:, 4].detach().cpu().double(), rs[want]):
-                raise Mismatch("dets[:, 4] are not the kept scores")
+                raise core.Mismatch("dets[:, 4] are not the kept scores")
 
         run.outcome(call, check)
         return
@@ -908,7 +893,7 @@ def _nms_run(case):
     def check(result):
         dets, keep = result
         if cfg_in != cfg:
-            raise Mismatch(f"batched_nms changed its nms_cfg: {cfg} -> {cfg_in}")
+            raise core.Mismatch(f"batched_nms changed its nms_cfg: {cfg} -> {cfg_in}")
         check_keep(keep, dets, rb, rs, n)
         if structural:
             return
@@ -942,8 +927,8 @@ def _nms_run(case):
         if cfg is not None and cfg.get("max_num", -1) > 0:
             want, want_scores = want[: cfg["max_num"]], want_scores[: cfg["max_num"]]
         if keep.tolist() != want.tolist():
-            raise Mismatch(f"batched_nms kept {keep.tolist()[:30]}, the reference {want.tolist()[:30]}")
-        assert_close("dets[:, 4]", dets[:, 4], want_scores, worst(a_b.dt, a_s.dt))
+            raise core.Mismatch(f"batched_nms kept {keep.tolist()[:30]}, the reference {want.tolist()[:30]}")
+        core.assert_close("dets[:, 4]", dets[:, 4], want_scores, core.worst(a_b.dt, a_s.dt))
 
     run.outcome(call, check)
 
@@ -964,25 +949,25 @@ def _nms_match_run(case, run, boxes, scores):
 
     def check(groups):
         if not isinstance(groups, list):
-            raise Mismatch(f"nms_match returned a {type(groups).__name__}, not a list")
+            raise core.Mismatch(f"nms_match returned a {type(groups).__name__}, not a list")
         got = [list(map(int, g.tolist())) for g in groups]
         if case["empty1d"]:
             if got:
-                raise Mismatch(f"empty 1-D dets gave {got}")
+                raise core.Mismatch(f"empty 1-D dets gave {got}")
             return
         members = sorted(i for g in got for i in g)
         if members != list(range(case["n"])):
-            raise Mismatch("nms_match groups are not a partition of the boxes")
+            raise core.Mismatch("nms_match groups are not a partition of the boxes")
         if case["special"] or case["expect"] == "either":
             return
         want = nms_match_reference(a_d.r(), case["iou"])
         if got != want:
-            raise Mismatch(f"nms_match gave {got[:10]}, the reference {want[:10]}")
+            raise core.Mismatch(f"nms_match gave {got[:10]}, the reference {want[:10]}")
 
     run.outcome(lambda: visdet_ops.nms_match(xd, case["iou"]), check)
 
 
-FUZZ = family("nms", ["nms", "batched_nms", "nms_match"], ops=("nms", "batched_nms", "nms_match", "soft_nms"))(
+FUZZ = core.family("nms", ["nms", "batched_nms", "nms_match"], ops=("nms", "batched_nms", "nms_match", "soft_nms"))(
     (_nms_case, _nms_run)
 )
 

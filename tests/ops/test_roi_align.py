@@ -13,10 +13,10 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.roi_align import roi_align_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ..fuzz_core import Run, check_grads, family, names_for, one_in, out_dtype_ok, pair, rand_grad, ref_backward
 from ._rois import RoIOpTester, close_up_to_edges, onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
 
 
@@ -553,7 +553,7 @@ def _roi_align_case(draw, device):
     case["pool_mode"] = draw(st.sampled_from(["avg", "max"]))
     case["aligned"] = draw(st.booleans())
     if fn == "RoIAlign":
-        case["old_names"] = draw(one_in(5))
+        case["old_names"] = draw(core.one_in(5))
     if case["bad"] == "sampling_ratio":
         case["sampling_ratio"] = draw(st.sampled_from([-2, 129, 2**31, 1.5, "1"]))
     elif case["bad"] == "pool_mode":
@@ -565,9 +565,9 @@ def _roi_align_case(draw, device):
 
 def _roi_align_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = Run(
+    run = core.Run(
         case,
-        names_for(case, "roi_align", "RoIAlign"),
+        core.names_for(case, "roi_align", "RoIAlign"),
         {
             "input",
             "rois",
@@ -603,23 +603,23 @@ def _roi_align_run(case):
 
     def check(out):
         rl, r = a_in.ref(grad=True)
-        size = pair(case["output_size"])
+        size = core.pair(case["output_size"])
         want = roi_align_reference(r, a_rois.r(), size, *args[1:])
         edge = close_up_to_edges(out, want, a_rois.r(), lambda rois: roi_align_reference(r, rois, size, *args[1:]), dt)
-        out_dtype_ok(out, dt, False)
+        core.out_dtype_ok(out, dt, False)
         if run.grads and out.numel() and not edge:
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
+            core.ref_backward(want, grad)
             # max mode: an expanded input has tied samples, whose gradient goes to the first one in each
             # implementation's own rounding: compared only without ties.
             values = case["pool_mode"] == "avg" or a_in.layout != "e"
-            check_grads([("input", a_in, rl)], dt, check_values=values)
+            core.check_grads([("input", a_in, rl)], dt, check_values=values)
 
     run.outcome(call, check)
 
 
-FUZZ = family("roi_align", ["roi_align", "RoIAlign"])((_roi_align_case, _roi_align_run))
+FUZZ = core.family("roi_align", ["roi_align", "RoIAlign"])((_roi_align_case, _roi_align_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

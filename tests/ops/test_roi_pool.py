@@ -10,20 +10,10 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.roi_pool import roi_pool_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ..fuzz_core import (
-    Run,
-    assert_close,
-    check_grads,
-    family,
-    names_for,
-    out_dtype_ok,
-    pair,
-    rand_grad,
-    ref_backward,
-)
 from ._rois import RoIOpTester, onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
 
 HALF_DTYPES = [torch.float16, torch.bfloat16]
@@ -418,7 +408,7 @@ def _roi_pool_case(draw, device):
 
 def _roi_pool_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = Run(case, names_for(case, "roi_pool", "RoIPool"), {"input", "rois", "output_size", "spatial_scale"})
+    run = core.Run(case, core.names_for(case, "roi_pool", "RoIPool"), {"input", "rois", "output_size", "spatial_scale"})
     a_in, a_rois = roi_inputs(run, case, distinct=True)
     roi_unchecked(run, case)
     xi, xr = a_in.x(grad=True), a_rois.x()
@@ -437,23 +427,23 @@ def _roi_pool_run(case):
     def check(out):
         rl, r = a_in.ref(grad=True)
         # The reference computes bin edges in the kernels' compute dtype for the RoIs' own dtype.
-        size = pair(case["output_size"])
+        size = core.pair(case["output_size"])
         if r.size(1):
             want = roi_pool_reference(r, xr.detach().cpu(), size, case["spatial_scale"])
         else:  # the reference's reshape(channels, -1) takes no channel-less map
             want = r.sum() * torch.zeros(xr.size(0), 0, *size, dtype=torch.float64)
-        assert_close("output", out, want, dt)
-        out_dtype_ok(out, dt, False)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, dt, False)
         if run.grads and out.numel():
-            grad = rand_grad(run, out)
+            grad = core.rand_grad(run, out)
             run.backward(out, grad)
-            ref_backward(want, grad)
-            check_grads([("input", a_in, rl)], dt, check_values=a_in.layout != "e")
+            core.ref_backward(want, grad)
+            core.check_grads([("input", a_in, rl)], dt, check_values=a_in.layout != "e")
 
     run.outcome(call, check)
 
 
-FUZZ = family("roi_pool", ["roi_pool", "RoIPool"])((_roi_pool_case, _roi_pool_run))
+FUZZ = core.family("roi_pool", ["roi_pool", "RoIPool"])((_roi_pool_case, _roi_pool_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)

@@ -12,19 +12,6 @@ from visdet_ops.reference.nms import soft_nms_reference
 
 from .. import fuzz_core as core
 from .. import onnx_harness as ox
-from ..fuzz_core import (
-    FLOATS,
-    HAS_NUMPY,
-    Mismatch,
-    Run,
-    assert_close,
-    draw_tensors,
-    expectation,
-    family,
-    one_in,
-    pick_bad,
-    size,
-)
 from ._boxes import check_keep, nms_values
 from .test_nms import random_boxes, random_classes
 
@@ -176,28 +163,28 @@ _SOFT_BAD = (
 
 @st.composite
 def _soft_case(draw, device):
-    bad = pick_bad(draw, _SOFT_BAD)
-    main = draw(st.sampled_from(FLOATS))
+    bad = core.pick_bad(draw, _SOFT_BAD)
+    main = draw(st.sampled_from(core.FLOATS))
     case = {
         "fn": "soft_nms",
         "seed": draw(st.integers(0, 2**31 - 1)),
-        "n": size(draw, 1, 40) if not draw(one_in(10)) else draw(st.integers(41, 200)),
+        "n": core.size(draw, 1, 40) if not draw(core.one_in(10)) else draw(st.integers(41, 200)),
         "iou": draw(st.sampled_from([0.3, 0.5, 0.0, 0.75])),
         "sigma": draw(st.sampled_from([0.5, 1.0, 0.1])),
         "min_score": draw(st.sampled_from([1e-3, 0.01, 0.0, 0.3])),
         "method": draw(st.sampled_from(["linear", "naive", "gaussian"])),
         "offset": draw(st.sampled_from([0, 1])),
-        "ties": draw(one_in(4)),
-        "special": draw(one_in(10)),
-        "numpy": HAS_NUMPY and draw(one_in(6)),
-        "alias": draw(one_in(5)),
+        "ties": draw(core.one_in(4)),
+        "special": draw(core.one_in(10)),
+        "numpy": core.HAS_NUMPY and draw(core.one_in(6)),
+        "alias": draw(core.one_in(5)),
         "bad": bad,
     }
     lay = {"boxes": ["c", "t", "p", "s", "e"], "scores": ["c", "s", "e"]}
-    case["t"], mixed = draw_tensors(draw, {"boxes": 2, "scores": 1}, main, device, layouts=lay)
+    case["t"], mixed = core.draw_tensors(draw, {"boxes": 2, "scores": 1}, main, device, layouts=lay)
     if case["numpy"]:  # NumPy has no bfloat16
         for o in case["t"].values():
-            o["dt"] = (main if main != "bf16" else "f32") if o["dt"] in FLOATS else o["dt"]
+            o["dt"] = (main if main != "bf16" else "f32") if o["dt"] in core.FLOATS else o["dt"]
             o.pop("dev", None)
         mixed = False
     if bad == "method":
@@ -212,13 +199,13 @@ def _soft_case(draw, device):
         case["iou"] = float("nan")
     elif bad == "boxes_dtype":
         case["t"]["boxes"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
-    case["expect"] = expectation(bad, mixed, borderline=case["special"])
+    case["expect"] = core.expectation(bad, mixed, borderline=case["special"])
     return case
 
 
 def _soft_run(case):
     bad, n = case["bad"], case["n"]
-    run = Run(
+    run = core.Run(
         case, {"soft_nms"}, {"boxes", "scores", "iou_threshold", "iou_thr", "sigma", "min_score", "method", "offset"}
     )
     boxes, scores = nms_values(run, case, n)
@@ -256,24 +243,24 @@ def _soft_run(case):
                 return
             slack = 1e-2 if {a_b.dt, a_s.dt} & {"f16", "bf16"} else 1e-5
             if len(got_scores) > 1 and not (got_scores[1:] <= got_scores[:-1] + slack).all():
-                raise Mismatch(f"soft_nms scores are not descending: {got_scores.tolist()[:20]}")
+                raise core.Mismatch(f"soft_nms scores are not descending: {got_scores.tolist()[:20]}")
             if not (got_scores <= rs[inds.cpu()] + slack).all():
-                raise Mismatch("a soft_nms score grew above its box's own score")
+                raise core.Mismatch("a soft_nms score grew above its box's own score")
             # (the first pick is not held to min_score: mmcv filters only the scores after each pick)
             if not (got_scores[1:] >= case["min_score"] - slack).all():
-                raise Mismatch(f"a soft_nms score below min_score {case['min_score']}")
+                raise core.Mismatch(f"a soft_nms score below min_score {case['min_score']}")
             return
         want, want_scores = soft_nms_reference(
             rb, rs, case["iou"], case["sigma"], case["min_score"], case["method"], case["offset"]
         )
         if inds.tolist() != want.tolist():
-            raise Mismatch(f"soft_nms kept {inds.tolist()[:30]}, the reference {want.tolist()[:30]}")
-        assert_close("dets[:, 4]", got_scores, want_scores, "f64", tol=1e-10)
+            raise core.Mismatch(f"soft_nms kept {inds.tolist()[:30]}, the reference {want.tolist()[:30]}")
+        core.assert_close("dets[:, 4]", got_scores, want_scores, "f64", tol=1e-10)
 
     run.outcome(lambda: visdet_ops.soft_nms(xb, xs, **kwargs), check)
 
 
-FUZZ = family("soft_nms", ["soft_nms"])((_soft_case, _soft_run))
+FUZZ = core.family("soft_nms", ["soft_nms"])((_soft_case, _soft_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
