@@ -487,6 +487,14 @@ def rand_grad(run: Run, out: torch.Tensor) -> torch.Tensor:
     return run.randn(*out.shape).to(out.dtype).to(out.device)
 
 
+def backward_both(run: Run, out: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """A random gradient of `out`, backpropagated through the call (run.backward) and through the reference."""
+    grad = rand_grad(run, out)
+    run.backward(out, grad)
+    ref_backward(want, grad)
+    return grad
+
+
 def ref_backward(want: torch.Tensor, grad: torch.Tensor) -> None:
     """The reference's backward (a reference output built of constants alone, e.g. only empty bins, has none)."""
     if want.requires_grad:
@@ -511,6 +519,14 @@ def pair(v):
 
 def conv_out(size, pad, dil, k, stride):
     return (size + 2 * pad - (dil * (k - 1) + 1)) // stride + 1
+
+
+def uniform(case: dict, main: str, device: str) -> None:
+    """Every tensor of the case in the main dtype on the device (a module's call: its parameters decide both)."""
+    for o in case["t"].values():
+        o["dt"] = main
+        if device != "cpu":
+            o["dev"] = device
 
 
 def on_gpu(case: dict, name: str) -> bool:

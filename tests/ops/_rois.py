@@ -64,10 +64,7 @@ def roi_case(draw, device, fn, extra_bad=(), module=False):
     nd = {"input": 4, "rois": 2}
     case["t"], mixed = core.draw_tensors(draw, nd, main, device)
     if module:
-        for o in case["t"].values():
-            o["dt"] = main
-            if device != "cpu":
-                o["dev"] = device
+        core.uniform(case, main, device)
         mixed = False
     if case["t"]["rois"]["lay"] == "e" and case["t"]["rois"]["ed"] == 1:
         case["t"]["rois"]["ed"] = 0  # [b, b, b, b, b]: a RoI at the batch index; dim 0 only (a repeated RoI)
@@ -218,6 +215,16 @@ class RoIOpTester:
         assert torch.equal(x.grad, torch.zeros_like(x))
         assert all(e.grad.shape == e.shape for e in extra)
 
+    def test_double_backward_is_refused(self, rng, variant):
+        x, rois = self.case(rng)
+        x = x.requires_grad_()
+        extra = [e.requires_grad_() for e in self.extra(len(rois), rng)]
+        out = self.fn(x, rois, *extra, variant=variant)
+        grads = torch.autograd.grad(out, [x, *extra], torch.ones_like(out, requires_grad=True), create_graph=True)
+        refused = rf"{self.name}: double backward \(the gradient of the gradient\) is not supported"
+        with pytest.raises(RuntimeError, match=refused):
+            grads[0].sum().backward()
+
     def test_cuda_invalid_rois_give_nan_without_a_sync(self, rng, variant):
         """On CUDA the host does not wait for a RoI check (so the op can be captured in a CUDA graph): an invalid RoI
         gives NaN and no gradient, the valid ones their normal answer; no synchronising call is made."""
@@ -334,3 +341,31 @@ def onnx_map_dims() -> tuple[dict, dict]:
     """x [N, C, H, W] and rois [K, 5], every size but the 5 dynamic."""
     x = {axis: torch.export.Dim(name) for axis, name in enumerate("nchw")}
     return x, {0: torch.export.Dim("k")}
+
+
+class Heads(torch.nn.Module):
+    """Several RoI modules on one (x, rois): the ONNX tests' model, each module a head of its output tuple."""
+
+    def __init__(self, heads):
+        super().__init__()
+        self.heads = torch.nn.ModuleList(heads)
+
+    def forward(self, x, rois):
+        return tuple(head(x, rois) for head in self.heads)
+
+
+def onnx_export_and_run(onnx_table, make_heads, node: str, sizes, rng, compare) -> None:
+    """Exports Heads(make_heads()) with dynamic sizes (it must contain the standard ONNX `node`), then runs it in
+    onnxruntime on inputs of each of `sizes` ((batch, channels, height, width, k, scale)): compare(head index, got,
+    want) against eager."""
+    from .. import onnx_harness as ox
+
+    x = torch.randn(2, 3, 10, 12, generator=rng)
+    onnx_model = ox.export(onnx_table, Heads(make_heads()), (x, onnx_rois(6, 2, 10, 12, rng, 0.5)), onnx_map_dims())
+    assert node in ox.op_types(onnx_model)
+    for batch, channels, height, width, k, scale in sizes:
+        x = torch.randn(batch, channels, height, width, generator=rng)
+        rois = onnx_rois(k, batch, height, width, rng, scale)
+        got = ox.run(onnx_model, x, rois)
+        for i, (g, w) in enumerate(zip(got, Heads(make_heads())(x, rois), strict=True)):
+            compare(i, g, w)

@@ -1048,12 +1048,7 @@ def _dcn_case(draw, device):
             "mask": ["c", "s"],
         }
         case["t"], mixed = core.draw_tensors(draw, {"x": 4, "offset": 4, "mask": 4}, main, device, layouts=lay)
-        for o in case["t"].values():
-            o["dt"] = main
-            if device != "cpu":
-                o["dev"] = device
-            if device != "cpu":
-                o["dev"] = device
+        core.uniform(case, main, device)
         mixed = False
     else:
         v1_only, v2_only = {"bias_v1"}, {"mask_shape", "bias_shape"}
@@ -1218,9 +1213,7 @@ def _dcn_run(case):
         core.assert_close("output", out, want, dt)
         core.out_dtype_ok(out, a_in.dt, mixed)
         if run.grads and out.numel():
-            grad = core.rand_grad(run, out)
-            run.backward(out, grad)
-            core.ref_backward(want, grad)
+            core.backward_both(run, out, want)
             core.check_grads([(name, a, refs[name][0]) for name, a in used], dt)
 
     run.outcome(call, check)

@@ -409,10 +409,7 @@ def _masked_case(draw, device):
     }
     case["t"], mixed = core.draw_tensors(draw, {"features": 4, "weight": 4, "bias": 1}, main, device)
     if module:
-        for o in case["t"].values():
-            o["dt"] = main
-            if device != "cpu":
-                o["dev"] = device
+        core.uniform(case, main, device)
         mixed = False
     if case["no_mask"] and (
         case["h"] + 2 * core.pair(case["padding"])[0] < case["k"][0]
@@ -545,9 +542,7 @@ def _masked_run(case):
         core.assert_close("output", out, want, dt)
         core.out_dtype_ok(out, a_f.dt, mixed)
         if run.grads and out.numel():
-            grad = core.rand_grad(run, out)
-            run.backward(out, grad)
-            core.ref_backward(want, grad)
+            core.backward_both(run, out, want)
             refs["features"] = (rfl, rf)
             core.check_grads([(name, a, refs[name][0]) for name, a in used], dt)
 

@@ -839,10 +839,7 @@ def _msda_case(draw, device):
     # sampling_locations and attention_weights of another float dtype are cast (documented): not a mixed call.
     mixed = any(o.get("dev", "cpu") != case["t"]["value"].get("dev", "cpu") for o in case["t"].values())
     if module:
-        for o in case["t"].values():
-            o["dt"] = main
-            if device != "cpu":
-                o["dev"] = device
+        core.uniform(case, main, device)
         case.update(
             batch_first=draw(st.booleans()),
             ref_dim=draw(st.sampled_from([2, 4])),
@@ -984,9 +981,7 @@ def _msda_run(case):
         core.assert_close("output", out, want, core.worst(dt, a_l.dt, a_a.dt))
         core.out_dtype_ok(out, dt, run.expect == "either")
         if run.grads and out.numel():
-            grad = core.rand_grad(run, out)
-            run.backward(out, grad)
-            core.ref_backward(want, grad)
+            core.backward_both(run, out, want)
             pairs = [
                 (name, a, r[0])
                 for name, a, r in zip(
@@ -1079,9 +1074,7 @@ def _msda_module_run(case, run):
             msda_module.multi_scale_deformable_attn = original
         core.assert_close("output", out, want, dt)
         if run.grads and out.numel():
-            grad = core.rand_grad(run, out)
-            run.backward(out, grad)
-            core.ref_backward(want, grad)
+            core.backward_both(run, out, want)
             core.check_grads([("query", a_q, rql)], dt)
 
     run.outcome(lambda: mod(xq, **kwargs), check)

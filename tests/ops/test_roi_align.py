@@ -17,7 +17,7 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ._rois import RoIOpTester, close_up_to_edges, onnx_map_dims, onnx_rois, roi_case, roi_inputs, roi_unchecked
+from ._rois import RoIOpTester, close_up_to_edges, onnx_export_and_run, roi_case, roi_inputs, roi_unchecked
 
 
 def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
@@ -350,17 +350,6 @@ def test_backward_op_skips_invalid_rois(device):
     torch.testing.assert_close(got.cpu(), want_grad)
 
 
-def test_double_backward_is_refused(rng):
-    x, rois = case(rng)
-    x.requires_grad_()
-    out = visdet_ops.roi_align(x, rois, 3, 0.5)
-    grad_out = torch.ones_like(out, requires_grad=True)
-    (g,) = torch.autograd.grad(out, x, grad_out, create_graph=True)
-    refused = r"roi_align: double backward \(the gradient of the gradient\) is not supported"
-    with pytest.raises(RuntimeError, match=refused):
-        g.sum().backward()
-
-
 def test_autograd_is_registered_from_python():
     """One autograd formula for the classic and the stable build: torch.library.register_autograd in
     visdet_ops/ops/roi_align.py (the stable ABI has no C++ autograd), for the op and its backward."""
@@ -608,9 +597,7 @@ def _roi_align_run(case):
         edge = close_up_to_edges(out, want, a_rois.r(), lambda rois: roi_align_reference(r, rois, size, *args[1:]), dt)
         core.out_dtype_ok(out, dt, False)
         if run.grads and out.numel() and not edge:
-            grad = core.rand_grad(run, out)
-            run.backward(out, grad)
-            core.ref_backward(want, grad)
+            core.backward_both(run, out, want)
             # max mode: an expanded input has tied samples, whose gradient goes to the first one in each
             # implementation's own rounding: compared only without ties.
             values = case["pool_mode"] == "avg" or a_in.layout != "e"
@@ -631,42 +618,27 @@ ONNX_COVERED_OTHERWISE = {
 }
 
 
-class RoIAlignModel(torch.nn.Module):
+def _onnx_heads():
     """avg and max, `aligned` both ways, adaptive (0, -1) and fixed sampling."""
-
-    def __init__(self):
-        super().__init__()
-        self.heads = torch.nn.ModuleList(
-            [
-                visdet_ops.RoIAlign((7, 5), 0.5, 0, "avg", True),
-                visdet_ops.RoIAlign(3, 0.25, 0, "avg", False),
-                visdet_ops.RoIAlign((2, 4), 1.0, 2, "avg", True),
-                visdet_ops.RoIAlign(3, 0.5, -1, "avg", False),
-                visdet_ops.RoIAlign((3, 2), 0.5, 2, "max", True),
-                visdet_ops.RoIAlign(2, 0.25, 3, "max", False),
-            ]
-        )
-
-    def forward(self, x, rois):
-        return tuple(head(x, rois) for head in self.heads)
+    return [
+        visdet_ops.RoIAlign((7, 5), 0.5, 0, "avg", True),
+        visdet_ops.RoIAlign(3, 0.25, 0, "avg", False),
+        visdet_ops.RoIAlign((2, 4), 1.0, 2, "avg", True),
+        visdet_ops.RoIAlign(3, 0.5, -1, "avg", False),
+        visdet_ops.RoIAlign((3, 2), 0.5, 2, "max", True),
+        visdet_ops.RoIAlign(2, 0.25, 3, "max", False),
+    ]
 
 
 @ox.needs_exporter
 def test_onnx_roi_align(onnx_table, rng):
-    x = torch.randn(2, 3, 10, 12, generator=rng)
-    onnx_model = ox.export(onnx_table, RoIAlignModel(), (x, onnx_rois(6, 2, 10, 12, rng, 0.5)), onnx_map_dims())
-    assert "RoiAlign" in ox.op_types(onnx_model)
-    for batch, channels, height, width, k in ((3, 4, 13, 17, 60), (1, 2, 5, 4, 1), (2, 3, 9, 9, 0)):
-        x = torch.randn(batch, channels, height, width, generator=rng)
-        rois = onnx_rois(k, batch, height, width, rng, 0.5)
-        got = ox.run(onnx_model, x, rois)
-        want = RoIAlignModel()(x, rois)
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            # avg: the same arithmetic (equal in practice); max: the composed grid's sample positions differ from
-            # the kernels' in the last bits of float32.
-            torch.testing.assert_close(
-                g, w, rtol=1e-5, atol=1e-5 if i < 4 else 5e-5, msg=lambda m, i=i: f"head {i}: {m}"
-            )
+    def compare(i, got, want):
+        # avg: the same arithmetic (equal in practice); max: the composed grid's sample positions differ from the
+        # kernels' in the last bits of float32.
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 if i < 4 else 5e-5, msg=lambda m: f"head {i}: {m}")
+
+    sizes = ((3, 4, 13, 17, 60, 0.5), (1, 2, 5, 4, 1, 0.5), (2, 3, 9, 9, 0, 0.5))
+    onnx_export_and_run(onnx_table, _onnx_heads, "RoiAlign", sizes, rng, compare)
 
 
 @ox.needs_exporter
