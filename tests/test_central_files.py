@@ -34,7 +34,6 @@ NAMING_FAMILIES = {
     "tests/autocast_harness.py": "the GEMM tolerance's two ops",
     "tests/integer_edge_harness.py": "the shared RoI and conv inputs' docstrings",
     "tests/test_op_registry.py": "examples in docstrings",
-    "benchmarks/bench.py": "an example in the usage text",
     "benchmarks/compare_builds.py": "its default timer list",
     "benchmarks/gpu_targets.py": "issue 24's per-family case table (to fold into op_benchmarks/ as tagged cases)",
     "benchmarks/cpu.py": "its per-family case table (likewise)",
