@@ -1,12 +1,13 @@
 """Times every visdet-ops op against its peer in the same process: the harness.
 
-Each op module declares its benchmarks (`@benchmark` in visdet_ops/ops/<family>.py, after its example case);
-this file runs them: CUDA events around each call, warm-up first, the median of many runs, memory traffic
-against a measured device-to-device copy, one table. Peer: torchvision where it has the op, else a pure-PyTorch
-implementation. Each benchmark gets its own generator (seed 0), so `--only` times the inputs of a full run.
+Each op family declares its benchmarks (`@benchmark` in benchmarks/op_benchmarks/<family>.py, named after its op
+module visdet_ops/ops/<family>.py); this file discovers and runs them: CUDA events around each call, warm-up first,
+the median of many runs, memory traffic against a measured device-to-device copy, one table. Peer: torchvision where
+it has the op, else a pure-PyTorch implementation. Each benchmark gets its own generator (seed 0), so `--only` times
+the inputs of a full run.
 
   python benchmarks/bench.py --out DIR                (writes bench.json and bench.md)
-  python benchmarks/bench.py --out DIR --only nms     (the benchmarks of the op families named)
+  python benchmarks/bench.py --out DIR --only FAMILY  (the benchmarks of the op families named)
   python benchmarks/bench.py --list                   (the families and their benchmarks; no GPU needed)
 """
 

@@ -89,3 +89,29 @@ def assert_normal_init(t: torch.Tensor, std: float, name: str = "weight") -> Non
 
 def assert_zero(t: torch.Tensor, name: str = "tensor") -> None:
     assert torch.equal(t.detach(), torch.zeros_like(t)), f"{name} is not zero-initialised"
+
+
+def op_modules() -> list[str]:
+    """The op modules of visdet_ops/ops/ (those not starting with `_`): the families the cross-op tests iterate."""
+    import pkgutil
+
+    from visdet_ops import ops
+
+    return sorted(m.name for m in pkgutil.iter_modules(ops.__path__) if not m.name.startswith("_"))
+
+
+def op_test_module(family: str):
+    """tests/ops/test_<family>.py, imported as pytest names it (tests.ops.test_<family>): the cross-op tests collect
+    a family's blocks from it by name (INTEGER_EDGE_ROWS, AUTOCAST_CASES, FUZZ, ONNX_CASES, ...)."""
+    import importlib
+
+    return importlib.import_module(f"{__package__}.ops.test_{family}")
+
+
+@pytest.fixture(scope="session")
+def onnx_table():
+    """visdet_ops.onnx.custom_translation_table, or a skip where torch is too old or onnx, onnxscript or
+    onnxruntime are missing (tests/onnx_harness.py)."""
+    from .onnx_harness import table
+
+    return table()

@@ -1,4 +1,10 @@
-"""What the fuzz families share (tests/fuzz_families.py; driven by tests/fuzz_worker.py, run by tests/test_fuzz.py).
+"""The fuzzing's format, oracle and family registry (driven by tests/fuzz_worker.py, run by tests/test_fuzz.py).
+
+Each op module's family lives at the end of its test file, tests/ops/test_<module>.py (what two families share in
+the test-side family homes tests/ops/_rois.py and tests/ops/_boxes.py): `FUZZ = family(name, fns, ...)((strategy,
+run))`, a hypothesis strategy drawing cases for every public name of the module's __all__ and the runner that makes
+the call and judges it against the float64 reference, and `FUZZ_KNOWN_BUGS` (optional), the bugs the fuzzing found
+that are not fixed yet (KnownBug). `families()` collects them by those names.
 
 A fuzz case is a JSON-able dict drawn by a family's hypothesis strategy: which public function or module it calls
 (`fn`), every shape, dtype, layout and device of its tensor arguments, every non-tensor argument, an optional
@@ -27,6 +33,8 @@ import os
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
@@ -82,7 +90,7 @@ def whole_word(name: str, text: str) -> bool:
 
 def check_clear(exc: BaseException, names: set[str], args: set[str], any_message: bool = False) -> None:
     """Raises Mismatch unless exc is a clear error (module docstring) for a call named by `names` with argument
-    names `args`. any_message: a pure-PyTorch function (mmcv's multi_scale_deformable_attn_pytorch), whose errors
+    names `args`. any_message: a pure-PyTorch function (mmcv's grid_sample formulation of an op), whose errors
     are torch's own: only the type and the markers are checked."""
     message = str(exc)
     kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
@@ -409,3 +417,152 @@ def f32_scores(run: Run, n: int, ties: bool = False) -> torch.Tensor:
     if ties:
         return (run.rand(n) * 4).floor() / 4
     return run.rand(n).float().double()
+
+
+# ----------------------------------------------------------------- families
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # the op module: visdet_ops/ops/<name>.py
+    fns: tuple[str, ...]  # the public names its cases call (must cover the module's __all__)
+    strategy: Callable  # strategy(device) -> a hypothesis strategy of cases
+    run: Callable  # run(case) -> None, raising Mismatch on a finding
+    ops: tuple[str, ...] = ()  # registered op names its errors may name
+    weight: float = 1.0  # share of the example budget (slow references get less)
+
+
+# Every family declared so far (family() fills it as the test modules are imported; families() imports them).
+FAMILIES: dict[str, Family] = {}
+
+
+def _numpy_works() -> bool:
+    """NumPy in and out (the NMS family's mmcv behaviour) is drawn only where torch can use NumPy: the package needs
+    torch only, and a venv without numpy, or with one torch was not built against, must not fail the fuzz."""
+    try:
+        import numpy  # noqa: F401
+
+        torch.zeros(1).numpy()
+    except Exception:
+        return False
+    return True
+
+
+HAS_NUMPY = _numpy_works()
+
+
+def family(name: str, fns, ops=(), weight: float = 1.0):
+    def register(pair):
+        strategy, run = pair
+        FAMILIES[name] = Family(name, tuple(fns), strategy, run, tuple(ops) or (name,), weight)
+        return FAMILIES[name]
+
+    return register
+
+
+def expectation(bad, mixed: bool, borderline: bool = False) -> str:
+    if bad:
+        return "error"
+    return "either" if mixed or borderline else "ok"
+
+
+def size(draw, lo: int, hi: int) -> int:
+    """A size in [lo, hi], or 0 about one time in eight."""
+    return 0 if draw(one_in(8)) else draw(st.integers(lo, hi))
+
+
+def pick_bad(draw, mutations) -> str | None:
+    """A mutation about one case in four (None shrinks first: a failing invalid case shrinks to a valid one
+    when that fails too)."""
+    if not mutations or not draw(one_in(4)):
+        return None
+    return draw(st.sampled_from(list(mutations)))
+
+
+def names_for(case: dict, fam: str, *extra: str) -> set[str]:
+    return {case["fn"], *FAMILIES[fam].ops, *extra}
+
+
+def rand_grad(run: Run, out: torch.Tensor) -> torch.Tensor:
+    return run.randn(*out.shape).to(out.dtype).to(out.device)
+
+
+def backward_both(run: Run, out: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """A random gradient of `out`, backpropagated through the call (run.backward) and through the reference."""
+    grad = rand_grad(run, out)
+    run.backward(out, grad)
+    ref_backward(want, grad)
+    return grad
+
+
+def ref_backward(want: torch.Tensor, grad: torch.Tensor) -> None:
+    """The reference's backward (a reference output built of constants alone, e.g. only empty bins, has none)."""
+    if want.requires_grad:
+        want.backward(grad.detach().cpu().double())
+
+
+def out_dtype_ok(got: torch.Tensor, dt: str, mixed: bool, what: str = "output") -> None:
+    if not mixed and got.dtype != DTYPES[dt]:
+        raise Mismatch(f"{what} dtype {got.dtype}, the input's is {DTYPES[dt]}")
+
+
+def pair_or_int(draw, lo, hi):
+    a = draw(st.integers(lo, hi))
+    if draw(st.booleans()):
+        return a
+    return [a, draw(st.integers(lo, hi))]
+
+
+def pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv_out(size, pad, dil, k, stride):
+    return (size + 2 * pad - (dil * (k - 1) + 1)) // stride + 1
+
+
+def uniform(case: dict, main: str, device: str) -> None:
+    """Every tensor of the case in the main dtype on the device (a module's call: its parameters decide both)."""
+    for o in case["t"].values():
+        o["dt"] = main
+        if device != "cpu":
+            o["dev"] = device
+
+
+def on_gpu(case: dict, name: str) -> bool:
+    return case["t"][name].get("dev", "cpu") != "cpu"
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A bug the fuzzing found, not fixed yet (a test file's FUZZ_KNOWN_BUGS). `matches(case)` picks the cases it
+    spoils; skip: do not run them (a crash or a hang), else run them and let them fail. `repro` is a minimal
+    reproducer (Python source, run by `fuzz_worker.py --known-bug <name>`), which must raise or crash while the bug
+    is there."""
+
+    name: str
+    family: str
+    reason: str
+    repro: str
+    matches: Callable[[dict], bool] = field(compare=False)
+    skip: bool = False
+
+    def reproduce(self) -> None:
+        import visdet_ops
+
+        exec(compile(self.repro, f"<known bug {self.name}>", "exec"), {"torch": torch, "visdet_ops": visdet_ops})
+
+
+def families(names=None) -> tuple[dict[str, Family], list[KnownBug]]:
+    """The FUZZ family and FUZZ_KNOWN_BUGS of each op module's test file (of `names` only, when given), imported as
+    pytest names it: tests.ops.test_<module>. A module whose test file declares no FUZZ is missing from the dict
+    (test_every_public_name_is_fuzzed names it)."""
+    from .conftest import op_modules, op_test_module
+
+    found, bugs = {}, []
+    for module in op_modules() if names is None else names:
+        tests = op_test_module(module)
+        if hasattr(tests, "FUZZ"):
+            found[module] = tests.FUZZ
+        bugs += getattr(tests, "FUZZ_KNOWN_BUGS", [])
+    return found, bugs

@@ -2,7 +2,7 @@
 other. tests/test_fuzz.py starts it in a child process, so that a crash or a hang fails that family (with the case
 that caused it) instead of the suite.
 
-    PYTHONPATH=. python tests/fuzz_worker.py --families bbox_overlaps,nms --examples 40 --seed 0 [--device cuda]
+    PYTHONPATH=. python tests/fuzz_worker.py --families <module>,<module> --examples 40 --seed 0 [--device cuda]
     python tests/fuzz_worker.py --replay '<case JSON>' [--family F]   # one case, its traceback on failure
     python tests/fuzz_worker.py --known-bug <name>                   # a KNOWN_BUGS entry's reproducer (or all)
 
@@ -23,14 +23,16 @@ import traceback
 import warnings
 from collections import Counter
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The tree's root, so that the families' test files import as pytest names them (tests.ops.test_<module>).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import fuzz_core as core  # noqa: E402
-import fuzz_families as families  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings  # noqa: E402
 from hypothesis import seed as hypothesis_seed  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from tests import fuzz_core as core  # noqa: E402
+from tests.conftest import op_modules  # noqa: E402
 
 # The grad mode of a case's calls (its grad_mode: fuzz_core.Run.mode): mostly with autograd (and the backward).
 MODES = ("grad", "grad", "grad", "no_grad", "inference")
@@ -41,19 +43,30 @@ def emit(tag: str, *parts: str) -> None:
     sys.stdout.flush()
 
 
+def family(name: str) -> core.Family:
+    """The family `name`, from its test file (imported on first use: a worker imports only its own families)."""
+    if name not in core.FAMILIES:
+        core.families([name])
+    return core.FAMILIES[name]
+
+
+def known_bugs() -> list:
+    return core.families()[1]
+
+
 def run_case(case: dict) -> None:
-    fam = families.FAMILIES[case["family"]]
+    fam = family(case["family"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fam.run(case)
 
 
 def known_bugs_for(case: dict) -> list:
-    return [bug for bug in families.KNOWN_BUGS if bug.family == case["family"] and bug.matches(case)]
+    return [bug for bug in core.families([case["family"]])[1] if bug.matches(case)]
 
 
 def fuzz_family(name: str, examples: int, seed: int, device: str) -> dict:
-    fam = families.FAMILIES[name]
+    fam = family(name)
     stats: Counter = Counter()
     known: Counter = Counter()
     last_failure: dict = {}
@@ -145,7 +158,7 @@ def replay(case: dict) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--families", default=",".join(families.FAMILIES))
+    parser.add_argument("--families", default=",".join(op_modules()))
     parser.add_argument("--examples", type=int, default=30, help="examples per family (times the family's weight)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
@@ -165,7 +178,7 @@ def main(argv=None) -> int:
     if args.known_bug == "all":
         # Every reproducer in this process (tests/test_fuzz.py's test_known_bug): `@@bug <name> <JSON>` each, with
         # "reproduced" false once a bug is fixed.
-        for bug in families.KNOWN_BUGS:
+        for bug in known_bugs():
             emit("@@start", bug.name)
             try:
                 bug.reproduce()
@@ -175,7 +188,7 @@ def main(argv=None) -> int:
             emit("@@bug", bug.name, json.dumps(outcome))
         return 0
     if args.known_bug:
-        bug = {b.name: b for b in families.KNOWN_BUGS}[args.known_bug]
+        bug = {b.name: b for b in known_bugs()}[args.known_bug]
         bug.reproduce()
         print("ok")
         return 0
@@ -183,7 +196,7 @@ def main(argv=None) -> int:
         if name in SELFTESTS:
             SELFTESTS[name]()
             continue
-        fam = families.FAMILIES[name]
+        fam = family(name)
         n = max(1, round(args.examples * fam.weight))
         emit("@@start", name)
         emit("@@done", json.dumps(fuzz_family(name, n, args.seed, args.device)))

@@ -15,11 +15,7 @@ import visdet_ops
 from visdet_ops.ops import EXAMPLES
 
 from . import autocast_harness as amp
-
-
-def _op_test_module(family: str):
-    """tests/ops/test_<family>.py, imported as pytest names it (tests.ops.test_<family>)."""
-    return importlib.import_module(f"{__package__}.ops.test_{family}")
+from .conftest import op_test_module
 
 
 def test_every_public_op_and_module_has_a_case():
@@ -27,7 +23,7 @@ def test_every_public_op_and_module_has_a_case():
     AUTOCAST_COVERED_OTHERWISE saying what covers it."""
     missing = {}
     for family in sorted(EXAMPLES):
-        tests = _op_test_module(family)
+        tests = op_test_module(family)
         covered = set(getattr(tests, "AUTOCAST_CASES", {})) | set(getattr(tests, "AUTOCAST_COVERED_OTHERWISE", {}))
         lacking = sorted(set(importlib.import_module(f"visdet_ops.ops.{family}").__all__) - covered)
         if lacking:

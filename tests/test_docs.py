@@ -7,8 +7,8 @@
 - docs/adding-an-op.md, the one map of the tree, names every file of ci/, benchmarks/, csrc/common/, the
   package's own modules, the tests' helpers and the docs pages.
 - docs/ holds reference pages only: run logs go to runs/gpu/ (runs/gpu/README.md).
-- docs/migration.md's hand-written count of mmcv names and its list of module paths agree with the lists the
-  tests and the package hold.
+- Every repository path a module docstring of the tree names (the package, tests, benchmarks, ci, setup.py,
+  noxfile.py) exists, as in the docs.
 
 Nothing here imports visdet_ops: the lists it compares with are read from the source files.
 """
@@ -128,21 +128,25 @@ def test_the_path_check_sees_templates_and_stale_paths():
     assert not _exists("csrc/ops/ms_deform_attn") and not _exists("csrc/ops/<op>/<op>_autograd.cpp")
     tokens = _path_tokens("`ci/sanitize_cases.py`, (docs/ops.md). torch/csrc/stable/ops.h, `shared/docs/LAYOUT.md`")
     assert tokens == {"ci/sanitize_cases.py", "docs/ops.md"}
-    assert _anchors("# A\n```\n# not a heading\n```\n## Integer arguments\n## `roi_align`\n## A") == {
+    assert _anchors("# A\n```\n# not a heading\n```\n## Integer arguments\n## `some_op`\n## A") == {
         "a",
         "integer-arguments",
-        "roi_align",
+        "some_op",
         "a-1",
     }
 
 
 @functools.cache
 def _mmcv_module_paths() -> frozenset[str]:
-    """visdet_ops.MMCV_MODULE_PATHS, read from visdet_ops/__init__.py."""
+    """visdet_ops.MMCV_MODULE_PATHS as the package derives it: its public modules but _OWN_MODULES (read from
+    visdet_ops/__init__.py)."""
     for node in ast.walk(ast.parse(_read(ROOT / "visdet_ops" / "__init__.py"))):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MMCV_MODULE_PATHS" for t in node.targets):
-            return frozenset(ast.literal_eval(node.value))
-    raise AssertionError("visdet_ops/__init__.py has no MMCV_MODULE_PATHS")
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_OWN_MODULES" for t in node.targets):
+            own = set(ast.literal_eval(node.value))
+            return frozenset(
+                f.stem for f in (ROOT / "visdet_ops").glob("*.py") if f.stem[0] != "_" and f.stem not in own
+            )
+    raise AssertionError("visdet_ops/__init__.py has no _OWN_MODULES")
 
 
 def _mapped_files() -> dict[str, str]:
@@ -189,25 +193,19 @@ def test_docs_holds_reference_pages_only():
     assert not others, f"docs/ holds pages only; move {others} (GPU run logs: runs/gpu/)"
 
 
-def _test_list(name: str) -> list[str]:
-    """A list literal of tests/test_mmcv_names.py, read without importing it (it imports visdet_ops)."""
-    for node in ast.parse(_read(ROOT / "tests" / "test_mmcv_names.py")).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
-            return list(ast.literal_eval(node.value))
-    raise AssertionError(f"tests/test_mmcv_names.py has no {name}")
+def _python_files() -> list[Path]:
+    files = [ROOT / "setup.py", ROOT / "noxfile.py", *sorted((ROOT / "visdet_ops").rglob("*.py"))]
+    for folder in ("tests", "benchmarks", "ci"):
+        files += sorted((ROOT / folder).rglob("*.py"))
+    return [f for f in files if f.is_file() and ".nox" not in f.parts]
 
 
-def test_migration_page_counts_and_module_paths():
-    """The migration page's "N of the 124 names" and its "Module paths" paragraph follow the lists."""
-    text = _read(DOCS / "migration.md")
-    all_names = _test_list("MMCV_OPS_ALL")
-    implemented = _test_list("IMPLEMENTED_FUNCTIONS") + _test_list("IMPLEMENTED_MODULES")
-    count = re.search(r"(\d+) of the (\d+) names in mmcv", text)
-    assert count, "docs/migration.md: no 'N of the M names in mmcv' sentence"
-    assert (int(count.group(1)), int(count.group(2))) == (len(implemented), len(all_names)), count.group(0)
-    others = re.search(r"the other (\d+) names", text)
-    assert others and int(others.group(1)) == len(all_names) - len(implemented), "docs/migration.md: 'the other N'"
-    section = text.split("### Module paths", 1)[1].split("\n#", 1)[0]
-    paragraph = section.split("hold the names", 1)[0]
-    named = set(re.findall(r"`(?:visdet_ops)?\.(\w+)`", paragraph))
-    assert named == _mmcv_module_paths(), f"docs/migration.md, Module paths: {sorted(named ^ _mmcv_module_paths())}"
+def test_every_path_named_in_a_module_docstring_exists():
+    """Module docstrings are docs too: a path they name (`tests/fuzz_worker.py`, `docs/ops.md`) must exist."""
+    stale = {}
+    for f in _python_files():
+        doc = ast.get_docstring(ast.parse(_read(f))) or ""
+        missing = sorted(t for t in _path_tokens(doc) if not _exists(t))
+        if missing:
+            stale[_rel(f)] = missing
+    assert not stale, f"module docstrings name paths that do not exist: {stale}"

@@ -1,11 +1,12 @@
 """Fuzzing of every public function and module (issue 25, item 6).
 
-Hypothesis draws calls of every name in each op module's __all__ (tests/fuzz_families.py: one strategy per op
-family) with random shapes, 0-sized dimensions included, every float dtype, non-contiguous, channels_last and
-expanded (stride 0) layouts, mixed dtypes, on CUDA mixed devices, and now and then an invalid argument (a wrong
-number of dims, a mismatched size, a non-float dtype, an out-of-range integer, a wrong string). Each call must
-either match the float64 reference (visdet_ops/reference/, forward and, where it applies, backward) or raise a
-clear error (tests/fuzz_core.py says what that is); an invalid call must raise one.
+Hypothesis draws calls of every name in each op module's __all__ (the `FUZZ` family at the end of each op's test
+file, tests/ops/test_<module>.py, collected by families() of tests/fuzz_core.py) with random shapes, 0-sized dimensions
+included, every float dtype, non-contiguous, channels_last and expanded (stride 0) layouts, mixed dtypes, on CUDA
+mixed devices, and now and then an invalid argument (a wrong number of dims, a mismatched size, a non-float dtype,
+an out-of-range integer, a wrong string). Each call must either match the float64 reference (visdet_ops/reference/,
+forward and, where it applies, backward) or raise a clear error (tests/fuzz_core.py says what that is); an invalid
+call must raise one.
 
 The families run in worker processes (tests/fuzz_worker.py), so a crash or a hang fails its family, with the case
 that was running, instead of the suite: each case has CASE_TIMEOUT_S seconds. Every case is a JSON dict, which
@@ -13,19 +14,19 @@ replays it alone:
 
     PYTHONPATH=. python tests/fuzz_worker.py --replay '<case JSON from the failure message>'
 
-CI runs a fixed budget, the same cases every run: EXAMPLES = 500 examples per family (times the family's weight in
-fuzz_families.py: about 5,500 calls in all), hypothesis seed 0, no example database, JOBS workers in parallel (one
+CI runs a fixed budget, the same cases every run: EXAMPLES = 500 examples per family (times the family's weight: about
+5,500 calls in all), hypothesis seed 0, no example database, JOBS workers in parallel (one
 per core, at most 4): about 30 s for the families and 50 s for this file on 2 cores. On demand, a longer run (or
 other cases):
 
     VISDET_OPS_FUZZ_EXAMPLES=2000 pytest tests/test_fuzz.py          # more examples per family
     VISDET_OPS_FUZZ_SEED=7 (or =random) pytest tests/test_fuzz.py    # other cases (the seed is in every message)
-    pytest tests/test_fuzz.py -k "roi_align or nms"                   # some families only
+    pytest tests/test_fuzz.py -k "<module> or <module>"               # some families only
     VISDET_OPS_FUZZ_EXAMPLES=2000 nox -s tests -- tests/test_fuzz.py  # the same in the tests session's venv
-    PYTHONPATH=. python tests/fuzz_worker.py --families nms --examples 5000 --seed 3 --threads 2 --verbose
+    PYTHONPATH=. python tests/fuzz_worker.py --families <module> --examples 5000 --seed 3 --threads 2 --verbose
 
-Bugs the fuzzing found and that are not fixed yet are listed in fuzz_families.KNOWN_BUGS: the cases they spoil are
-skipped (crash, hang) or allowed to fail, and counted; test_known_bug runs each one's reproducer as a strict xfail,
+Bugs the fuzzing found and that are not fixed yet are listed in the family's FUZZ_KNOWN_BUGS: the cases they spoil
+are skipped (crash, hang) or allowed to fail, and counted; test_known_bug runs each one's reproducer as a strict xfail,
 so the fix of one shows up as an XPASS failure until its entry is removed.
 """
 
@@ -46,15 +47,15 @@ import pytest
 
 import visdet_ops
 
-from . import fuzz_families as families
-from .conftest import require_cuda
+from . import fuzz_core as core
+from .conftest import op_modules, require_cuda
 
 WORKER = Path(__file__).with_name("fuzz_worker.py")
 EXAMPLES = int(os.environ.get("VISDET_OPS_FUZZ_EXAMPLES", "500"))
 _SEED = os.environ.get("VISDET_OPS_FUZZ_SEED", "0")
 SEED = random.randrange(2**31) if _SEED == "random" else int(_SEED)
 JOBS = max(1, min(4, os.cpu_count() or 1))
-FAMILIES = list(families.FAMILIES)
+FAMILIES, KNOWN_BUGS = core.families()
 CASE_TIMEOUT_S = 60.0  # a case (one drawn call, its reference and backward) takes well under a second
 STARTUP_TIMEOUT_S = 180.0
 
@@ -166,10 +167,10 @@ def _results(device: str, wanted: list[str]) -> dict[str, dict]:
         # Greedy split by the families' weights (their share of the time).
         groups: list[list[str]] = [[] for _ in range(min(JOBS, len(wanted)))]
         loads = [0.0] * len(groups)
-        for name in sorted(wanted, key=lambda f: -families.FAMILIES[f].weight):
+        for name in sorted(wanted, key=lambda f: -FAMILIES[f].weight):
             i = loads.index(min(loads))
             groups[i].append(name)
-            loads[i] += families.FAMILIES[name].weight
+            loads[i] += FAMILIES[name].weight
         merged: dict[str, dict] = {}
         threads = [
             threading.Thread(target=lambda g=g: merged.update(_run_group(g, device)), daemon=True) for g in groups
@@ -238,29 +239,27 @@ def test_crash_and_hang_are_reported(monkeypatch):
     """The worker's own test families: one dies of SIGSEGV, one hangs; each is reported with its case, and the
     worker is restarted for the next family."""
     # Long enough for a healthy case on a loaded machine: at 3 s, the GPU machine's whole suite (16 test processes,
-    # run 23) timed the family after the restart out ("no progress for 3 s" on a corner_pool case).
+    # run 23) timed the family after the restart out ("no progress for 3 s" on a healthy case).
     monkeypatch.setattr(sys.modules[__name__], "CASE_TIMEOUT_S", 20.0)
     monkeypatch.setattr(sys.modules[__name__], "EXAMPLES", 3)
-    results = _run_group(["selftest-crash", "selftest-hang", "corner_pool"], "cpu")
+    healthy = min(FAMILIES)  # any family: the first by name
+    results = _run_group(["selftest-crash", "selftest-hang", healthy], "cpu")
     crash, hang = results["selftest-crash"], results["selftest-hang"]
     assert crash["status"] == "crash" and "SIGSEGV" in crash["error"], crash
     assert crash["case"] == {"family": "selftest-crash", "seed": 0}
     assert hang["status"] == "hang" and hang["case"] == {"family": "selftest-hang", "seed": 0}, hang
-    assert results["corner_pool"]["status"] == "ok", results["corner_pool"]
+    assert results[healthy]["status"] == "ok", results[healthy]
 
 
 def test_every_public_name_is_fuzzed():
     """Every op module of visdet_ops/ops/ has a family, and its strategy draws every name of the module's __all__."""
     import importlib
-    import pkgutil
 
-    from visdet_ops import ops
-
-    modules = sorted(m.name for m in pkgutil.iter_modules(ops.__path__) if not m.name.startswith("_"))
-    assert sorted(families.FAMILIES) == modules
+    modules = op_modules()
+    assert sorted(FAMILIES) == modules, f"no FUZZ family in the test files of {sorted(set(modules) - set(FAMILIES))}"
     for name in modules:
         public = set(importlib.import_module(f"visdet_ops.ops.{name}").__all__)
-        missing = public - set(families.FAMILIES[name].fns)
+        missing = public - set(FAMILIES[name].fns)
         assert not missing, f"fuzz family {name} does not call {sorted(missing)}"
 
 
@@ -296,10 +295,10 @@ def _known_bug_outcome(name: str) -> dict:
 
 @pytest.mark.parametrize(
     "bug",
-    [pytest.param(b, id=b.name, marks=pytest.mark.xfail(strict=True, reason=b.reason)) for b in families.KNOWN_BUGS],
+    [pytest.param(b, id=b.name, marks=pytest.mark.xfail(strict=True, reason=b.reason)) for b in KNOWN_BUGS],
 )
 def test_known_bug(bug):
-    """The reproducer of a bug the fuzzing found (fuzz_families.KNOWN_BUGS): fails while the bug is there. A pass
-    (XPASS, strict) means it is fixed: remove its KNOWN_BUGS entry, so the fuzzing covers those cases again."""
+    """The reproducer of a bug the fuzzing found (its test file's FUZZ_KNOWN_BUGS): fails while the bug is there. A pass
+    (XPASS, strict) means it is fixed: remove its FUZZ_KNOWN_BUGS entry, so the fuzzing covers those cases again."""
     outcome = _known_bug_outcome(bug.name)
     assert not outcome["reproduced"], f"{bug.name}: {bug.reason}\n{outcome.get('error')}"

@@ -15,69 +15,7 @@ import visdet_ops
 from visdet_ops.ops import EXAMPLES, _args
 
 from . import integer_edge_harness as edges
-
-# ---------------------------------------------------------------- the adaptive grid cap
-
-
-_HUGE_ROI_OPS = ("roi_align", "deform_roi_pool", "roi_pool")
-
-
-def _huge_roi_case(device, op_index, gen):
-    """A RoI with a huge finite coordinate: the adaptive grid is capped at the
-    map side + 1 per side, so the call is quick and equals an explicit
-    sampling_ratio of side + 1 (square map: the same on both axes). roi_pool
-    visits only the pixels of a bin inside the map."""
-    import time
-
-    from visdet_ops.ops.deform_roi_pool import deform_roi_pool
-    from visdet_ops.ops.roi_align import roi_align
-    from visdet_ops.ops.roi_pool import roi_pool
-
-    op = _HUGE_ROI_OPS[op_index]
-    x = torch.rand(1, 2, 8, 8, generator=gen, dtype=torch.float64).to(device)
-    rois = torch.tensor([[0, -1e9, -1e9, 1e9, 1e9], [0, 0.0, 0.0, 1e9, 3.0]], dtype=torch.float64).to(device)
-    if op == "roi_align":
-        fn = lambda sr: roi_align(x, rois, 2, 1.0, sr, "avg", True)  # noqa: E731
-    elif op == "deform_roi_pool":
-        fn = lambda sr: deform_roi_pool(x, rois, None, 2, 1.0, sr, 0.1)  # noqa: E731
-    else:
-        fn = lambda sr: roi_pool(x, rois, 2, 1.0)  # noqa: E731
-    fn(2)  # warm-up: CUDA module loading is not the kernel's time
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    got = fn(0)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, f"{op} with a 1e9 RoI took {elapsed:.2f} s"
-    if op == "roi_pool":
-        assert torch.isfinite(got).all()
-        return
-    # Row 0: both axes capped at 9. Row 1: x capped at 9, y adaptive ceil(3 / 2) = 2.
-    torch.testing.assert_close(got[:1], fn(9)[:1], rtol=0, atol=0)
-    from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
-    from visdet_ops.reference.roi_align import roi_align_reference
-
-    if op == "roi_align":
-        want = roi_align_reference(x.cpu(), rois.cpu(), (2, 2), 1.0, 0, "avg", True)
-    else:
-        want = deform_roi_pool_reference(x.cpu(), rois.cpu(), None, (2, 2), 1.0, 0, 0.1)
-    edges.close(got, want)
-
-
-edges.register_case("huge_roi", _huge_roi_case)
-
-
-@pytest.mark.parametrize("op_index", range(len(_HUGE_ROI_OPS)), ids=_HUGE_ROI_OPS)
-def test_huge_roi_is_bounded(device, op_index):
-    """In the worker too: before the cap this call looped for hours."""
-    seed = edges.seed()
-    result = edges.run_in_worker(__name__, "huge_roi", device, op_index, seed)
-    where = f"{_HUGE_ROI_OPS[op_index]} with a 1e9 RoI on {device.type} (VISDET_OPS_TEST_SEED={seed})"
-    assert not result.get("timeout"), f"{where}: no result within {edges.CASE_TIMEOUT_S} s"
-    assert "crash" not in result, f"{where}: the process died ({result.get('crash')})\n{result.get('stderr')}"
-    assert result["ok"], f"{where}: {result['type']}: {result['message']}"
+from .conftest import op_test_module
 
 
 def _sleep_case(device, seconds, gen):
@@ -105,23 +43,21 @@ def test_the_case_limit_stops_a_runaway_case_and_the_worker_recovers(monkeypatch
 
 # Arguments that take an int or an (h, w) pair: typed neither by a default nor by an annotation in mmcv's signatures.
 _PAIR_ARGUMENTS = ("output_size", "kernel_size", "stride", "padding", "dilation")
-# Public rows whose argument is not a parameter of the entry point itself: row id -> where the user writes it.
-_NOT_A_PARAMETER = {
-    "batched_nms-split_thr": "a key of nms_cfg",
-    "batched_nms-max_num": "a key of nms_cfg",
-    "batched_nms-offset": "a key of nms_cfg",
-}
 
 
-def _op_test_module(family: str):
-    """tests/ops/test_<family>.py, imported as pytest names it (tests.ops.test_<family>)."""
-    return importlib.import_module(f"{__package__}.ops.test_{family}")
+def _not_a_parameter() -> dict[str, str]:
+    """Public rows whose argument is not a parameter of the entry point itself (row id -> where the user writes it):
+    each test file's INTEGER_EDGE_NOT_A_PARAMETER."""
+    found = {}
+    for family in sorted(EXAMPLES):
+        found.update(getattr(op_test_module(family), "INTEGER_EDGE_NOT_A_PARAMETER", {}))
+    return found
 
 
 def _public_rows() -> list[edges.Row]:
     rows = []
     for family in sorted(EXAMPLES):
-        rows += [r for r in getattr(_op_test_module(family), "INTEGER_EDGE_ROWS", []) if not r.id.startswith("op.")]
+        rows += [r for r in getattr(op_test_module(family), "INTEGER_EDGE_ROWS", []) if not r.id.startswith("op.")]
     return rows
 
 
@@ -165,12 +101,12 @@ def test_every_integer_parameter_of_every_public_entry_point_has_a_row():
 def test_public_rows_name_the_users_argument():
     """A public entry point's row expects its error to name the parameter the user wrote, exactly: no schema name
     (pooled_height, pad_w), no alias."""
-    wrong = []
+    wrong, not_a_parameter = [], _not_a_parameter()
     for row in _public_rows():
         entry, _, arg = row.id.partition("-")
         if row.names != (arg,):
             wrong.append(f"{row.id}: names {row.names}, not ({arg!r},)")
-        elif row.id not in _NOT_A_PARAMETER and arg not in _parameters(getattr(visdet_ops, entry)):
+        elif row.id not in not_a_parameter and arg not in _parameters(getattr(visdet_ops, entry)):
             wrong.append(f"{row.id}: {arg} is not a parameter of visdet_ops.{entry}")
     assert not wrong, wrong
 

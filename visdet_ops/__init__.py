@@ -76,26 +76,24 @@ else:
     # Five share a name with an op function (nms, roi_align, roi_pool, carafe, deform_roi_pool): importing a
     # submodule sets the package's attribute of that name to the module, so the export below must come after,
     # and later imports find them in sys.modules and leave the attribute alone: visdet_ops.nms stays the function.
-    MMCV_MODULE_PATHS = (
-        "bbox",
-        "carafe",
-        "corner_pool",
-        "deform_conv",
-        "deform_roi_pool",
-        "focal_loss",
-        "masked_conv",
-        "modulated_deform_conv",
-        "multi_scale_deform_attn",
-        "nms",
-        "roi_align",
-        "roi_pool",
-    )
+    # The package's public modules that are ours (every other public module of visdet_ops/, not a subpackage, is an
+    # mmcv submodule path; tests/test_mmcv_names.py checks each against mmcv 2.2.0's submodules).
+    _OWN_MODULES = ("doctor", "onnx")
 
-    def _import_mmcv_module_paths() -> None:
+    def _import_mmcv_module_paths() -> tuple[str, ...]:
         import importlib
+        import pkgutil
 
-        for name in MMCV_MODULE_PATHS:
+        paths = tuple(
+            sorted(
+                m.name
+                for m in pkgutil.iter_modules(__path__)
+                if not m.ispkg and not m.name.startswith("_") and m.name not in _OWN_MODULES
+            )
+        )
+        for name in paths:
             importlib.import_module(f"{__name__}.{name}")
+        return paths
 
-    _import_mmcv_module_paths()
+    MMCV_MODULE_PATHS = _import_mmcv_module_paths()
     __all__ = ["BUILD_INFO", *_export_op_modules()]

@@ -18,8 +18,9 @@ from onnxscript import FLOAT, INT64, opset19
 from onnxscript import opset18 as op
 from onnxscript.values import Opset
 
-from .onnx import CUSTOM_DOMAIN
-
+# The domain of the custom nodes: the ops' own torch.library namespace, as visdet_ops.onnx.CUSTOM_DOMAIN says (taken
+# from torch, not imported from visdet_ops.onnx, which imports this module: no import circle).
+CUSTOM_DOMAIN = torch.ops.visdet_ops.name
 CUSTOM_DOMAIN_VERSION = 1
 
 _INT64_MAX = 2**63 - 1

@@ -22,7 +22,8 @@ from __future__ import annotations
 # 2.9 the dynamo exporter is the default and its default opset (20) has DeformConv; on 2.8 pass dynamo=True, and
 # opset_version=20 for DCN (docs/ops.md, "ONNX export").
 MIN_TORCH = (2, 8)
-# The domain of the nodes of ops that no standard ONNX op expresses; its version is 1.
+# The domain of the nodes of ops that no standard ONNX op expresses (the ops' torch.library namespace, which
+# _onnx_translations takes from torch); its version is 1.
 CUSTOM_DOMAIN = "visdet_ops"
 
 __all__ = ["CUSTOM_DOMAIN", "MIN_TORCH", "custom_translation_table"]  # noqa: F822 - the table: __getattr__ below

@@ -10,7 +10,7 @@ from visdet_ops.ops.deform_conv import modulated_deform_conv2d
 from . import benchmark
 
 # The 3x3 convs where mmdet places DCN (ResNet-50 stages 2-4, dcn stage_with_dcn): (channels, H = W), batch
-# DCN_BENCH_BATCH, deform_groups 1. benchmarks/profile_kernels.py profiles the same shapes.
+# DCN_BENCH_BATCH, deform_groups 1.
 DCN_BENCH_SHAPES = ((128, 64), (256, 32), (512, 16))
 DCN_BENCH_BATCH = 8
 

@@ -19,10 +19,15 @@
 //                ScalarType streams as c10 prints it ("Float")
 //   checks       VISDET_CHECK(cond, streamed message parts...): the message is
 //                exactly the parts, in both builds
-//   allocation   empty, zeros (on the device of a `like` tensor), empty_like
-//   conversion   to_dtype, to_cpu, contiguous
-//   views, ops   narrow, select, index_select, sort_descending_stable_indices,
-//                masked_select, index_copy (nms), read_scalar<T> (a sync on CUDA)
+//   allocation   empty, zeros, full (on the device of a `like` tensor), empty_like,
+//                empty_cpu, empty_of_sizes
+//   conversion   to_dtype, to_cpu, to_device, contiguous
+//   views        narrow, select, view, reshape, expand, flatten, transpose
+//   ops          index_select, index_copy, masked_select, nonzero, where, cat,
+//                pad_zeros, fill, zero_fill, copy_into, add, sum, sum_all,
+//                cumsum, aminmax, greater_than_zero, mm, bmm, linear,
+//                sort_stable, sort_descending_stable_indices,
+//                unique_consecutive_counts, read_scalar<T> (a sync on CUDA)
 //   data         const_data<T>(t), mutable_data<T>(t): T is the kernels'
 //                torch-free storage type (float, HostHalf, __half, ...)
 //   dispatch     dispatch_floating_types<HalfT, BFloat16T>(dtype, op, f):

@@ -2,13 +2,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops.ops import _args
 from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
+from .. import onnx_harness as ox
 from ..conftest import torchvision_or_skip
 
 
@@ -243,12 +246,6 @@ def test_aligned_aliases():
             visdet_ops.bbox_overlaps(a, b, **kwargs)
 
 
-def test_compile_fullgraph(rng):
-    a, b = random_boxes((9,), rng), random_boxes((12,), rng)
-    fn = torch.compile(lambda x, y: visdet_ops.bbox_overlaps(x, y, "giou").max(dim=1).values, fullgraph=True)
-    torch.testing.assert_close(fn(a, b), bbox_overlaps_reference(a, b, "giou").max(dim=1).values)
-
-
 @pytest.mark.parametrize(
     "args, error, match",
     [
@@ -355,3 +352,133 @@ def _opcheck_bbox_overlaps(device, dtype, gen):
 
 AUTOCAST_OPCHECKS = {"bbox_overlaps": _opcheck_bbox_overlaps}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_BBOX_BAD = ("last5", "batch", "aligned_mn", "mode", "offset", "eps", "dtype", "conflict", "ndim1")
+
+
+@st.composite
+def _bbox_case(draw, device):
+    bad = core.pick_bad(draw, _BBOX_BAD)
+    main = draw(st.sampled_from(core.FLOATS))
+    batch = draw(st.lists(st.integers(0, 3), max_size=2))
+    top = 300 if draw(core.one_in(10)) else 7  # now and then many boxes (the kernels' vector loops)
+    m, n = draw(st.integers(0, top)), draw(st.integers(0, top))
+    aligned = draw(st.sampled_from([None, False, True]))
+    if aligned:
+        n = m
+    case = {
+        "fn": "bbox_overlaps",
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "batch": batch,
+        "m": m,
+        "n": n,
+        "mode": draw(st.sampled_from(["iou", "iof", "giou"])),
+        "aligned": aligned,
+        "is_aligned": draw(st.sampled_from([None, None, False, True])),
+        "offset": draw(st.sampled_from([0, 1])),
+        "eps": draw(st.sampled_from([None, 0.0, 1e-6, 0.5])),
+        "degenerate": draw(core.one_in(5)),
+        "special": draw(core.one_in(8)),
+        "empty1d": bad is None and not batch and m == 0 and draw(core.one_in(3)),
+        "bad": bad,
+    }
+    if case["is_aligned"] is not None and case["aligned"] is not None:
+        case["is_aligned"] = case["aligned"]  # agreeing; "conflict" makes them disagree
+    if case["is_aligned"] and not case["aligned"]:
+        case["n"] = m
+    nd = len(batch) + 2
+    case["t"], mixed = core.draw_tensors(draw, {"bboxes1": nd, "bboxes2": nd}, main, device)
+    if bad == "dtype":
+        case["t"]["bboxes1"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif bad == "mode":
+        case["mode"] = draw(st.sampled_from(["diou", "IoU", ""]))
+    elif bad == "offset":
+        case["offset"] = draw(st.sampled_from([2, -1, 0.5]))
+    elif bad == "eps":
+        case["eps"] = draw(st.sampled_from([-1.0, float("nan"), float("inf"), True, "1e-6"]))
+    elif bad == "conflict":
+        case["aligned"], case["is_aligned"] = True, False
+        case["n"] = m
+    elif bad == "aligned_mn":
+        case["aligned"], case["is_aligned"], case["n"] = True, None, m + 1
+    elif bad == "batch" and not batch:
+        case["batch"] = [draw(st.integers(1, 3))]  # bboxes1 batched, bboxes2 not (set in run)
+    case["expect"] = core.expectation(bad, mixed)
+    return case
+
+
+def _bbox_run(case):
+    run = core.Run(
+        case, core.names_for(case, "bbox_overlaps"), {"bboxes1", "bboxes2", "mode", "aligned", "offset", "eps"}
+    )
+    bad, batch, m, n = case["bad"], list(case["batch"]), case["m"], case["n"]
+    shape1, shape2 = [*batch, m, 4], [*batch, n, 4]
+    if bad == "batch":
+        shape2 = [*batch[1:], n, 4] if len(batch) == 1 else [batch[0] + 1, *batch[1:], n, 4]
+    if bad == "last5":
+        shape1[-1] = 5
+    if bad == "ndim1":
+        shape1 = [4]
+
+    def boxes(shape):
+        count = 1
+        for s in shape[:-1]:
+            count *= s
+        b = core.grid_boxes(run, count, span=40, size=20)
+        if shape[-1] == 5:
+            b = torch.cat([b, run.rand(count, 1)], 1)
+        if case["degenerate"] and count:
+            b[::3, [0, 2]] = b[::3, [2, 0]]  # negative widths
+        if case["special"] and count:
+            b[count // 2, count % 4] = [float("nan"), float("inf"), -float("inf")][count % 3]
+        return b.reshape(shape)
+
+    a1, a2 = run.arg("bboxes1", boxes(shape1)), run.arg("bboxes2", boxes(shape2))
+    kwargs = {}
+    if case["is_aligned"] is not None:
+        kwargs["is_aligned"] = case["is_aligned"]
+    if case["eps"] is not None:
+        kwargs["eps"] = case["eps"]
+    mixed = case["expect"] == "either"
+    dt = core.worst(a1.dt, a2.dt)
+    x1, x2 = a1.x(grad=True), a2.x(grad=True)
+    if case["empty1d"]:
+        x1 = torch.empty(0, dtype=x1.dtype, device=x1.device)
+    aligned = bool(case["aligned"] if case["aligned"] is not None else case["is_aligned"])
+    eps = 1e-6 if case["eps"] is None else case["eps"]
+
+    def check(out):
+        r1l, r1 = a1.ref(grad=True)
+        r2l, r2 = a2.ref(grad=True)
+        if case["empty1d"]:
+            r1 = torch.empty(0, 4, dtype=torch.float64)
+        want = bbox_overlaps_reference(r1, r2, case["mode"], aligned, case["offset"], eps)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, a1.dt, mixed)
+        if run.grads and out.numel() and not case["special"] and not case["empty1d"]:
+            core.backward_both(run, out, want)
+            core.check_grads([("bboxes1", a1, r1l), ("bboxes2", a2, r2l)], dt)
+
+    run.outcome(
+        lambda: visdet_ops.bbox_overlaps(x1, x2, case["mode"], case["aligned"], case["offset"], **kwargs), check
+    )
+
+
+FUZZ = core.family("bbox_overlaps", ["bbox_overlaps"])((_bbox_case, _bbox_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "bbox_overlaps": lambda rng: (
+        lambda a, b: visdet_ops.bbox_overlaps(a, b, "giou", offset=1),
+        (ox.grid_boxes(3, rng), ox.grid_boxes(2, rng)),
+        {"mode": "giou", "aligned": 0, "offset": 1, "eps": 1e-6},
+    ),
+}

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import CARAFE, CARAFENaive, CARAFEPack
@@ -9,6 +12,7 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.carafe import carafe_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_normal_init, assert_uniform_init, assert_zero, require_cuda
 
@@ -237,27 +241,6 @@ def test_carafe_pack_empty_batch(device, dtype, rng, n):
         torch.testing.assert_close(g.cpu().double(), w, **tol, msg=name)
 
 
-def test_torch_compile_fullgraph(rng):
-    pack = CARAFEPack(8, 2, up_kernel=3, compressed_channels=4)
-    x = torch.randn(2, 8, 5, 6, generator=rng)
-
-    def f(inp):
-        return pack(inp).relu().sum()
-
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg)
-    out.backward()
-    gw = pack.content_encoder.weight.grad.clone()
-    pack.zero_grad()
-    xr = x.clone().requires_grad_()
-    want = f(xr)
-    want.backward()
-    torch.testing.assert_close(out, want)
-    torch.testing.assert_close(xg.grad, xr.grad)
-    torch.testing.assert_close(gw, pack.content_encoder.weight.grad)
-
-
 @pytest.mark.parametrize("op", list(FNS))
 @pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16])
 def test_16bit(device, rng, op, dtype16):
@@ -475,3 +458,188 @@ def _opcheck_carafe(name: str):
 
 AUTOCAST_OPCHECKS = {"carafe": _opcheck_carafe("carafe"), "carafe_naive": _opcheck_carafe("carafe_naive")}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_CARAFE_FN_BAD = ("even_k", "groups", "mask_channels", "mask_size", "ndim", "dtype", "kernel_int", "scale_int")
+_CARAFE_CTOR_BAD = ("ctor_int", "ctor_float", "ctor_even")
+
+
+@st.composite
+def _carafe_case(draw, device):
+    fn = draw(st.sampled_from(["carafe", "carafe_naive", "CARAFE", "CARAFENaive", "CARAFEPack"]))
+    main = draw(st.sampled_from(core.FLOATS))
+    case = {"fn": fn, "seed": draw(st.integers(0, 2**31 - 1))}
+    g = draw(st.sampled_from([1, 2, 3]))
+    case.update(
+        n=draw(st.integers(0, 2)),
+        g=g,
+        c=g * draw(st.integers(0 if fn != "CARAFEPack" else 1, 3)),
+        h=draw(st.integers(0, 5)),
+        w=draw(st.integers(0, 5)),
+        big=draw(core.one_in(10)),
+        k=draw(st.sampled_from([1, 3, 5])),
+        s=draw(st.sampled_from([1, 2, 3])),
+    )
+    if case["big"]:  # more channels than one CUDA chunk (32), maps larger than a tile side
+        case.update(c=g * draw(st.integers(1, 14)), h=draw(st.integers(6, 12)), w=draw(st.integers(6, 12)))
+    if fn == "CARAFEPack":
+        bad = core.pick_bad(draw, ("ctor_int", "ctor_even", "ctor_float"))
+        case["ctor"] = {
+            "channels": case["c"],
+            "scale_factor": case["s"],
+            "up_kernel": case["k"],
+            "up_group": g,
+            "encoder_kernel": draw(st.sampled_from([1, 3])),
+            "encoder_dilation": draw(st.sampled_from([1, 2])),
+            "compressed_channels": draw(st.integers(1, 4)),
+        }
+        main = draw(st.sampled_from(["f32", "f64"]))
+        case["t"], mixed = {"x": {"dt": main, "lay": draw(st.sampled_from(["c", "cl", "t"])), "dev": device}}, False
+    else:
+        bad = core.pick_bad(draw, _CARAFE_FN_BAD + (_CARAFE_CTOR_BAD if fn in ("CARAFE", "CARAFENaive") else ()))
+        case["t"], mixed = core.draw_tensors(draw, {"features": 4, "masks": 4}, main, device)
+    if bad == "dtype":
+        case["t"][draw(st.sampled_from(["features", "masks"]))]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif bad == "even_k":
+        case["k"] = draw(st.sampled_from([2, 4]))
+    elif bad == "groups":
+        case["g"] = g = max(g, 2)
+        case["c"] = g * draw(st.integers(0, 2)) + draw(st.integers(1, g - 1))
+    elif bad in ("kernel_int", "scale_int", "ctor_int"):
+        case["arg"] = draw(st.sampled_from(["kernel_size", "group_size", "scale_factor"]))
+        if fn == "CARAFEPack":
+            case["arg"] = draw(st.sampled_from(sorted(case["ctor"])))
+        case["value"] = draw(core.bad_int())
+    elif bad == "ctor_float":
+        case["arg"] = draw(st.sampled_from(["kernel_size", "group_size", "scale_factor"]))
+        if fn == "CARAFEPack":
+            case["arg"] = draw(st.sampled_from(sorted(case["ctor"])))
+        case["value"] = draw(st.sampled_from([1.5, "3", None]))
+    elif bad == "ctor_even":
+        case["arg"], case["value"] = "up_kernel" if fn == "CARAFEPack" else "kernel_size", 4
+    elif bad == "ndim":
+        case["arg"] = draw(st.sampled_from(["features", "masks"]))
+    case["bad"] = bad
+    # An int that happens to be valid (bad_int's 0 for a non-negative one, ...) is checked by its range in run().
+    case["expect"] = core.expectation(bad, mixed)
+    return case
+
+
+def _carafe_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = core.Run(
+        case,
+        core.names_for(case, "carafe", "carafe_naive", "CARAFE", "CARAFENaive"),
+        {
+            "features",
+            "masks",
+            "kernel_size",
+            "group_size",
+            "scale_factor",
+            "channels",
+            "up_kernel",
+            "up_group",
+            "encoder_kernel",
+            "encoder_dilation",
+            "compressed_channels",
+        },
+    )
+    n, c, h, w, k, g, s = (case[key] for key in "nchwkgs")
+    if fn == "CARAFEPack":
+        kwargs = dict(case["ctor"])
+        if bad:
+            kwargs[case["arg"]] = case["value"]
+        torch.manual_seed(case["seed"])
+        mod = run.construct(lambda: visdet_ops.CARAFEPack(**kwargs))
+        if mod is None:
+            return
+        dt = case["t"]["x"]["dt"]
+        mod = mod.to(run.device, core.DTYPES[dt])
+        with torch.no_grad():
+            mod.content_encoder.weight.normal_(0, 0.3)
+        h, w = max(h, 1), max(w, 1)
+        a = run.arg("x", run.randn(n, c, h, w))
+        x = a.x(grad=True)
+
+        def check(out):
+            rl, r = a.ref(grad=True)
+            m64 = copy.deepcopy(mod).cpu().double()
+            mask = m64.kernel_normalizer(m64.content_encoder(m64.channel_compressor(r)))
+            if r.numel():
+                want = carafe_reference(r, mask, m64.up_kernel, m64.up_group, m64.scale_factor)
+            else:
+                want = torch.zeros(n, c, h * s, w * s, dtype=torch.float64)
+            core.assert_close("output", out, want, dt)
+
+        run.outcome(lambda: mod(x), check, expect="ok")
+        return
+    fshape = [n, c, h, w]
+    mshape = [n, k * k * g, h * s, w * s]
+    if bad == "mask_channels":
+        mshape[1] += 1
+    elif bad == "mask_size":
+        mshape[2 + case["seed"] % 2] += 1
+    elif bad == "ndim":
+        if case["arg"] == "features":
+            fshape = fshape[1:]
+        else:
+            mshape = mshape[1:]
+    feats = run.arg("features", run.randn(*fshape))
+    masks = run.arg("masks", run.rand(*mshape) + 0.1)
+    ints = {"kernel_size": k, "group_size": g, "scale_factor": s}
+    if bad in ("kernel_int", "scale_int", "ctor_int", "ctor_float", "ctor_even"):
+        ints[case["arg"]] = case["value"]
+    mixed = case["expect"] == "either"
+    dt = core.worst(feats.dt, masks.dt)
+    xf, xm = feats.x(grad=True), masks.x(grad=True)
+
+    if fn in ("CARAFE", "CARAFENaive"):
+        # The constructor checks the three ints (type and range); an even kernel_size fails at the forward.
+        ctor_bad = bad in ("kernel_int", "scale_int", "ctor_int", "ctor_float")
+        mod = run.construct(lambda: getattr(visdet_ops, fn)(*ints.values()), expect="error" if ctor_bad else "ok")
+        if mod is None:
+            return
+        call = lambda: mod(xf, xm)  # noqa: E731
+    else:
+        call = lambda: getattr(visdet_ops, fn)(xf, xm, *ints.values())  # noqa: E731
+
+    def check(out):
+        rfl, rf = feats.ref(grad=True)
+        rml, rm = masks.ref(grad=True)
+        if rf.numel():
+            want = carafe_reference(rf, rm, k, g, s)
+        else:  # F.unfold (the reference) takes no empty map
+            want = (rf.sum() + rm.sum()) * torch.zeros(n, c, h * s, w * s, dtype=torch.float64)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, feats.dt, mixed)
+        if run.grads and out.numel():
+            core.backward_both(run, out, want)
+            core.check_grads([("features", feats, rfl), ("masks", masks, rml)], dt)
+
+    run.outcome(call, check)
+
+
+FUZZ = core.family(
+    "carafe", ["carafe", "carafe_naive", "CARAFE", "CARAFENaive", "CARAFEPack"], ops=("carafe", "carafe_naive")
+)((_carafe_case, _carafe_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "carafe": lambda rng: (
+        lambda f, m: visdet_ops.carafe(f, m, 3, 1, 2),
+        (torch.randn(1, 2, 4, 4, generator=rng), torch.rand(1, 9, 8, 8, generator=rng)),
+        {"kernel_size": 3, "group_size": 1, "scale_factor": 2},
+    ),
+    "carafe_naive": lambda rng: (
+        lambda f, m: visdet_ops.carafe_naive(f, m, 3, 1, 2),
+        (torch.randn(1, 2, 4, 4, generator=rng), torch.rand(1, 9, 8, 8, generator=rng)),
+        {"kernel_size": 3, "group_size": 1, "scale_factor": 2},
+    ),
+}

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import CornerPool
 from visdet_ops.reference.corner_pool import corner_pool_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from ..conftest import require_cuda
 
 MODES = ["top", "bottom", "left", "right"]
@@ -189,24 +191,6 @@ def test_module_and_named_functions(device, rng):
         assert torch.equal(fn(x).cpu(), want)
 
 
-def test_torch_compile_fullgraph(rng):
-    x = torch.randn(2, 3, 6, 7, generator=rng)
-    pools = [CornerPool(mode) for mode in MODES]
-
-    def f(inp):
-        return (pools[0](inp) + pools[1](inp) + pools[2](inp) * pools[3](inp)).relu().sum()
-
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg)
-    out.backward()
-    xr = x.clone().requires_grad_()
-    want = f(xr)
-    want.backward()
-    torch.testing.assert_close(out, want)
-    torch.testing.assert_close(xg.grad, xr.grad)
-
-
 @pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("mode", MODES)
 def test_16bit(device, rng, dtype16, mode):
@@ -281,3 +265,106 @@ AUTOCAST_CASES = {
     "CornerPool": lambda g: case_corner_pool(g, "module"),
 }
 test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_POOL_FNS = {"top_pool": "top", "bottom_pool": "bottom", "left_pool": "left", "right_pool": "right"}
+_CORNER_BAD = ("ndim", "mode", "complex")
+
+
+@st.composite
+def _corner_case(draw, device):
+    fn = draw(st.sampled_from(["corner_pool", *_POOL_FNS, "CornerPool"]))
+    bad = core.pick_bad(draw, [b for b in _CORNER_BAD if b != "mode" or fn in ("corner_pool", "CornerPool")])
+    main = draw(st.sampled_from(core.FLOATS))
+    case = {
+        "fn": fn,
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "shape": [draw(st.integers(0, 2)), draw(st.integers(0, 3)), draw(st.integers(0, 6)), draw(st.integers(0, 6))],
+        "big": draw(core.one_in(10)),
+        "mode": _POOL_FNS.get(fn) or draw(st.sampled_from(["top", "bottom", "left", "right"])),
+        "values": draw(st.sampled_from(["ties", "randn", "special"])),
+        "int_input": draw(core.one_in(6)),
+        "bad": bad,
+    }
+    if case["big"]:  # long scans
+        case["shape"][1:] = [draw(st.integers(1, 5)), draw(st.integers(7, 40)), draw(st.integers(7, 40))]
+    case["t"], mixed = core.draw_tensors(draw, {"input": 4}, main, device)
+    if case["int_input"]:
+        case["t"]["input"]["dt"] = draw(st.sampled_from(["i32", "i64", "bool", "u8", "i16"]))
+    if bad == "ndim":
+        case["shape"] = case["shape"][: draw(st.integers(1, 3))] if draw(st.booleans()) else [*case["shape"], 2]
+    elif bad == "mode":
+        case["mode"] = draw(st.sampled_from(["Top", "up", ""]))
+    elif bad == "complex":
+        case["t"]["input"]["dt"] = "c64"
+    case["expect"] = core.expectation(bad, mixed)
+    return case
+
+
+def _corner_run(case):
+    run = core.Run(case, core.names_for(case, "corner_pool", "CornerPool"), {"input", "mode"})
+    shape = case["shape"]
+    if case["values"] == "ties":
+        base = run.randint(-3, 4, *shape)
+    else:
+        base = run.randn(*shape) * 3
+        if case["values"] == "special" and base.numel():
+            flat = base.view(-1)
+            flat[:: max(1, flat.numel() // 3)] = float("nan")
+            flat[1 :: max(1, flat.numel() // 2)] = float("inf")
+    a = run.arg("input", base)
+    dt = a.dt
+    x = a.x(grad=True)
+    mode = case["mode"]
+    fn = case["fn"]
+
+    def call():
+        if fn == "CornerPool":
+            return visdet_ops.CornerPool(mode)(x)
+        if fn == "corner_pool":
+            return visdet_ops.corner_pool(x, mode)
+        return getattr(visdet_ops, fn)(x)
+
+    def check(out):
+        if not a.floating:
+            from visdet_ops.reference.corner_pool import _DIM_FLIP
+
+            d, flip = _DIM_FLIP[mode]
+            xs = x.detach().cpu()
+            want = torch.cummax(xs.flip(d) if flip else xs, d).values
+            want = want.flip(d) if flip else want
+            if out.dtype != xs.dtype or not torch.equal(out.cpu(), want):
+                raise core.Mismatch(f"integer corner_pool differs from torch.cummax ({out.dtype})")
+            return
+        rl, r = a.ref(grad=True)
+        want = corner_pool_reference(r, mode)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, dt, False)
+        if run.grads and out.numel():
+            core.backward_both(run, out, want)
+            # Ties follow torch.cummax exactly, so 16-bit gradients are compared too (sums of routed values).
+            gw, gg = rl.grad, a.grad()
+            if gg is None:
+                raise core.Mismatch("grad of input: none")
+            core.assert_close("grad of input", gg, gw, dt)
+
+    run.outcome(call, check)
+
+
+FUZZ = core.family("corner_pool", ["corner_pool", *_POOL_FNS, "CornerPool"])((_corner_case, _corner_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "corner_pool": lambda rng: (
+        lambda x: visdet_ops.corner_pool(x, "left"),
+        (torch.randn(1, 2, 5, 6, generator=rng),),
+        {"mode": "left"},
+    ),
+}

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import (
@@ -12,11 +16,14 @@ from visdet_ops import (
     deform_conv2d,
     modulated_deform_conv2d,
 )
+from visdet_ops._build_rules import parse_release
 from visdet_ops.ops import _args
 from visdet_ops.reference.deform_conv import deform_conv2d_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
+from .. import onnx_harness as ox
 from ..conftest import assert_uniform_init, assert_zero, require_cuda, torchvision_or_skip
 
 # ---------------------------------------------------------------- inputs
@@ -643,58 +650,7 @@ def test_small_input_is_padded_like_mmcv(device, rng):
     torch.testing.assert_close(out, torch.nn.functional.conv2d(x, m.weight, None, 1, 1))
 
 
-def test_torch_compile_fullgraph(rng):
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.dcn = ModulatedDeformConv2dPack(4, 4, 3, padding=1)
-            self.dcn1 = DeformConv2dPack(4, 4, 3, padding=1)
-
-        def forward(self, x):
-            return self.dcn1(torch.relu(self.dcn(x)))
-
-    torch.manual_seed(0)
-    net = Net().double()
-    with torch.no_grad():
-        for conv in (net.dcn.conv_offset, net.dcn1.conv_offset):
-            conv.weight.normal_(0, 0.2)
-    x = torch.randn(2, 4, 6, 6, generator=rng, dtype=torch.float64, requires_grad=True)
-    compiled = torch.compile(net, fullgraph=True, backend="aot_eager")
-    got = compiled(x)
-    want = net(x)
-    torch.testing.assert_close(got, want)
-    (gx,) = torch.autograd.grad(got.sum(), x)
-    (wx,) = torch.autograd.grad(want.sum(), x)
-    torch.testing.assert_close(gx, wx)
-
-
 # ---------------------------------------------------------------- CUDA only
-
-
-def test_cuda_backward_alerts_when_deterministic(rng):
-    require_cuda()
-    case = make_case(rng, n=1, c=2, h=4, w=4, cout=2)
-    x = case["x"].cuda().requires_grad_()
-    out = modulated_deform_conv2d(
-        x, case["offset"].cuda(), case["mask"].cuda(), case["weight"].cuda(), case["bias"].cuda(), 1, 1
-    )
-    torch.use_deterministic_algorithms(True)
-    try:
-        with pytest.raises(RuntimeError, match="deform_conv2d backward"):
-            out.sum().backward()
-        # the forward is deterministic
-        modulated_deform_conv2d(
-            x.detach(), case["offset"].cuda(), case["mask"].cuda(), case["weight"].cuda(), None, 1, 1
-        )
-        # The alert lives in visdet_ops/ops/deform_conv.py (both builds): warn_only warns as torch's own ops do.
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        out = modulated_deform_conv2d(
-            x, case["offset"].cuda(), case["mask"].cuda(), case["weight"].cuda(), case["bias"].cuda(), 1, 1
-        )
-        with pytest.warns(UserWarning, match="deform_conv2d backward .CUDA. does not have a deterministic"):
-            out.sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(False)
 
 
 @pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
@@ -1022,3 +978,425 @@ def _opcheck_deform_conv2d(device, dtype, gen):
 
 AUTOCAST_OPCHECKS = {"deform_conv2d": _opcheck_deform_conv2d}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_DCN_FNS = ("deform_conv2d", "modulated_deform_conv2d")
+_DCN_MODS = ("DeformConv2d", "DeformConv2dPack", "ModulatedDeformConv2d", "ModulatedDeformConv2dPack")
+_DCN_BAD = (
+    "offset_channels",
+    "offset_size",
+    "weight_channels",
+    "dg_divide",
+    "groups_divide",
+    "ndim",
+    "dtype",
+    "int_arg",
+    "bias_v1",
+    "mask_shape",
+    "bias_shape",
+)
+_DCN_CTOR_BAD = ("ctor_int", "ctor_divide", "ctor_bias")
+_DCN_INTS = ("stride", "padding", "dilation", "groups", "deform_groups")
+
+
+@st.composite
+def _dcn_case(draw, device):
+    fn = draw(st.sampled_from(_DCN_FNS + _DCN_MODS))
+    module = fn in _DCN_MODS
+    g, dg = draw(st.sampled_from([1, 2])), draw(st.sampled_from([1, 2]))
+    lcm = 2 if 2 in (g, dg) else 1
+    case = {
+        "fn": fn,
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "n": draw(st.integers(0, 2)),
+        "groups": g,
+        "deform_groups": dg,
+        "c": lcm * draw(st.integers(0 if not module else 1, 2)),
+        "cout": g * draw(st.integers(1, 2)),
+        "k": [draw(st.integers(1, 3)), draw(st.integers(1, 3))],
+        "stride": core.pair_or_int(draw, 1, 2),
+        "padding": core.pair_or_int(draw, 0, 2),
+        "dilation": core.pair_or_int(draw, 1, 2),
+        "h": draw(st.integers(0 if not module else 1, 6)),
+        "w": draw(st.integers(0 if not module else 1, 6)),
+        "bias": draw(st.booleans()) if fn != "DeformConv2d" and fn != "DeformConv2dPack" else False,
+        "im2col_step": draw(st.sampled_from([None, 1, 2, 0, -1, 5])),
+        "reach": draw(st.sampled_from([0.0, 1.5, 4.0])),
+    }
+    if draw(core.one_in(10)):  # several im2col chunks, more channels and a larger map
+        case.update(
+            n=draw(st.integers(3, 5)),
+            c=lcm * draw(st.integers(3, 10)),
+            h=draw(st.integers(6, 12)),
+            w=draw(st.integers(6, 12)),
+        )
+    if module:
+        bad = core.pick_bad(draw, _DCN_CTOR_BAD if fn != "DeformConv2d" else _DCN_CTOR_BAD + ("offset_channels",))
+        if bad == "ctor_bias" and fn not in ("DeformConv2d", "DeformConv2dPack"):
+            bad = "ctor_divide"
+        case["deformable_kw"] = draw(core.one_in(6))
+        main = draw(st.sampled_from(["f32", "f64"]))
+        # No channels_last x for the Pack modules: torch 2.13's CPU conv2d (their conv_offset) segfaults on some
+        # channels_last inputs (a torch bug: F.conv2d(torch.randn(2, 4, 2, 1).contiguous(memory_format=
+        # torch.channels_last), torch.randn(4, 4, 1, 1), torch.randn(4), stride=2, padding=1, dilation=(1, 2))).
+        lay = {
+            "x": ["c", "t"] if fn.endswith("Pack") else ["c", "cl", "t"],
+            "offset": ["c", "t", "s"],
+            "mask": ["c", "s"],
+        }
+        case["t"], mixed = core.draw_tensors(draw, {"x": 4, "offset": 4, "mask": 4}, main, device, layouts=lay)
+        core.uniform(case, main, device)
+        mixed = False
+    else:
+        v1_only, v2_only = {"bias_v1"}, {"mask_shape", "bias_shape"}
+        bad = core.pick_bad(draw, [b for b in _DCN_BAD if b not in (v2_only if fn == "deform_conv2d" else v1_only)])
+        if bad == "bias_shape":
+            case["bias"] = True
+        main = draw(st.sampled_from(core.FLOATS))
+        case["t"], mixed = core.draw_tensors(
+            draw, {"input": 4, "offset": 4, "mask": 4, "weight": 4, "bias": 1}, main, device
+        )
+    if bad == "int_arg":
+        case["arg"] = draw(st.sampled_from(_DCN_INTS + (("im2col_step",) if fn == "deform_conv2d" else ())))
+        case["value"] = draw(core.bad_int() if case["arg"] != "im2col_step" else st.sampled_from([1.5, "2", 2**63]))
+        if case["arg"] == "padding" and case["value"] == 0:
+            case["value"] = -1
+    elif bad == "ctor_int":
+        case["arg"] = draw(st.sampled_from(("in_channels", "out_channels", "kernel_size") + _DCN_INTS))
+        case["value"] = draw(core.bad_int())
+        if case["arg"] == "padding" and case["value"] == 0:
+            case["value"] = -1
+    elif bad == "dtype":
+        case["arg"] = draw(st.sampled_from(["input", "offset", "weight"]))
+        case["t"][case["arg"]]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif bad == "dg_divide":
+        case["c"] = max(case["c"], 2 * g)
+        case["deform_groups"] = next(d for d in range(3, 64) if case["c"] % d)
+    elif bad in ("groups_divide", "ctor_divide"):
+        case["groups"] = 3
+        case["c"] = 2 * dg if case["c"] % 3 == 0 else case["c"]
+    sh, sw = core.pair(case["stride"])
+    ph, pw = core.pair(case["padding"])
+    dh, dw = core.pair(case["dilation"])
+    if fn.endswith("Pack"):
+        # Their conv_offset (an nn.Conv2d, as mmcv's) sees the input first: an input too small for the kernel gets
+        # torch's own error from it. Drawn large enough.
+        case["h"] = max(case["h"], dh * (case["k"][0] - 1) + 1 - 2 * ph)
+        case["w"] = max(case["w"], dw * (case["k"][1] - 1) + 1 - 2 * pw)
+    oh = core.conv_out(case["h"], ph, dh, case["k"][0], sh)
+    ow = core.conv_out(case["w"], pw, dw, case["k"][1], sw)
+    small = module and (case["h"] < case["k"][0] or case["w"] < case["k"][1])
+    case["expect"] = core.expectation(bad, mixed, borderline=oh <= 0 or ow <= 0 or case["c"] == 0 or small)
+    case["bad"] = bad
+    return case
+
+
+def _dcn_shapes(case):
+    kh, kw = case["k"]
+    sh, sw = core.pair(case["stride"])
+    ph, pw = core.pair(case["padding"])
+    dh, dw = core.pair(case["dilation"])
+    oh = core.conv_out(case["h"], ph, dh, kh, sh)
+    ow = core.conv_out(case["w"], pw, dw, kw, sw)
+    return (kh, kw), (sh, sw), (ph, pw), (dh, dw), oh, ow
+
+
+def _dcn_reference(x, offset, mask, weight, bias, stride, padding, dilation, groups, dg):
+    n, _, h, w = x.shape
+    if h * w == 0:  # every sample is outside the map: the output is the bias
+        kh, kw = weight.shape[2:]
+        oh = core.conv_out(h, padding[0], dilation[0], kh, stride[0])
+        ow = core.conv_out(w, padding[1], dilation[1], kw, stride[1])
+        out = (x.sum() + offset.sum() + weight.sum()) * torch.zeros(n, weight.size(0), oh, ow, dtype=torch.float64)
+        if mask is not None:
+            out = out + mask.sum() * 0
+        return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+    return deform_conv2d_reference(x, offset, mask, weight, bias, stride, padding, dilation, groups, dg)
+
+
+def _dcn_run(case):
+    fn, bad = case["fn"], case["bad"]
+    args = {
+        "input",
+        "offset",
+        "mask",
+        "weight",
+        "bias",
+        "stride",
+        "padding",
+        "dilation",
+        "groups",
+        "deform_groups",
+        "im2col_step",
+        "in_channels",
+        "out_channels",
+        "kernel_size",
+        "deformable_groups",
+        "x",
+    }
+    run = core.Run(case, core.names_for(case, "deform_conv", *_DCN_FNS, *_DCN_MODS), args)
+    (kh, kw), stride, padding, dilation, oh, ow = _dcn_shapes(case)
+    n, c, cout, g, dg = case["n"], case["c"], case["cout"], case["groups"], case["deform_groups"]
+    kk = kh * kw
+    if fn in _DCN_MODS:
+        return _dcn_module_run(case, run)
+    v2 = fn == "modulated_deform_conv2d"
+    ishape = [n, c, case["h"], case["w"]]
+    oshape = [n, 2 * dg * kk, max(oh, 0), max(ow, 0)]
+    mshape = [n, dg * kk, max(oh, 0), max(ow, 0)]
+    wshape = [cout, c // g if c % g == 0 else c // g + 1, kh, kw]
+    bshape = [cout]
+    if bad == "offset_channels":
+        oshape[1] += 2
+    elif bad == "offset_size":
+        oshape[2 + case["seed"] % 2] += 1
+    elif bad == "weight_channels":
+        wshape[1] += 1
+    elif bad == "ndim":
+        ishape = ishape[1:]
+    elif bad == "mask_shape":
+        mshape[1] += 1
+    elif bad == "bias_shape":
+        bshape[0] += 1
+    a_in = run.arg("input", run.randn(*ishape))
+    a_off = run.arg("offset", run.randn(*oshape) * case["reach"])
+    a_mask = run.arg("mask", run.rand(*mshape))
+    a_w = run.arg("weight", run.randn(*wshape) * 0.5)
+    a_b = run.arg("bias", run.randn(*bshape))
+    has_bias = v2 and case["bias"]
+    used = [("input", a_in), ("offset", a_off), ("weight", a_w)]
+    if v2:
+        used.append(("mask", a_mask))
+    if has_bias:
+        used.append(("bias", a_b))
+    dt = core.worst(*(a.dt for _, a in used))
+    mixed = case["expect"] == "either"
+    xs = {name: a.x(grad=True) for name, a in used}
+    ints = {
+        "stride": case["stride"],
+        "padding": case["padding"],
+        "dilation": case["dilation"],
+        "groups": g,
+        "deform_groups": dg,
+    }
+    if case["im2col_step"] is not None and not v2:
+        ints["im2col_step"] = case["im2col_step"]
+    if bad == "int_arg":
+        ints[case["arg"]] = case["value"]
+    if bad in ("dg_divide", "groups_divide"):
+        pass  # the drawn c, groups and deform_groups disagree
+
+    def call():
+        if v2:
+            return visdet_ops.modulated_deform_conv2d(
+                xs["input"], xs["offset"], xs["mask"], xs["weight"], xs.get("bias"), **ints
+            )
+        return visdet_ops.deform_conv2d(xs["input"], xs["offset"], xs["weight"], bias=bad == "bias_v1", **ints)
+
+    def check(out):
+        refs = {name: a.ref(grad=True) for name, a in used}
+        want = _dcn_reference(
+            refs["input"][1],
+            refs["offset"][1],
+            refs["mask"][1] if v2 else None,
+            refs["weight"][1],
+            refs["bias"][1] if has_bias else None,
+            stride,
+            padding,
+            dilation,
+            g,
+            dg,
+        )
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, a_in.dt, mixed)
+        if run.grads and out.numel():
+            core.backward_both(run, out, want)
+            core.check_grads([(name, a, refs[name][0]) for name, a in used], dt)
+
+    run.outcome(call, check)
+
+
+def _dcn_module_run(case, run):
+    fn, bad = case["fn"], case["bad"]
+    (kh, kw), stride, padding, dilation, oh, ow = _dcn_shapes(case)
+    n, c, cout, g, dg = case["n"], case["c"], case["cout"], case["groups"], case["deform_groups"]
+    kwargs = {
+        "in_channels": c,
+        "out_channels": cout,
+        "kernel_size": [kh, kw] if kh != kw else kh,
+        "stride": case["stride"],
+        "padding": case["padding"],
+        "dilation": case["dilation"],
+        "groups": g,
+    }
+    if case["deformable_kw"]:
+        kwargs["deformable_groups"] = dg
+    else:
+        kwargs["deform_groups"] = dg
+    if fn.startswith("Modulated"):
+        kwargs["bias"] = case["bias"]
+    elif case["im2col_step"] is not None:
+        kwargs["im2col_step"] = case["im2col_step"]
+    if bad == "ctor_int":
+        kwargs[case["arg"]] = case["value"]
+    elif bad == "ctor_bias":
+        kwargs["bias"] = True
+    torch.manual_seed(case["seed"])
+    ctor_bad = bad is not None and bad.startswith("ctor")
+    mod = run.construct(lambda: getattr(visdet_ops, fn)(**kwargs), expect="error" if ctor_bad else "ok")
+    if mod is None:
+        return
+    dt = case["t"]["x"]["dt"]
+    mod = mod.to(run.device, core.DTYPES[dt])
+    if hasattr(mod, "conv_offset"):
+        with torch.no_grad():
+            mod.conv_offset.weight.normal_(0, 0.5)
+            mod.conv_offset.bias.normal_(0, 0.5)
+    h, w = case["h"], case["w"]
+    a_x = run.arg("x", run.randn(n, c, h, w))
+    # DeformConv2d pads an input smaller than the kernel at the bottom/right (mmcv): the offset then has the output
+    # size of the input as given (stride 1), cropped back the same way.
+    ph_small, pw_small = max(kh - h, 0), max(kw - w, 0)
+    if fn in ("DeformConv2d", "ModulatedDeformConv2d"):
+        oh_p = core.conv_out(h + (ph_small if fn == "DeformConv2d" else 0), padding[0], dilation[0], kh, stride[0])
+        ow_p = core.conv_out(w + (pw_small if fn == "DeformConv2d" else 0), padding[1], dilation[1], kw, stride[1])
+        oh_g, ow_g = (oh_p - ph_small, ow_p - pw_small) if fn == "DeformConv2d" else (oh_p, ow_p)
+        ochan = 2 * dg * kh * kw + (2 if bad == "offset_channels" else 0)
+        a_off = run.arg("offset", run.randn(n, ochan, max(oh_g, 0), max(ow_g, 0)) * case["reach"])
+        a_mask = run.arg("mask", run.rand(n, dg * kh * kw, max(oh_g, 0), max(ow_g, 0)))
+        inputs = [a_x, a_off] + ([a_mask] if fn.startswith("Modulated") else [])
+    else:
+        inputs = [a_x]
+    xs = [a.x(grad=True) for a in inputs]
+
+    def check(out):
+        m64 = copy.deepcopy(mod).cpu().double()
+        refs = [a.ref(grad=True) for a in inputs]
+        x = refs[0][1]
+        if fn == "DeformConv2dPack":
+            offset, mask = m64.conv_offset(x), None
+        elif fn == "ModulatedDeformConv2dPack":
+            o1, o2, mask = torch.chunk(m64.conv_offset(x), 3, dim=1)
+            offset, mask = torch.cat((o1, o2), 1), torch.sigmoid(mask)
+        else:
+            offset, mask = refs[1][1], refs[2][1] if len(refs) > 2 else None
+        if fn == "DeformConv2d" and (ph_small or pw_small):
+            x = F.pad(x, (0, pw_small, 0, ph_small))
+            offset = F.pad(offset, (0, pw_small, 0, ph_small))
+        want = _dcn_reference(
+            x, offset, mask, m64.weight, m64.bias if fn.startswith("Mod") else None, stride, padding, dilation, g, dg
+        )
+        if fn == "DeformConv2d" and (ph_small or pw_small):
+            want = want[:, :, : want.size(2) - ph_small, : want.size(3) - pw_small]
+        core.assert_close("output", out, want, dt)
+        if run.grads and out.numel():
+            grad = core.rand_grad(run, out)
+            run.backward(out, grad.to(out.dtype))
+            core.ref_backward(want, grad)
+            core.check_grads(
+                [(f"forward arg {i}", a, r[0]) for i, (a, r) in enumerate(zip(inputs, refs, strict=True))], dt
+            )
+
+    run.outcome(lambda: mod(*xs), check)
+
+
+FUZZ = core.family("deform_conv", _DCN_FNS + _DCN_MODS, ops=("deform_conv2d",), weight=0.7)((_dcn_case, _dcn_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# registered forward op -> the test of its standard ONNX translation (tests/test_onnx.py's
+# test_every_forward_op_has_a_case)
+ONNX_COVERED_OTHERWISE = {
+    "deform_conv2d": "test_onnx_deform_conv (DeformConv)",
+}
+
+
+class DeformConvModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.v1 = visdet_ops.DeformConv2d(4, 6, 3, stride=2, padding=1, deform_groups=2)
+        self.v2 = visdet_ops.ModulatedDeformConv2d(
+            4, 6, (3, 2), stride=(1, 2), padding=(2, 1), dilation=(2, 1), groups=2
+        )
+        torch.nn.init.normal_(self.v1.weight)
+        torch.nn.init.normal_(self.v2.weight)
+        torch.nn.init.normal_(self.v2.bias)
+
+    def forward(self, x, offset1, offset2, mask2):
+        return self.v1(x, offset1), self.v2(x, offset2, mask2)
+
+
+def _onnx_dcn_inputs(batch: int, height: int, width: int, rng: torch.Generator):
+    x = torch.randn(batch, 4, height, width, generator=rng)
+    h1, w1 = (height + 2 - 3) // 2 + 1, (width + 2 - 3) // 2 + 1
+    h2, w2 = height + 4 - 4 - 1 + 1, (width + 2 - 2) // 2 + 1
+    # Offsets of a few pixels: many samples land between pixels and some outside the map.
+    offset1 = torch.randn(batch, 2 * 2 * 9, h1, w1, generator=rng) * 2
+    offset2 = torch.randn(batch, 2 * 6, h2, w2, generator=rng) * 2
+    mask2 = torch.rand(batch, 6, h2, w2, generator=rng)
+    return x, offset1, offset2, mask2
+
+
+def _onnx_has_deform_conv_kernel() -> bool:
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("DeformConv", ["X", "W", "offset"], ["Y"])
+    inputs = [
+        helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, 3, 3]),
+        helper.make_tensor_value_info("W", TensorProto.FLOAT, [1, 1, 1, 1]),
+        helper.make_tensor_value_info("offset", TensorProto.FLOAT, [1, 2, 3, 3]),
+    ]
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    try:
+        onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except onnxruntime.capi.onnxruntime_pybind11_state.NotImplemented:
+        return False
+    del onnx
+    return True
+
+
+@ox.needs_exporter
+def test_onnx_deform_conv(onnx_table, rng):
+    # Static shapes (the offsets' sizes follow the map's), fresh values. torch 2.8's exporter defaults to opset 18,
+    # which predates DeformConv: there the docs say to ask for 20, torch 2.9's default.
+    opset = {"opset_version": 20} if parse_release(torch.__version__).major_minor < (2, 9) else {}
+    model = DeformConvModel()
+    onnx_model = ox.export(onnx_table, model, _onnx_dcn_inputs(2, 8, 9, rng), **opset)
+    nodes = [n for n in onnx_model.graph.node if n.op_type == "DeformConv"]
+    assert len(nodes) == 2 and not any(n.domain for n in onnx_model.graph.node)
+    import onnx
+
+    attributes = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
+    assert attributes[0] == {
+        "dilations": [1, 1],
+        "group": 1,
+        "offset_group": 2,
+        "pads": [1, 1, 1, 1],
+        "strides": [2, 2],
+    }
+    assert attributes[1] == {
+        "dilations": [2, 1],
+        "group": 2,
+        "offset_group": 1,
+        "pads": [2, 1, 2, 1],
+        "strides": [1, 2],
+    }
+    if not _onnx_has_deform_conv_kernel():
+        import onnxruntime
+
+        pytest.skip(
+            f"onnxruntime {onnxruntime.__version__} has no DeformConv kernel (1.25 and later have); graph checked"
+        )
+    args = _onnx_dcn_inputs(2, 8, 9, rng)
+    got = ox.run(onnx_model, *args)
+    with torch.no_grad():
+        want = model(*args)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import DeformRoIPool, DeformRoIPoolPack, ModulatedDeformRoIPoolPack
@@ -11,8 +13,10 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference, mmcv_offset_grad_formula
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, assert_zero, require_cuda
+from ._rois import RoIOpTester, close_up_to_edges, roi_case, roi_inputs, roi_unchecked
 
 # ---------------------------------------------------------------- inputs
 
@@ -289,18 +293,6 @@ def test_fake_and_meta():
     assert meta.shape == (5, 8, 7, 7) and meta.device.type == "meta"
 
 
-def test_empty_rois(device, dtype):
-    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
-    rois = torch.empty(0, 5, device=device, dtype=dtype)
-    offset = torch.empty(0, 2, 7, 7, device=device, dtype=dtype, requires_grad=True)
-    for off in (offset, None):
-        out = visdet_ops.deform_roi_pool(x, rois, off, 7)
-        assert out.shape == (0, 4, 7, 7)
-        out.sum().backward()
-        assert torch.equal(x.grad, torch.zeros_like(x))
-    assert offset.grad.shape == (0, 2, 7, 7)
-
-
 def test_empty_channels_gives_zero_offset_gradient(device):
     x = torch.randn(2, 0, 5, 5, device=device, requires_grad=True)
     rois = torch.tensor([[0, 0, 0, 3, 3.0]], device=device)
@@ -380,15 +372,6 @@ def test_rois_get_no_gradient(device, rng):
     assert rois.grad is None and x.grad is not None
 
 
-def test_double_backward_is_refused(rng):
-    x, rois, offset = case(rng, k=3)
-    x, offset = x.requires_grad_(), offset.requires_grad_()
-    out = visdet_ops.deform_roi_pool(x, rois, offset, 7, 0.5)
-    gi, _ = torch.autograd.grad(out.sum(), (x, offset), create_graph=True)
-    with pytest.raises(RuntimeError, match="double backward"):
-        gi.sum().backward()
-
-
 # ---------------------------------------------------------------- dtypes and determinism
 
 
@@ -414,25 +397,6 @@ def test_16bit_against_float64_reference(device, rng, dtype, tol):
     torch.testing.assert_close(gi.cpu().double(), want_gi, **tol)
     scale = want_go.abs().max().item()
     torch.testing.assert_close(go.cpu().double() / scale, want_go / scale, **tol)
-
-
-def test_cuda_backward_respects_deterministic_mode():
-    require_cuda()
-    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
-    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
-    out = visdet_ops.deform_roi_pool(x, rois, None, 2)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with pytest.raises(RuntimeError, match="deform_roi_pool_backward_cuda does not have a deterministic"):
-            out.sum().backward()
-        # The alert lives in visdet_ops/ops/deform_roi_pool.py (both builds): warn_only warns as torch's own ops
-        # do; the CPU backward (no atomics) is deterministic.
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
-            visdet_ops.deform_roi_pool(x, rois, None, 2).sum().backward()
-        visdet_ops.deform_roi_pool(x.detach().cpu().requires_grad_(), rois.cpu(), None, 2).sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(False)
 
 
 def test_cuda_offset_gradient_is_deterministic(rng):
@@ -676,31 +640,23 @@ def test_packs_check_channels():
             cls(3, 4, 16)(torch.zeros(1, 3, 6, 6), torch.zeros(1, 5))
 
 
-@pytest.mark.parametrize("cls", [DeformRoIPoolPack, ModulatedDeformRoIPoolPack])
-def test_torch_compile_fullgraph(rng, cls):
-    x, rois, _ = case(rng, channels=4, with_offset=False)
-    x, rois = x.float(), rois.float()
-    m = cls(3, 4, 16, 0.5, 2)
-    with torch.no_grad():
-        m.offset_fc[-1].weight.normal_(0, 0.1)
+class TestRoIOp(RoIOpTester):
+    """tests/ops/_rois.py's RoI tests, with offsets: an invalid RoI's offset gets no gradient either."""
 
-    def f(inp, r):
-        return m(inp, r).relu().sum()
+    name = "deform_roi_pool"
 
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg, rois)
-    out.backward()
-    grads_compiled = [xg.grad] + [p.grad.clone() for p in m.parameters()]
-    m.zero_grad()
-    xr = x.clone().requires_grad_()
-    want = f(xr, rois)
-    want.backward()
-    grads_eager = [xr.grad] + [p.grad for p in m.parameters()]
-    torch.testing.assert_close(out, want)
-    for a, b in zip(grads_compiled, grads_eager, strict=True):
-        torch.testing.assert_close(a, b)
-    assert grads_eager[0].abs().sum() > 0
+    def fn(self, x, rois, offset, variant=None):
+        return visdet_ops.deform_roi_pool(x, rois, offset, (7, 7), 0.5, 0, 0.1)
+
+    def reference(self, x, rois, offset, variant=None):
+        return deform_roi_pool_reference(x, rois, offset, (7, 7), 0.5, 0, 0.1)
+
+    def case(self, rng):
+        x, rois, _ = case(rng, k=4)
+        return x, rois
+
+    def extra(self, k, rng):
+        return (torch.randn(k, 2, 7, 7, generator=rng, dtype=torch.float64) * 0.1,)
 
 
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
@@ -873,44 +829,149 @@ AUTOCAST_OPCHECKS = {"deform_roi_pool": _opcheck_deform_roi_pool}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
-def test_cuda_invalid_rois_give_nan_without_a_sync(rng):
-    """On CUDA the host does not wait for a RoI check (so the op can be captured in a CUDA graph): an invalid RoI
-    gives NaN and no input or offset gradient, the valid ones their normal answer; no synchronising call is made.
-    VISDET_OPS_SYNC_ROI_CHECKS=1 brings back the check and its error."""
-    require_cuda()
-    x, rois, offset = case(rng, k=4)
-    bad = torch.tensor(
-        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("-inf"), 6]],
-        dtype=torch.float64,
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_DRP_MODS = ("DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack")
+
+
+@st.composite
+def _drp_case(draw, device):
+    fn = draw(st.sampled_from(["deform_roi_pool", *_DRP_MODS]))
+    module = fn != "deform_roi_pool"
+    extra = ("sampling_ratio", "gamma") + (("offset_shape",) if fn in ("deform_roi_pool", "DeformRoIPool") else ())
+    extra += ("channels", "ctor_int") if fn.endswith("Pack") else ()
+    case = draw(roi_case(device, fn, extra, module=fn.endswith("Pack")))
+    case["sampling_ratio"] = draw(st.sampled_from([0, -1, 1, 2, 3]))
+    case["gamma"] = draw(st.sampled_from([0.0, 0.1, 0.5, -0.3]))
+    if case["bad"] == "gamma":
+        case["gamma"] = draw(st.sampled_from([float("nan"), float("inf"), -float("inf")]))
+    case["offset"] = draw(st.sampled_from(["none", "tensor", "empty"])) if not fn.endswith("Pack") else "none"
+    if fn.endswith("Pack"):
+        case["shape"][1] = max(case["shape"][1], 1)
+        case["deform_fc_channels"] = draw(st.integers(1, 8))
+    o_opts, o_mixed = core.draw_tensors(draw, {"offset": 4}, case["t"]["input"]["dt"], device)
+    case["t"]["offset"] = o_opts["offset"]
+    if module:
+        case["t"]["offset"]["dt"] = case["t"]["input"]["dt"]
+    elif o_mixed and case["offset"] == "tensor" and case["expect"] == "ok":
+        case["expect"] = "either"
+    if case["bad"] == "sampling_ratio":
+        case["sampling_ratio"] = draw(st.sampled_from([-2, 129, 2**31, 1.5, "1"]))
+    elif case["bad"] == "offset_shape":
+        case["offset"] = "tensor"
+    elif case["bad"] == "ctor_int":
+        case["arg"] = draw(st.sampled_from(["output_channels", "deform_fc_channels"]))
+        case["value"] = draw(core.bad_int())
+    return case
+
+
+def _drp_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = core.Run(
+        case,
+        core.names_for(case, "deform_roi_pool", *_DRP_MODS),
+        {
+            "input",
+            "rois",
+            "offset",
+            "output_size",
+            "spatial_scale",
+            "sampling_ratio",
+            "gamma",
+            "output_channels",
+            "deform_fc_channels",
+        },
     )
-    xc = x.cuda().requires_grad_()
-    oc = torch.cat([offset, torch.randn(4, *offset.shape[1:], generator=rng, dtype=torch.float64)]).cuda()
-    oc.requires_grad_()
-    all_rois = torch.cat([rois, bad]).cuda()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        out = visdet_ops.deform_roi_pool(xc, all_rois, oc, (7, 7), 0.5, 0, 0.1)
-        out.backward(torch.ones_like(out))
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    assert torch.isnan(out[4:]).all()
-    assert torch.equal(oc.grad[4:].cpu(), torch.zeros_like(oc.grad[4:].cpu()))
-    xr, orf = x.clone().requires_grad_(), offset.clone().requires_grad_()
-    want = deform_roi_pool_reference(xr, rois, orf, (7, 7), 0.5, 0, 0.1)
-    torch.testing.assert_close(out[:4].detach().cpu(), want.detach())
-    want_gx, want_go = torch.autograd.grad(want, (xr, orf), torch.ones_like(want))
-    torch.testing.assert_close(xc.grad.cpu(), want_gx)
-    torch.testing.assert_close(oc.grad[:4].cpu(), want_go)
+    a_in, a_rois = roi_inputs(run, case)
+    roi_unchecked(run, case)
+    ph, pw = core.pair(case["output_size"]) if bad != "output_size" else (1, 1)
+    k = a_rois.shape[0] if len(a_rois.shape) == 2 else 1
+    oshape = [k, 2, ph, pw]
+    if bad == "offset_shape":
+        oshape[case["seed"] % 4] += 1
+    a_off = run.arg("offset", run.randn(*oshape) * 0.3)
+    xi, xr = a_in.x(grad=True), a_rois.x()
+    if case["offset"] == "tensor":
+        xo = a_off.x(grad=True)
+    elif case["offset"] == "empty":
+        xo = torch.empty(0, dtype=xi.dtype, device=xi.device)
+    else:
+        xo = None
+    dt = core.worst(a_in.dt, a_off.dt) if case["offset"] == "tensor" else a_in.dt
+    mixed = case["expect"] == "either"
+    geometry = (case["output_size"], case["spatial_scale"], case["sampling_ratio"], case["gamma"])
+    if fn == "deform_roi_pool":
+        call = lambda: visdet_ops.deform_roi_pool(xi, xr, xo, *geometry)  # noqa: E731
+    else:
+        ctor_bad = bad in ("output_size", "sampling_ratio", "ctor_int")
+        kwargs = dict(zip(("output_size", "spatial_scale", "sampling_ratio", "gamma"), geometry, strict=True))
+        if fn.endswith("Pack"):
+            kwargs["output_channels"] = case["shape"][1] + (1 if bad == "channels" else 0)
+            kwargs["deform_fc_channels"] = case["deform_fc_channels"]
+            if bad == "ctor_int":
+                kwargs[case["arg"]] = case["value"]
+        torch.manual_seed(case["seed"])
+        mod = run.construct(lambda: getattr(visdet_ops, fn)(**kwargs), expect="error" if ctor_bad else "ok")
+        if mod is None:
+            return
+        if a_in.floating:
+            mod = mod.to(run.device, core.DTYPES[a_in.dt])
+        if fn.endswith("Pack"):
+            with torch.no_grad():  # the last layers start at zero (mmcv): non-zero offsets and masks
+                mod.offset_fc[-1].weight.normal_(0, 0.1)
+            if hasattr(mod, "mask_fc"):
+                with torch.no_grad():
+                    mod.mask_fc[2].weight.normal_(0, 0.1)
+            call = lambda: mod(xi, xr)  # noqa: E731
+        else:
+            call = lambda: mod(xi, xr, xo)  # noqa: E731
+
+    def check(out):
+        rl, r = a_in.ref(grad=True)
+        rol, ro = a_off.ref(grad=True)
+        size, scale, ratio, gamma = (ph, pw), *geometry[1:]
+        m64 = copy.deepcopy(mod).cpu().double() if fn.endswith("Pack") else None
+
+        def reference(rois):
+            if m64 is None:
+                return deform_roi_pool_reference(
+                    r, rois, ro if case["offset"] == "tensor" else None, size, scale, ratio, gamma
+                )
+            first = deform_roi_pool_reference(r, rois, None, size, scale, ratio, gamma).flatten(1)
+            want = deform_roi_pool_reference(
+                r, rois, m64.offset_fc(first).view(rois.size(0), 2, ph, pw), size, scale, ratio, gamma
+            )
+            if hasattr(m64, "mask_fc"):
+                want = want * m64.mask_fc(first).view(rois.size(0), 1, ph, pw)
+            return want
+
+        want = reference(a_rois.r())
+        edge = close_up_to_edges(out, want, a_rois.r(), reference, dt)
+        core.out_dtype_ok(out, a_in.dt, mixed)
+        if run.grads and out.numel() and not edge:
+            core.backward_both(run, out, want)
+            pairs = [("input", a_in, rl)] + ([("offset", a_off, rol)] if case["offset"] == "tensor" else [])
+            core.check_grads(pairs, dt)
+
+    run.outcome(call, check)
 
 
-def test_cuda_sync_roi_checks_raise(monkeypatch):
-    require_cuda()
-    monkeypatch.setenv("VISDET_OPS_SYNC_ROI_CHECKS", "1")
-    x = torch.zeros(2, 3, 4, 4, device="cuda")
-    with pytest.raises(RuntimeError, match=r"deform_roi_pool: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
-        visdet_ops.deform_roi_pool(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), None, 2)
-    with pytest.raises(RuntimeError, match="deform_roi_pool: rois must be finite"):
-        visdet_ops.deform_roi_pool(
-            x.half(), torch.tensor([[0.0, 0, 0, float("inf"), 1]], device="cuda").half(), None, 2
-        )
+FUZZ = core.family("deform_roi_pool", ["deform_roi_pool", *_DRP_MODS], weight=0.7)((_drp_case, _drp_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "deform_roi_pool": lambda rng: (
+        lambda x, r, o: visdet_ops.deform_roi_pool(x, r, o, 2, 0.5, 2, 0.125),
+        (
+            torch.randn(1, 2, 8, 8, generator=rng),
+            torch.tensor([[0, 1.0, 1, 9, 9]]),
+            torch.randn(1, 2, 2, 2, generator=rng),
+        ),
+        {"pooled_height": 2, "pooled_width": 2, "spatial_scale": 0.5, "sampling_ratio": 2, "gamma": 0.125},
+    ),
+}

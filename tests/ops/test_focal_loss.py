@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import SigmoidFocalLoss, SoftmaxFocalLoss, sigmoid_focal_loss, softmax_focal_loss
@@ -15,6 +16,7 @@ from visdet_ops.reference.focal_loss import (
 )
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from ..conftest import require_cuda, torchvision_or_skip
 
 KINDS = {
@@ -562,26 +564,6 @@ def test_double_backward_is_refused(kind):
         grad.sum().backward()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_torch_compile_fullgraph(rng, kind):
-    fn = KINDS[kind][0]
-    x, target = case(kind, rng, rows=20, classes=8)
-    head = torch.nn.Linear(8, 8, dtype=torch.float64)
-
-    def f(inp, t):
-        return fn(head(inp), t, 2.0, 0.25, None, "mean") + fn(inp, t, 1.0, 0.5, None, "none").sum()
-
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg, target)
-    out.backward()
-    xr = x.clone().requires_grad_()
-    want = f(xr, target)
-    want.backward()
-    torch.testing.assert_close(out, want)
-    torch.testing.assert_close(xg.grad, xr.grad)
-
-
 def test_exported_names():
     for name in ("sigmoid_focal_loss", "softmax_focal_loss", "SigmoidFocalLoss", "SoftmaxFocalLoss"):
         assert name in visdet_ops.__all__ and hasattr(visdet_ops, name)
@@ -717,3 +699,153 @@ def test_training_ops_check_their_arguments():
     assert torch.equal(g, torch.ones(2, 3))
     scale(g, torch.tensor(-0.5))
     assert torch.equal(g, torch.full((2, 3), -0.5))
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_FOCAL_FNS = ("sigmoid_focal_loss", "softmax_focal_loss")
+_FOCAL_MODS = ("SigmoidFocalLoss", "SoftmaxFocalLoss")
+_FOCAL_BAD = (
+    "gamma",
+    "alpha",
+    "target_range",
+    "target_dtype",
+    "target_ndim",
+    "target_len",
+    "weight_size",
+    "input_ndim",
+    "reduction",
+    "input_dtype",
+    "weight_grad",
+)
+
+
+@st.composite
+def _focal_case(draw, device):
+    fn = draw(st.sampled_from(_FOCAL_FNS + _FOCAL_MODS))
+    bad = core.pick_bad(draw, _FOCAL_BAD)
+    main = draw(st.sampled_from(core.FLOATS))
+    case = {
+        "fn": fn,
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "n": core.size(draw, 1, 8) if not draw(core.one_in(10)) else draw(st.integers(9, 64)),
+        "c": core.size(draw, 1, 5) if not draw(core.one_in(10)) else draw(st.integers(6, 100)),
+        "gamma": draw(st.sampled_from([2.0, 0.0, 0.5, 1.0, 3.5])),
+        "alpha": draw(st.sampled_from([0.25, 0.0, 0.5, 1.0])),
+        "weight": draw(st.booleans()),
+        "reduction": draw(st.sampled_from(["mean", "none", "sum"])),
+        "values": draw(st.sampled_from(["randn", "large", "special"])),
+        "override": fn in _FOCAL_MODS and draw(core.one_in(3)),
+        "bad": bad,
+    }
+    case["t"], mixed = core.draw_tensors(
+        draw, {"input": 2, "target": 1, "weight": 1}, main, device, floating=("input", "weight")
+    )
+    if bad == "target_dtype":
+        case["t"]["target"]["dt"] = draw(st.sampled_from(["i32", "f32", "u8", "bool"]))
+    elif bad == "input_dtype":
+        case["t"]["input"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif bad in ("weight_size", "weight_grad"):
+        case["weight"] = True
+    elif bad == "reduction":
+        case["reduction"] = draw(st.sampled_from(["avg", "Mean", ""]))
+    elif bad == "gamma":
+        case["gamma"] = draw(st.sampled_from([-1.0, float("nan"), float("inf")]))
+    elif bad == "alpha":
+        case["alpha"] = draw(st.sampled_from([float("nan"), float("inf"), -float("inf")]))
+    elif bad == "target_range":
+        case["n"] = max(case["n"], 1)
+        case["t"]["target"]["lay"] = "c"  # expanded, every target would be target[0]
+    case["expect"] = core.expectation(bad, mixed, borderline=case["c"] == 0)
+    return case
+
+
+def _focal_run(case):
+    fn, bad = case["fn"], case["bad"]
+    softmax = "oftmax" in fn
+    run = core.Run(
+        case,
+        core.names_for(case, "focal_loss", *_FOCAL_FNS, *_FOCAL_MODS),
+        {"input", "target", "gamma", "alpha", "weight", "reduction"},
+    )
+    n, c = case["n"], case["c"]
+    ishape = [n, c]
+    if bad == "input_ndim":
+        ishape = [n * c] if case["seed"] % 2 else [n, c, 1]
+    base = run.randn(*ishape) * (3 if case["values"] == "randn" else 30)
+    if case["values"] == "special" and base.numel():
+        base.view(-1)[:: max(1, base.numel() // 2)] = [float("nan"), float("inf"), -float("inf")][case["seed"] % 3]
+    lo, hi = (-1, c) if softmax else (0, c + 1)
+    target = run.randint(lo, max(hi, lo + 1), n)
+    if bad == "target_range" and n:
+        target[n // 2] = c if softmax else (c + 1 if case["seed"] % 2 else -1)  # softmax: < 0 means ignored
+    elif bad == "target_ndim":
+        target = target[:, None]
+    elif bad == "target_len":
+        target = torch.cat([target, target[:1] if n else torch.zeros(1)])
+    wshape = [c + 1] if bad == "weight_size" else [c]
+    a_in, a_t, a_w = run.arg("input", base), run.arg("target", target), run.arg("weight", run.rand(*wshape) + 0.5)
+    xi, xt = a_in.x(grad=True), a_t.x()
+    xw = a_w.x(grad=bad == "weight_grad") if case["weight"] else None
+    dt = core.worst(a_in.dt, a_w.dt) if case["weight"] else a_in.dt
+    mixed = case["expect"] == "either"
+    if bad == "weight_grad" and not run.grads:
+        run.expect = "either"  # no gradient is recorded, so none is lost
+    if bad == "target_range" and run.unchecked_values and core.on_gpu(case, "target"):
+        run.expect = "either"  # CUDA without sync checks: NaN rows (documented)
+
+        def nan_rows(out):
+            row = out[n // 2] if case["reduction"] == "none" else out
+            if not torch.isnan(row).all():
+                raise core.Mismatch("a bad target on CUDA did not give a NaN loss")
+
+        run.unchecked_check = nan_rows
+    if fn in _FOCAL_FNS:
+        call = lambda: getattr(visdet_ops, fn)(xi, xt, case["gamma"], case["alpha"], xw, case["reduction"])  # noqa: E731
+    else:
+        ctor_bad = bad == "reduction"
+        ctor_weight = None if case["override"] else xw
+        mod = run.construct(
+            lambda: getattr(visdet_ops, fn)(case["gamma"], case["alpha"], ctor_weight, case["reduction"]),
+            expect="error" if ctor_bad else "ok",
+        )
+        if mod is None:
+            return
+        call = lambda: mod(xi, xt, xw) if case["override"] else mod(xi, xt)  # noqa: E731
+
+    def check(out):
+        rl, r = a_in.ref(grad=True)
+        ref = softmax_focal_loss_reference if softmax else sigmoid_focal_loss_reference
+        want = ref(
+            r, xt.detach().cpu(), case["gamma"], case["alpha"], a_w.r() if case["weight"] else None, case["reduction"]
+        )
+        core.assert_close("loss", out, want, dt)
+        core.out_dtype_ok(out, a_in.dt, mixed, "loss")
+        # Gradients at infinite logits are limits the reference's autograd gives as NaN: compared for finite ones.
+        if run.grads and out.numel() and case["values"] != "special":
+            core.backward_both(run, out, want)
+            core.check_grads([("input", a_in, rl)], dt)
+
+    run.outcome(call, check)
+
+
+FUZZ = core.family("focal_loss", _FOCAL_FNS + _FOCAL_MODS, ops=_FOCAL_FNS)((_focal_case, _focal_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "sigmoid_focal_loss": lambda rng: (
+        lambda x, t: visdet_ops.sigmoid_focal_loss(x, t, 2.0, 0.25, None, "mean"),
+        (torch.randn(4, 3, generator=rng), torch.randint(0, 3, (4,), generator=rng)),
+        {"gamma": 2.0, "alpha": 0.25, "reduction": "mean"},
+    ),
+    "softmax_focal_loss": lambda rng: (
+        lambda x, t, w: visdet_ops.softmax_focal_loss(x, t, 1.5, 0.5, w, "none"),
+        (torch.randn(4, 3, generator=rng), torch.randint(0, 3, (4,), generator=rng), torch.rand(3, generator=rng)),
+        {"gamma": 1.5, "alpha": 0.5, "reduction": "none"},
+    ),
+}

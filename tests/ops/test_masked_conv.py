@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import MaskedConv2d
@@ -10,6 +13,7 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.masked_conv import masked_conv2d_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, require_cuda
 
@@ -223,28 +227,6 @@ def test_module_init_is_conv2d_default_as_mmcv(groups):
     assert_uniform_init(m.bias, bound, "bias")
 
 
-def test_torch_compile_fullgraph(rng):
-    x, mask, _, _ = case(rng)
-    m = MaskedConv2d(3, 4, 3, padding=1)
-    xf, maskf = x.float(), mask.float()
-
-    def f(inp, msk):
-        return m(inp, msk).relu().sum()
-
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = xf.clone().requires_grad_()
-    out = compiled(xg, maskf)
-    out.backward()
-    grads = (xg.grad.clone(), m.weight.grad.clone(), m.bias.grad.clone())
-    m.zero_grad()
-    xr = xf.clone().requires_grad_()
-    want = f(xr, maskf)
-    want.backward()
-    torch.testing.assert_close(out, want)
-    for g, wg in zip(grads, (xr.grad, m.weight.grad, m.bias.grad), strict=True):
-        torch.testing.assert_close(g, wg)
-
-
 @pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16])
 def test_16bit(device, rng, dtype16):
     x, mask, weight, bias = case(rng, cin=8, cout=6, h=20, w=24)
@@ -380,3 +362,211 @@ def _opcheck_masked_conv2d(device, dtype, gen):
 
 AUTOCAST_OPCHECKS = {"masked_conv2d": _opcheck_masked_conv2d}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_MASKED_BAD = (
+    "stride",
+    "mask_ndim",
+    "mask_batch",
+    "mask_size",
+    "weight_channels",
+    "bias_size",
+    "input_ndim",
+    "input_dtype",
+    "padding",
+    "weight_ndim",
+)
+_MASKED_CTOR_BAD = ("ctor_int", "masked_stride", "masked_dilation", "masked_groups", "same_padding")
+
+
+@st.composite
+def _masked_case(draw, device):
+    fn = draw(st.sampled_from(["masked_conv2d", "MaskedConv2d"]))
+    module = fn == "MaskedConv2d"
+    bad = core.pick_bad(draw, _MASKED_CTOR_BAD if module else _MASKED_BAD)
+    main = draw(st.sampled_from(core.FLOATS if not module else ("f32", "f64")))
+    n = core.size(draw, 1, 2)
+    case = {
+        "fn": fn,
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "n": n,
+        "cin": core.size(draw, 1, 3) if not module else draw(st.integers(1, 3)),
+        "cout": draw(st.integers(1, 3)),
+        "h": core.size(draw, 1, 6) if not draw(core.one_in(10)) else draw(st.integers(7, 16)),
+        "w": core.size(draw, 1, 6) if not draw(core.one_in(10)) else draw(st.integers(7, 16)),
+        "k": [draw(st.integers(1, 3)), draw(st.integers(1, 3))],
+        "padding": core.pair_or_int(draw, 0, 2),
+        "bias": draw(st.booleans()),
+        "mask_batch": draw(st.sampled_from([1, n])),
+        "mask_dt": draw(st.sampled_from(["bool", "f32", "f64", "i64", "u8", "f16"])),
+        "mask_lay": draw(st.sampled_from(["c", "t", "s", "e"])),
+        "mask_size": "same" if bad != "mask_size" else draw(st.sampled_from(["bigger", "smaller"])),
+        "no_mask": module and draw(core.one_in(4)),
+        "bad": bad,
+    }
+    case["t"], mixed = core.draw_tensors(draw, {"features": 4, "weight": 4, "bias": 1}, main, device)
+    if module:
+        core.uniform(case, main, device)
+        mixed = False
+    if case["no_mask"] and (
+        case["h"] + 2 * core.pair(case["padding"])[0] < case["k"][0]
+        or case["w"] + 2 * core.pair(case["padding"])[1] < case["k"][1]
+        or case["h"] * case["w"] == 0
+    ):
+        case["no_mask"] = False  # the plain nn.Conv2d forward, with torch's own errors for an empty or small map
+    if bad in _MASKED_CTOR_BAD[1:]:
+        case["no_mask"] = False  # what these mutations break is the masked forward
+    if bad == "input_dtype":
+        case["t"]["features"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif bad == "padding":
+        case["padding"] = draw(st.sampled_from([-1, 2**31, 2**17, [0, -1], 1.5]))
+    elif bad == "stride":
+        case["stride"] = draw(st.sampled_from([2, [1, 2], 0]))
+    elif bad == "bias_size":
+        case["bias"] = True
+    elif bad == "mask_batch":
+        case["mask_batch"] = n + 1 if n != 0 else 2
+    elif bad == "ctor_int":
+        case["arg"] = draw(
+            st.sampled_from(["in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups"])
+        )
+        case["value"] = draw(core.bad_int())
+        if case["arg"] == "padding" and case["value"] == 0:
+            case["value"] = -1
+    oh = case["h"] + 2 * core.pair(case["padding"])[0] - case["k"][0] + 1 if bad != "padding" else 1
+    ow = case["w"] + 2 * core.pair(case["padding"])[1] - case["k"][1] + 1 if bad != "padding" else 1
+    borderline = oh <= 0 or ow <= 0 or case["cin"] == 0
+    case["expect"] = core.expectation(bad, mixed, borderline)
+    return case
+
+
+def _masked_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = core.Run(
+        case,
+        core.names_for(case, "masked_conv", "masked_conv2d", "MaskedConv2d"),
+        {
+            "features",
+            "mask",
+            "weight",
+            "bias",
+            "padding",
+            "stride",
+            "in_channels",
+            "out_channels",
+            "kernel_size",
+            "dilation",
+            "groups",
+        },
+    )
+    n, cin, cout, h, w = case["n"], case["cin"], case["cout"], case["h"], case["w"]
+    kh, kw = case["k"]
+    ph, pw = core.pair(case["padding"]) if bad != "padding" else (0, 0)
+    fshape = [n, cin, h, w] if bad != "input_ndim" else [cin, h, w]
+    wshape = [cout, cin + (bad == "weight_channels"), kh, kw] if bad != "weight_ndim" else [cout, cin, kh]
+    hm, wm = {"same": (h, w), "bigger": (h + 2, w + 1), "smaller": (h - 1 if h else 1, w)}[case["mask_size"]]
+    mshape = [case["mask_batch"], hm, wm] if bad != "mask_ndim" else [hm, wm]
+    a_f = run.arg("features", run.randn(*fshape))
+    a_w = run.arg("weight", run.randn(*wshape) * 0.5)
+    a_b = run.arg("bias", run.randn(cout + (bad == "bias_size")))
+    mask = core.Arg(run.randn(*mshape), case["mask_dt"], case["mask_lay"], a_f.device, expand_dim=case["seed"])
+    xf, xw = a_f.x(grad=True), a_w.x(grad=True)
+    xb = a_b.x(grad=True) if case["bias"] else None
+    xm = mask.x()
+    used = [("features", a_f), ("weight", a_w)] + ([("bias", a_b)] if case["bias"] else [])
+    dt = core.worst(*(a.dt for _, a in used))
+    mixed = case["expect"] == "either"
+    masked = not case["no_mask"]
+    if fn == "MaskedConv2d":
+        kwargs = {
+            "in_channels": cin,
+            "out_channels": cout,
+            "kernel_size": (kh, kw),
+            "padding": case["padding"],
+            "bias": case["bias"],
+        }
+        if bad == "ctor_int":
+            kwargs[case["arg"]] = case["value"]
+        elif bad == "masked_stride":
+            kwargs["stride"] = 2
+        elif bad == "masked_dilation":
+            kwargs["dilation"] = 2
+        elif bad == "masked_groups":
+            kwargs["groups"] = cin if cin > 1 else 1
+            kwargs["in_channels"] = kwargs["out_channels"] = cin
+            kwargs["groups"] = cin
+        elif bad == "same_padding":
+            kwargs["padding"] = "same"
+        torch.manual_seed(case["seed"])
+        mod = run.construct(lambda: visdet_ops.MaskedConv2d(**kwargs), expect="error" if bad == "ctor_int" else "ok")
+        if mod is None:
+            return
+        mod = mod.to(run.device, core.DTYPES[a_f.dt])
+        if bad == "masked_groups" and kwargs["groups"] == 1:
+            run.expect = "either"  # a valid call after all
+        xf = a_f.x(grad=True) if kwargs["in_channels"] == cin else xf
+        call = lambda: mod(xf, xm) if masked else mod(xf)  # noqa: E731
+    else:
+        kw_ = {"stride": case["stride"]} if bad == "stride" else {}
+        call = lambda: visdet_ops.masked_conv2d(xf, xm, xw, xb, case["padding"], **kw_)  # noqa: E731
+
+    def check(out):
+        rfl, rf = a_f.ref(grad=True)
+        if out.numel() == 0 or rf.numel() == 0:  # F.conv2d (the reference) takes no empty map
+            oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
+            channels = mod.out_channels if fn == "MaskedConv2d" else cout
+            want = torch.zeros(n, channels, max(oh, 0), max(ow, 0), dtype=torch.float64)
+            if case["bias"] and fn == "masked_conv2d" and want.numel():  # the bias where the mask is active
+                m = mask.r()
+                hh, ww = min(m.size(1), oh), min(m.size(2), ow)
+                active = torch.zeros(n, oh, ow, dtype=torch.float64)
+                active[:, :hh, :ww] = (m[:, :hh, :ww] > 0).double().expand(n, hh, ww)
+                want = want + a_b.r().reshape(1, -1, 1, 1) * active[:, None]
+            core.assert_close("output", out, want, dt)
+            return
+        if fn == "MaskedConv2d":
+            m64 = copy.deepcopy(mod).cpu().double()
+            if masked:
+                want = masked_conv2d_reference(rf, mask.r(), m64.weight, m64.bias, m64.padding)
+            else:
+                want = m64(rf)
+            core.assert_close("output", out, want, dt)
+            return
+        refs = {name: a.ref(grad=True) for name, a in used}
+        want = masked_conv2d_reference(
+            rf, mask.r(), refs["weight"][1], refs["bias"][1] if case["bias"] else None, (ph, pw)
+        )
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, a_f.dt, mixed)
+        if run.grads and out.numel():
+            core.backward_both(run, out, want)
+            refs["features"] = (rfl, rf)
+            core.check_grads([(name, a, refs[name][0]) for name, a in used], dt)
+
+    run.outcome(call, check)
+
+
+FUZZ = core.family("masked_conv", ["masked_conv2d", "MaskedConv2d"], ops=("masked_conv2d",))(
+    (_masked_case, _masked_run)
+)
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "masked_conv2d": lambda rng: (
+        lambda f, m, w, b: visdet_ops.masked_conv2d(f, m, w, b, 1),
+        (
+            torch.randn(2, 2, 5, 5, generator=rng),
+            (torch.rand(2, 5, 5, generator=rng) > 0.5).float(),
+            torch.randn(3, 2, 3, 3, generator=rng),
+            torch.randn(3, generator=rng),
+        ),
+        {"pad_h": 1, "pad_w": 1},
+    ),
+}

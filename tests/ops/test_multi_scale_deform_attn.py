@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import MultiScaleDeformableAttention, multi_scale_deformable_attn
@@ -11,6 +13,7 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, require_cuda
 
@@ -355,26 +358,6 @@ def test_backward_bad_device_tables_stay_in_bounds(rng):
         BACKWARD_OP(grad_out, value, spatial, torch.tensor([0, 7]), loc, attn, 64)
 
 
-def test_deterministic_alert_cuda(rng):
-    require_cuda()
-    value, spatial, start, loc, attn = case(rng)
-    v = value.cuda().requires_grad_()
-    out = multi_scale_deformable_attn(v, spatial.cuda(), start.cuda(), loc.cuda(), attn.cuda())
-    previous = torch.are_deterministic_algorithms_enabled()
-    try:
-        torch.use_deterministic_algorithms(True)
-        with pytest.raises(RuntimeError, match="multi_scale_deformable_attn_backward_cuda"):
-            out.sum().backward()
-        # The alert lives in visdet_ops/ops/multi_scale_deform_attn.py (both builds): warn_only warns as torch's own
-        # ops do.
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        out = multi_scale_deformable_attn(v, spatial.cuda(), start.cuda(), loc.cuda(), attn.cuda())
-        with pytest.warns(UserWarning, match="multi_scale_deformable_attn_backward_cuda does not have a deterministic"):
-            out.sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(previous)
-
-
 def test_cpu_backward_is_deterministic(rng):
     value, spatial, start, loc, attn = case(rng, bs=2, heads=4, queries=50)
     grad_out = torch.randn(2, 50, 16, generator=rng, dtype=torch.float64)
@@ -595,26 +578,6 @@ def test_module_default_init_value_is_query_and_grads(rng):
     assert m.sampling_offsets.weight.grad.abs().sum() > 0
 
 
-def test_torch_compile_fullgraph(rng):
-    """The module with tensor level tables compiles whole (no data-dependent branches) and backpropagates."""
-    m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=True).float()
-    query, value, ref, spatial, start = make_module_inputs(rng)
-    query, value, ref = query.float(), value.float(), ref.float()
-
-    def f(q, v, r, s, st):
-        return m(q, value=v, reference_points=r, spatial_shapes=s, level_start_index=st).relu().sum()
-
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    q1 = query.clone().requires_grad_()
-    out = compiled(q1, value, ref, spatial, start)
-    out.backward()
-    q2 = query.clone().requires_grad_()
-    want = f(q2, value, ref, spatial, start)
-    want.backward()
-    torch.testing.assert_close(out, want)
-    torch.testing.assert_close(q1.grad, q2.grad)
-
-
 def test_exports():
     assert visdet_ops.MultiScaleDeformableAttnFunction.apply is not None
     assert visdet_ops.multi_scale_deformable_attn_pytorch is not None
@@ -818,4 +781,322 @@ test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 AUTOCAST_COVERED_OTHERWISE = {
     "MultiScaleDeformableAttnFunction": "its .apply is multi_scale_deformable_attn",
     "multi_scale_deformable_attn_pytorch": "plain PyTorch (grid_sample): autocast's own",
+}
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_MSDA_FNS = ("multi_scale_deformable_attn", "MultiScaleDeformableAttnFunction", "multi_scale_deformable_attn_pytorch")
+_MSDA_BAD = (
+    "keys_mismatch",
+    "start_len",
+    "start_out",
+    "shapes_dtype",
+    "shapes_negative",
+    "loc_ndim",
+    "attn_shape",
+    "heads_mismatch",
+    "step",
+    "step_divide",
+    "value_dtype",
+    "value_ndim",
+)
+_MSDA_MOD_BAD = ("ctor_int", "ctor_divide", "ref_dim", "missing")
+
+
+@st.composite
+def _msda_case(draw, device):
+    fn = draw(st.sampled_from((*_MSDA_FNS, "MultiScaleDeformableAttention")))
+    module = fn == "MultiScaleDeformableAttention"
+    if fn == "multi_scale_deformable_attn_pytorch":  # the reference itself: no level_start_index, no im2col_step
+        bad = core.pick_bad(draw, ("loc_ndim", "heads_mismatch", "keys_mismatch"))
+    else:
+        bad = core.pick_bad(draw, _MSDA_MOD_BAD if module else _MSDA_BAD + ("start_shift",))
+    main = draw(st.sampled_from(core.FLOATS if not module else ("f32", "f64")))
+    levels = draw(st.integers(1, 3 if not module else 2))
+    case = {
+        "fn": fn,
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "bs": core.size(draw, 1, 2),
+        "shapes": [[core.size(draw, 1, 4), core.size(draw, 1, 4)] for _ in range(levels)],
+        "heads": draw(st.integers(1, 3)),
+        "dim": core.size(draw, 1, 4) if not module else draw(st.integers(1, 3)),
+        "q": core.size(draw, 1, 4) if not draw(core.one_in(10)) else draw(st.integers(5, 20)),
+        "points": draw(st.integers(1, 3)),
+        "im2col_step": draw(st.sampled_from([64, 1, 2])),
+        "shapes_dt": draw(st.sampled_from(["i64", "i64", "i32"])),
+        "tables_as": draw(st.sampled_from(["tensor", "tensor", "list"]))
+        if fn != "multi_scale_deformable_attn_pytorch"
+        else "tensor",
+        "bad": bad,
+    }
+    if not module and draw(core.one_in(10)):  # the CUDA kernels' vector paths: head_dim 32, 64 (and 33)
+        case["dim"] = draw(st.sampled_from([32, 33, 64]))
+        case["shapes"] = [[draw(st.integers(1, 8)), draw(st.integers(1, 8))] for _ in range(levels)]
+    names = {"value": 4, "sampling_locations": 6, "attention_weights": 5}
+    case["t"], mixed = core.draw_tensors(draw, names, main, device)
+    # sampling_locations and attention_weights of another float dtype are cast (documented): not a mixed call.
+    mixed = any(o.get("dev", "cpu") != case["t"]["value"].get("dev", "cpu") for o in case["t"].values())
+    if module:
+        core.uniform(case, main, device)
+        case.update(
+            batch_first=draw(st.booleans()),
+            ref_dim=draw(st.sampled_from([2, 4])),
+            value_proj_ratio=draw(st.sampled_from([1.0, 0.5])),
+            key_padding_mask=draw(st.booleans()),
+            identity=draw(st.booleans()),
+            query_pos=draw(st.booleans()),
+            num_value_same=draw(st.booleans()),
+        )
+        if case["value_proj_ratio"] != 1.0 and (case["heads"] * case["dim"]) % (2 * case["heads"]):
+            case["value_proj_ratio"] = 1.0
+        if bad == "ctor_int":
+            case["arg"] = draw(st.sampled_from(["embed_dims", "num_heads", "num_levels", "num_points", "im2col_step"]))
+            # im2col_step takes any positive int64
+            case["value"] = draw(core.bad_int() if case["arg"] != "im2col_step" else st.sampled_from([0, -1, 1.5, "2"]))
+        elif bad == "ref_dim":
+            case["ref_dim"] = 3
+    if bad == "step":
+        case["im2col_step"] = draw(st.sampled_from([0, -1, 1.5, "2"]))
+    elif bad == "step_divide":
+        case["bs"], case["im2col_step"] = 3, 2
+    elif bad == "value_dtype":
+        case["t"]["value"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif bad == "shapes_dtype":
+        case["shapes_dt"] = draw(st.sampled_from(["f32", "f64"]))
+        case["tables_as"] = "tensor"
+    elif bad in ("shapes_negative", "start_len", "start_out", "start_shift"):
+        case["tables_as"] = "tensor"
+    if bad == "start_shift" and levels < 2:
+        case["shapes"].append([1, 1])
+    empty = any(h * w == 0 for h, w in case["shapes"])
+    # start_shift: levels whose start index is in range but not where the level lies: the op reads the keys there
+    # (no error is promised); its result must then be the reference's for those starts.
+    case["expect"] = core.expectation(bad if bad != "start_shift" else None, mixed, borderline=empty or bool(bad))
+    return case
+
+
+def _msda_tables(case):
+    shapes = torch.tensor(case["shapes"], dtype=torch.int64)
+    sizes = (shapes[:, 0] * shapes[:, 1]).tolist()
+    starts = [0]
+    for s_ in sizes[:-1]:
+        starts.append(starts[-1] + s_)
+    return shapes, torch.tensor(starts, dtype=torch.int64), sizes
+
+
+def _msda_reference(value, shapes, starts, loc, attn):
+    """mmcv's grid_sample function, with each level read from its start index (the op's semantics)."""
+    parts = [value[:, s_ : s_ + h * w] for s_, (h, w) in zip(starts.tolist(), shapes.tolist(), strict=True)]
+    if any(h * w == 0 for h, w in shapes.tolist()):  # grid_sample takes no empty map: such a level samples zeros
+        keep = [i for i, (h, w) in enumerate(shapes.tolist()) if h * w]
+        if not keep:
+            bs, _, heads, dim = value.shape
+            return (value.sum() + loc.sum() + attn.sum()) * torch.zeros(
+                bs, loc.size(1), heads * dim, dtype=torch.float64
+            )
+        shapes, parts = shapes[keep], [parts[i] for i in keep]
+        loc, attn = loc[:, :, :, keep], attn[:, :, :, keep]
+    return multi_scale_deformable_attn_reference(torch.cat(parts, 1), shapes, loc, attn)
+
+
+def _msda_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = core.Run(
+        case,
+        core.names_for(
+            case, "multi_scale_deform_attn", "multi_scale_deformable_attn", *_MSDA_FNS, "MultiScaleDeformableAttention"
+        ),
+        {
+            "value",
+            "value_spatial_shapes",
+            "value_level_start_index",
+            "sampling_locations",
+            "attention_weights",
+            "im2col_step",
+            "embed_dims",
+            "num_heads",
+            "num_levels",
+            "num_points",
+            "reference_points",
+            "spatial_shapes",
+            "level_start_index",
+        },
+    )
+    if fn == "MultiScaleDeformableAttention":
+        return _msda_module_run(case, run)
+    bs, heads, dim, q, points = case["bs"], case["heads"], case["dim"], case["q"], case["points"]
+    shapes, starts, sizes = _msda_tables(case)
+    levels = len(sizes)
+    keys = sum(sizes) + (1 if bad == "keys_mismatch" else 0)
+    vshape = [bs, keys, heads, dim] if bad != "value_ndim" else [bs, keys, heads * dim]
+    lshape = [bs, q, heads + (bad == "heads_mismatch"), levels, points, 2]
+    if bad == "loc_ndim":
+        lshape = lshape[:-1]
+    ashape = [bs, q, heads, levels, points + (bad == "attn_shape")]
+    a_v = run.arg("value", run.randn(*vshape))
+    a_l = run.arg("sampling_locations", run.rand(*lshape) * 1.4 - 0.2)
+    a_a = run.arg("attention_weights", run.rand(*ashape))
+    if bad == "shapes_negative":
+        shapes[0] = torch.tensor([-shapes[0, 0] - 1, shapes[0, 1]])
+    elif bad == "start_len":
+        starts = torch.cat([starts, starts[-1:]])
+    elif bad == "start_out":
+        starts[-1] = keys + 1
+    elif bad == "start_shift":
+        starts[-1] = 0  # in range, but the last level now reads the first level's keys
+    dev = case["t"]["value"].get("dev", "cpu")
+    if bad in ("start_out", "shapes_negative", "keys_mismatch", "shapes_dtype") and run.unchecked_values:
+        if case["tables_as"] == "tensor" and dev != "cpu":
+            # Level tables on the GPU are not read on the host (documented): a level outside value's keys gives NaN.
+            run.expect, run.unchecked_check = "either", lambda out: None
+    if case["tables_as"] == "list":
+        xs, xst = shapes.tolist(), starts.tolist()
+    else:
+        xs = core.cast(shapes.double(), case["shapes_dt"]).to(dev)
+        xst = core.cast(starts.double(), case["shapes_dt"] if case["shapes_dt"].startswith("i") else "i64").to(dev)
+    xv, xl, xa = a_v.x(grad=True), a_l.x(grad=True), a_a.x(grad=True)
+    dt = a_v.dt
+    if fn == "multi_scale_deformable_attn_pytorch":
+        # mmcv's pure-PyTorch function: its errors are torch's (grid_sample's), and it casts nothing.
+        run.any_message = True
+        if len({a_v.dt, a_l.dt, a_a.dt}) > 1 or any(h * w == 0 for h, w in case["shapes"]):
+            run.expect = "either"
+        if bad:  # it checks no shapes (mmcv's code): torch may or may not notice; a result is not judged
+            run.expect = "either"
+        call = lambda: visdet_ops.multi_scale_deformable_attn_pytorch(xv, xs, xl, xa)  # noqa: E731
+    elif fn == "MultiScaleDeformableAttnFunction":
+        call = lambda: visdet_ops.MultiScaleDeformableAttnFunction.apply(  # noqa: E731
+            xv, xs, xst, xl, xa, case["im2col_step"]
+        )
+    else:
+        call = lambda: visdet_ops.multi_scale_deformable_attn(xv, xs, xst, xl, xa, case["im2col_step"])  # noqa: E731
+
+    def check(out):
+        if fn == "multi_scale_deformable_attn_pytorch" and bad:
+            return
+        refs = [a.ref(grad=True) for a in (a_v, a_l, a_a)]
+        want = _msda_reference(refs[0][1], shapes, starts, refs[1][1], refs[2][1])
+        core.assert_close("output", out, want, core.worst(dt, a_l.dt, a_a.dt))
+        core.out_dtype_ok(out, dt, run.expect == "either")
+        if run.grads and out.numel():
+            core.backward_both(run, out, want)
+            pairs = [
+                (name, a, r[0])
+                for name, a, r in zip(
+                    ("value", "sampling_locations", "attention_weights"), (a_v, a_l, a_a), refs, strict=True
+                )
+            ]
+            core.check_grads(pairs, core.worst(dt, a_l.dt, a_a.dt))
+
+    run.outcome(call, check)
+
+
+def _msda_module_run(case, run):
+    from visdet_ops.ops import multi_scale_deform_attn as msda_module
+
+    bad = case["bad"]
+    bs, heads, q, points = case["bs"], case["heads"], case["q"], case["points"]
+    embed = heads * case["dim"] if bad != "ctor_divide" else heads * case["dim"] + 1
+    if bad == "ctor_divide" and heads == 1:
+        heads = case["heads"] = 2
+        embed = 2 * case["dim"] + 1
+    shapes, starts, sizes = _msda_tables(case)
+    levels = len(sizes)
+    kwargs = {
+        "embed_dims": embed,
+        "num_heads": heads,
+        "num_levels": levels,
+        "num_points": points,
+        "im2col_step": case["im2col_step"],
+        "dropout": 0.0,
+        "batch_first": case["batch_first"],
+        "value_proj_ratio": case["value_proj_ratio"],
+    }
+    if bad == "ctor_int":
+        kwargs[case["arg"]] = case["value"]
+    torch.manual_seed(case["seed"])
+    ctor_bad = bad in ("ctor_int", "ctor_divide")
+    mod = run.construct(
+        lambda: visdet_ops.MultiScaleDeformableAttention(**kwargs), expect="error" if ctor_bad else "ok"
+    )
+    if mod is None:
+        return
+    dt = case["t"]["value"]["dt"]
+    mod = mod.to(run.device, core.DTYPES[dt]).eval()
+    with torch.no_grad():
+        mod.sampling_offsets.weight.normal_(0, 0.2)
+        mod.attention_weights.weight.normal_(0, 0.2)
+    nv = sum(sizes)
+    qshape = [bs, q, embed] if case["batch_first"] else [q, bs, embed]
+    vshape = [bs, nv, embed] if case["batch_first"] else [nv, bs, embed]
+    dev = run.device
+    a_q = core.Arg(run.randn(*qshape), dt, case["t"]["value"]["lay"], dev)
+    a_v = core.Arg(run.randn(*vshape), dt, "c", dev)
+    a_pos = core.Arg(run.randn(*qshape), dt, "c", dev)
+    a_ref = core.Arg(run.rand(bs, q, levels, case["ref_dim"]), dt, "c", dev)
+    mask = (run.rand(bs, nv) > 0.7).to(dev)
+    kwargs = {
+        "value": a_v.x(),
+        "reference_points": a_ref.x(),
+        "spatial_shapes": shapes.to(dev),
+        "level_start_index": starts.to(dev),
+    }
+    if bad == "missing":
+        kwargs["spatial_shapes"] = None
+    if case["query_pos"]:
+        kwargs["query_pos"] = a_pos.x()
+    if case["key_padding_mask"]:
+        kwargs["key_padding_mask"] = mask
+    if case["identity"]:
+        kwargs["identity"] = a_pos.x()
+    xq = a_q.x(grad=True)
+
+    def check(out):
+        m64 = copy.deepcopy(mod).cpu().double()
+        ref_kwargs = {
+            k: (
+                v.detach().cpu().double()
+                if isinstance(v, torch.Tensor) and v.is_floating_point()
+                else v.cpu()
+                if isinstance(v, torch.Tensor)
+                else v
+            )
+            for k, v in kwargs.items()
+        }
+        rql, rq = a_q.ref(grad=True)
+        original = msda_module.multi_scale_deformable_attn
+        msda_module.multi_scale_deformable_attn = lambda v, s, st_, lo, at, step: _msda_reference(v, s, st_, lo, at)
+        try:
+            want = m64(rq, **ref_kwargs)
+        finally:
+            msda_module.multi_scale_deformable_attn = original
+        core.assert_close("output", out, want, dt)
+        if run.grads and out.numel():
+            core.backward_both(run, out, want)
+            core.check_grads([("query", a_q, rql)], dt)
+
+    run.outcome(lambda: mod(xq, **kwargs), check)
+
+
+FUZZ = core.family("multi_scale_deform_attn", (*_MSDA_FNS, "MultiScaleDeformableAttention"))((_msda_case, _msda_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "multi_scale_deformable_attn": lambda rng: (
+        lambda v, s, i, loc, w: visdet_ops.multi_scale_deformable_attn(v, s, i, loc, w, 64),
+        (
+            torch.randn(1, 20, 2, 4, generator=rng),
+            torch.tensor([[4, 4], [2, 2]]),
+            torch.tensor([0, 16]),
+            torch.rand(1, 3, 2, 2, 2, 2, generator=rng),
+            torch.rand(1, 3, 2, 2, 2, generator=rng),
+        ),
+        {"im2col_step": 64},
+    ),
 }

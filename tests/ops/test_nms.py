@@ -6,14 +6,18 @@ import sys
 import numpy as np
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops.ops import _args
 from visdet_ops.reference.nms import nms_match_reference, nms_reference, soft_nms_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
+from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
+from ._boxes import IOU, check_keep, nms_values
 
 
 def random_boxes(n: int, rng: torch.Generator, quantized: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -555,6 +559,13 @@ INTEGER_EDGE_ROWS = [
     # soft_nms' method is a string ('naive', 'linear', 'gaussian'): tests/ops/test_soft_nms.py checks unknown ones.
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+# Rows whose argument is not a parameter of the entry point itself (row id -> where the user writes it):
+# tests/test_integer_edges.py's test_public_rows_name_the_users_argument.
+INTEGER_EDGE_NOT_A_PARAMETER = {
+    "batched_nms-split_thr": "a key of nms_cfg",
+    "batched_nms-max_num": "a key of nms_cfg",
+    "batched_nms-offset": "a key of nms_cfg",
+}
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
@@ -647,3 +658,393 @@ test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 # Covered by test_nms_family_under_autocast (indices must equal the float32 ones), not by a float32 comparison.
 AUTOCAST_COVERED_OTHERWISE = {name: "test_nms_family_under_autocast" for name in AUTOCAST_DISCRETE}
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_NMS_BAD = (
+    "boxes_cols",
+    "scores_len",
+    "scores_ndim",
+    "offset",
+    "boxes_dtype",
+    "max_num",
+    "boxes_list",
+    "both_names",
+    "iou_nan",
+)
+_BATCHED_BAD = (
+    "cfg_type",
+    "cfg_unknown",
+    "cfg_missing",
+    "cfg_both",
+    "idxs_len",
+    "cfg_method",
+    "cfg_offset",
+    "cfg_int",
+    "boxes_cols",
+    "scores_len",
+    "idxs_dtype",
+)
+_MATCH_BAD = ("dets_cols", "dets_ndim", "dets_dtype", "iou_nan")
+
+
+@st.composite
+def _nms_case(draw, device):
+    fn = draw(st.sampled_from(["nms", "batched_nms", "nms_match"]))
+    bad = core.pick_bad(draw, {"nms": _NMS_BAD, "batched_nms": _BATCHED_BAD, "nms_match": _MATCH_BAD}[fn])
+    main = draw(st.sampled_from(core.FLOATS))
+    case = {
+        "fn": fn,
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "n": core.size(draw, 1, 70) if not draw(core.one_in(10)) else draw(st.integers(71, 300)),
+        "iou": draw(st.sampled_from(IOU)) if bad != "iou_nan" else float("nan"),
+        "ties": draw(core.one_in(4)),
+        "special": draw(core.one_in(10)),
+        "numpy": core.HAS_NUMPY and fn != "batched_nms" and draw(core.one_in(6)),
+        "bad": bad,
+    }
+    lay = {
+        "boxes": ["c", "t", "p", "s", "e"],
+        "scores": ["c", "s", "e"],
+        "idxs": ["c", "s", "e"],
+        "dets": ["c", "t", "s", "e"],
+    }
+    names = {
+        "nms": {"boxes": 2, "scores": 1},
+        "batched_nms": {"boxes": 2, "scores": 1, "idxs": 1},
+        "nms_match": {"dets": 2},
+    }[fn]
+    case["t"], mixed = core.draw_tensors(draw, names, main, device, floating={"boxes", "scores", "dets"}, layouts=lay)
+    if case["numpy"]:  # NumPy has no bfloat16
+        for o in case["t"].values():
+            o["dt"] = (main if main != "bf16" else "f32") if o["dt"] in core.FLOATS else o["dt"]
+            o.pop("dev", None)
+        mixed = False
+    if fn == "nms":
+        case.update(
+            offset=draw(st.sampled_from([0, 1])),
+            score_threshold=draw(st.sampled_from([0, 0, 0.25, 0.5, 0.875])),
+            max_num=draw(st.sampled_from([-1, -1, 0, 1, 5, 100])),
+            alias=draw(core.one_in(5)),
+        )
+        if bad == "offset":
+            case["offset"] = draw(st.sampled_from([2, -1, 0.5]))
+        elif bad == "max_num":
+            case["max_num"] = draw(st.sampled_from([1.5, "2", None]))
+        elif bad == "boxes_dtype":
+            case["t"]["boxes"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif fn == "batched_nms":
+        case["idxs_dt"] = draw(st.sampled_from(["i64", "i64", "i32", "i16", "u8"]))
+        if bad == "idxs_dtype":
+            case["idxs_dt"] = draw(st.sampled_from(["f32", "f64", "bool"]))
+        case["classes"] = draw(st.integers(1, 4))
+        case["class_agnostic"] = draw(st.booleans())
+        kind = draw(st.sampled_from(["nms", "nms", "soft_nms", "none"]))
+        if kind == "none":
+            cfg = None
+        elif kind == "nms":
+            cfg = {"iou_threshold": case["iou"]}
+            for key, values in (
+                ("offset", [0, 1]),
+                ("score_threshold", [0, 0.25, 0.5]),
+                ("max_num", [-1, 0, 3, 50]),
+                ("split_thr", [10000, 1, 5, 0]),
+                ("class_agnostic", [False, True]),
+                ("type", ["nms"]),
+            ):
+                if draw(core.one_in(3)):
+                    cfg[key] = draw(st.sampled_from(values))
+            if draw(core.one_in(6)):
+                cfg["iou_thr"] = cfg.pop("iou_threshold")
+        else:
+            cfg = {"type": "soft_nms"}
+            for key, values in (
+                ("iou_threshold", IOU),
+                ("sigma", [0.5, 1.0]),
+                ("min_score", [1e-3, 0.0, 0.25]),
+                ("method", ["linear", "naive", "gaussian"]),
+                ("offset", [0, 1]),
+                ("max_num", [-1, 3]),
+            ):
+                if draw(core.one_in(2)):
+                    cfg[key] = draw(st.sampled_from(values))
+        if bad and bad.startswith("cfg") and cfg is None:
+            cfg = {"iou_threshold": case["iou"]}
+        if bad == "cfg_type":
+            cfg["type"] = draw(st.sampled_from(["softer_nms", "NMS", ""]))
+        elif bad == "cfg_unknown":
+            cfg[draw(st.sampled_from(["sigma", "iou", "thr"] if cfg.get("type") != "soft_nms" else ["thr"]))] = 0.5
+        elif bad == "cfg_missing":
+            cfg.pop("iou_threshold", None), cfg.pop("iou_thr", None), cfg.pop("type", None)
+        elif bad == "cfg_both":
+            cfg["iou_thr"], cfg["iou_threshold"] = case["iou"], case["iou"]
+        elif bad == "cfg_method":
+            cfg["type"], cfg["method"] = "soft_nms", draw(st.sampled_from(["cubic", "", "Linear"]))
+            cfg.pop("iou_thr", None), cfg.pop("split_thr", None), cfg.pop("score_threshold", None)
+            cfg.pop("class_agnostic", None)
+        elif bad == "cfg_offset":
+            cfg["offset"] = draw(st.sampled_from([2, -1, 0.5]))
+        elif bad == "cfg_int":
+            cfg[draw(st.sampled_from(["max_num", "split_thr"]))] = draw(st.sampled_from([1.5, "2"]))
+        case["cfg"] = cfg
+        agnostic = cfg is None or cfg.get("class_agnostic", case["class_agnostic"])
+        if bad in ("idxs_len", "idxs_dtype") and agnostic:
+            case["expect"] = "either"  # idxs is not used then
+    else:
+        if bad == "dets_dtype":
+            case["t"]["dets"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+        case["empty1d"] = bad is None and draw(core.one_in(10))
+    if case.get("expect") != "either":
+        case["expect"] = core.expectation(bad, mixed, borderline=case["special"])
+    return case
+
+
+def _nms_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = core.Run(
+        case,
+        core.names_for(case, "nms", "nms", "batched_nms", "nms_match", "soft_nms"),
+        {
+            "boxes",
+            "scores",
+            "idxs",
+            "nms_cfg",
+            "iou_threshold",
+            "iou_thr",
+            "offset",
+            "score_threshold",
+            "max_num",
+            "dets",
+            "split_thr",
+            "class_agnostic",
+            "method",
+        },
+    )
+    n = case["n"]
+    boxes, scores = nms_values(run, case, n)
+    if fn == "nms_match":
+        return _nms_match_run(case, run, boxes, scores)
+    if bad == "boxes_cols":
+        boxes = torch.cat([boxes, scores[:, None]], 1)
+    a_b = run.arg("boxes", boxes)
+    sshape_scores = scores
+    if bad == "scores_len":
+        sshape_scores = torch.cat([scores, scores[:1] if n else torch.zeros(1)])
+    elif bad == "scores_ndim":
+        sshape_scores = scores[:, None]
+    a_s = run.arg("scores", sshape_scores)
+    xb, xs = a_b.x(), a_s.x()
+    if case["numpy"]:
+        xb, xs = xb.numpy(), xs.numpy()
+    if bad == "boxes_list":
+        xb = xb.tolist()
+    rb, rs = a_b.r(), a_s.r()
+    structural = case["special"] or case["expect"] == "either"
+    if fn == "nms":
+        kwargs = {
+            "iou_thr" if case["alias"] else "iou_threshold": case["iou"],
+            "offset": case["offset"],
+            "score_threshold": case["score_threshold"],
+            "max_num": case["max_num"],
+        }
+        if bad == "both_names":
+            kwargs["iou_thr"] = kwargs["iou_threshold"] = case["iou"]
+        call = lambda: visdet_ops.nms(xb, xs, **kwargs)  # noqa: E731
+
+        def check(result):
+            dets, inds = result
+            if case["numpy"]:
+                import numpy as np
+
+                if not isinstance(dets, np.ndarray) or not isinstance(inds, np.ndarray):
+                    raise core.Mismatch(f"NumPy in, {type(dets).__name__} out")
+                dets, inds = torch.from_numpy(dets), torch.from_numpy(inds)
+            check_keep(inds, dets, rb, rs, n)
+            if structural:
+                return
+            thr = case["score_threshold"]
+            valid = torch.nonzero(rs > thr).squeeze(1) if thr > 0 else torch.arange(n)
+            want = valid[nms_reference(rb[valid], rs[valid], case["iou"], case["offset"])]
+            if case["max_num"] > 0:
+                want = want[: case["max_num"]]
+            if inds.tolist() != want.tolist():
+                raise core.Mismatch(f"nms kept {inds.tolist()[:30]}, the reference {want.tolist()[:30]}")
+            if not torch.equal(dets[:, 4].detach().cpu().double(), rs[want]):
+                raise core.Mismatch("dets[:, 4] are not the kept scores")
+
+        run.outcome(call, check)
+        return
+    # batched_nms
+    cfg = case["cfg"]
+    idxs = run.randint(0, case["classes"], n + (bad == "idxs_len"))
+    a_i = core.Arg(
+        idxs,
+        case["idxs_dt"],
+        case["t"]["idxs"]["lay"],
+        case["t"]["idxs"].get("dev", "cpu"),
+        case["t"]["idxs"].get("ed", 0),
+    )
+    xi = a_i.x()
+    cfg_in = None if cfg is None else dict(cfg)
+    call = lambda: visdet_ops.batched_nms(xb, xs, xi, cfg_in, case["class_agnostic"])  # noqa: E731
+
+    def check(result):
+        dets, keep = result
+        if cfg_in != cfg:
+            raise core.Mismatch(f"batched_nms changed its nms_cfg: {cfg} -> {cfg_in}")
+        check_keep(keep, dets, rb, rs, n)
+        if structural:
+            return
+        ri = xi.detach().cpu()
+        if cfg is None:
+            want = torch.sort(rs, descending=True, stable=True).indices
+            want_scores = rs[want]
+        elif cfg.get("type") == "soft_nms":
+            agnostic = bool(cfg.get("class_agnostic", case["class_agnostic"]))
+            want, want_scores = soft_nms_reference(
+                rb,
+                rs,
+                cfg.get("iou_threshold", 0.3),
+                cfg.get("sigma", 0.5),
+                cfg.get("min_score", 1e-3),
+                cfg.get("method", "linear"),
+                cfg.get("offset", 0),
+                None if agnostic else ri,
+            )
+            if a_b.dt != "f64" or a_s.dt != "f64":
+                return  # decayed scores in float32: near ties may take another order (soft_nms family's rule)
+        else:
+            agnostic = bool(cfg.get("class_agnostic", case["class_agnostic"]))
+            thr = cfg.get("score_threshold", 0)
+            valid = torch.nonzero(rs > thr).squeeze(1) if thr > 0 else torch.arange(n)
+            iou = cfg.get("iou_threshold", cfg.get("iou_thr"))
+            want = valid[
+                nms_reference(rb[valid], rs[valid], iou, cfg.get("offset", 0), None if agnostic else ri[valid])
+            ]
+            want_scores = rs[want]
+        if cfg is not None and cfg.get("max_num", -1) > 0:
+            want, want_scores = want[: cfg["max_num"]], want_scores[: cfg["max_num"]]
+        if keep.tolist() != want.tolist():
+            raise core.Mismatch(f"batched_nms kept {keep.tolist()[:30]}, the reference {want.tolist()[:30]}")
+        core.assert_close("dets[:, 4]", dets[:, 4], want_scores, core.worst(a_b.dt, a_s.dt))
+
+    run.outcome(call, check)
+
+
+def _nms_match_run(case, run, boxes, scores):
+    bad = case["bad"]
+    dets = torch.cat([boxes, scores[:, None]], 1)
+    if bad == "dets_cols":
+        dets = dets[:, :4]
+    elif bad == "dets_ndim":
+        dets = dets[None]
+    a_d = run.arg("dets", dets)
+    xd = a_d.x()
+    if case["empty1d"]:
+        xd = torch.empty(0, dtype=xd.dtype, device=xd.device)
+    if case["numpy"]:
+        xd = xd.numpy()
+
+    def check(groups):
+        if not isinstance(groups, list):
+            raise core.Mismatch(f"nms_match returned a {type(groups).__name__}, not a list")
+        got = [list(map(int, g.tolist())) for g in groups]
+        if case["empty1d"]:
+            if got:
+                raise core.Mismatch(f"empty 1-D dets gave {got}")
+            return
+        members = sorted(i for g in got for i in g)
+        if members != list(range(case["n"])):
+            raise core.Mismatch("nms_match groups are not a partition of the boxes")
+        if case["special"] or case["expect"] == "either":
+            return
+        want = nms_match_reference(a_d.r(), case["iou"])
+        if got != want:
+            raise core.Mismatch(f"nms_match gave {got[:10]}, the reference {want[:10]}")
+
+    run.outcome(lambda: visdet_ops.nms_match(xd, case["iou"]), check)
+
+
+FUZZ = core.family("nms", ["nms", "batched_nms", "nms_match"], ops=("nms", "batched_nms", "nms_match", "soft_nms"))(
+    (_nms_case, _nms_run)
+)
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# registered forward op -> the test of its standard ONNX translation (tests/test_onnx.py's
+# test_every_forward_op_has_a_case)
+ONNX_COVERED_OTHERWISE = {
+    "nms": "test_onnx_nms (NonMaxSuppression)",
+    "batched_nms": "test_onnx_batched_nms (NonMaxSuppression)",
+    "nms_match": "test_onnx_nms_match_fails_clearly (a list of groups: no ONNX form)",
+}
+
+
+def tied_scores(n: int, rng: torch.Generator) -> torch.Tensor:
+    # 17 values: ties, which both sides must break towards the lower index.
+    return torch.randint(0, 17, (n,), generator=rng).float() / 16
+
+
+class NmsModel(torch.nn.Module):
+    def forward(self, boxes, scores):
+        return (
+            *visdet_ops.nms(boxes, scores, 0.5),
+            *visdet_ops.nms(boxes, scores, 0.375, offset=1, score_threshold=0.3, max_num=7),
+        )
+
+
+@ox.needs_exporter
+def test_onnx_nms(onnx_table, rng):
+    n = torch.export.Dim("n")
+    onnx_model = ox.export(onnx_table, NmsModel(), (ox.grid_boxes(12, rng), tied_scores(12, rng)), ({0: n}, {0: n}))
+    assert ox.op_types(onnx_model) >= {"NonMaxSuppression"}
+    assert not any(node.domain for node in onnx_model.graph.node)
+    for n_boxes in (0, 1, 300):
+        boxes, scores = ox.grid_boxes(n_boxes, rng), tied_scores(n_boxes, rng)
+        got = ox.run(onnx_model, boxes, scores)
+        want = NmsModel()(boxes, scores)
+        for g, w in zip(got, want, strict=True):
+            assert torch.equal(g, w), (n_boxes, g, w)
+
+
+class BatchedNmsModel(torch.nn.Module):
+    def forward(self, boxes, scores, idxs):
+        return (
+            *visdet_ops.batched_nms(boxes, scores, idxs, {"iou_threshold": 0.5}),
+            *visdet_ops.batched_nms(
+                boxes, scores, idxs, {"iou_threshold": 0.625, "offset": 1, "score_threshold": 0.2, "max_num": 9}
+            ),
+            *visdet_ops.batched_nms(boxes, scores, idxs, {"iou_threshold": 0.5}, class_agnostic=True),
+        )
+
+
+@ox.needs_exporter
+def test_onnx_batched_nms(onnx_table, rng):
+    n = torch.export.Dim("n")
+    args = (ox.grid_boxes(12, rng), tied_scores(12, rng), torch.randint(0, 3, (12,), generator=rng))
+    onnx_model = ox.export(onnx_table, BatchedNmsModel(), args, ({0: n}, {0: n}, {0: n}))
+    for n_boxes in (0, 1, 400):
+        # Classes from -3 to 7 (batched_nms takes any integers), coordinates that overlap across classes.
+        boxes, scores = ox.grid_boxes(n_boxes, rng), tied_scores(n_boxes, rng)
+        idxs = torch.randint(-3, 8, (n_boxes,), generator=rng)
+        got = ox.run(onnx_model, boxes, scores, idxs)
+        want = BatchedNmsModel()(boxes, scores, idxs)
+        for g, w in zip(got, want, strict=True):
+            assert torch.equal(g, w), (n_boxes, g, w)
+
+
+@ox.needs_exporter
+def test_onnx_negative_iou_threshold_fails_clearly(onnx_table):
+    model = ox.CallModel(lambda b, s: visdet_ops.nms(b, s, -0.5))
+    message = ox.conversion_message(onnx_table, model, (torch.tensor([[0, 0, 4, 4.0]]), torch.tensor([0.5])))
+    assert "nms: iou_threshold=-0.5 has no ONNX form" in message
+
+
+@ox.needs_exporter
+def test_onnx_nms_match_fails_clearly(onnx_table):
+    model = ox.CallModel(lambda d: visdet_ops.nms_match(d, 0.5))
+    message = ox.conversion_message(onnx_table, model, (torch.tensor([[0, 0, 4, 4, 0.5], [1, 1, 4, 4, 0.25]]),))
+    assert "nms_match: its result is a list of groups" in message

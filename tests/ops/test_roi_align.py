@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import RoIAlign
@@ -12,8 +13,11 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.roi_align import roi_align_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
+from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
+from ._rois import RoIOpTester, close_up_to_edges, onnx_export_and_run, roi_case, roi_inputs, roi_unchecked
 
 
 def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
@@ -183,14 +187,6 @@ def test_backward_paths_and_strided_grad(device, dtype, rng, pool_mode):
         torch.testing.assert_close(got_ones.cpu().double(), want_ones, **tol)
 
 
-def test_empty_rois(device, dtype):
-    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
-    out = visdet_ops.roi_align(x, torch.empty(0, 5, device=device, dtype=dtype), 7)
-    assert out.shape == (0, 4, 7, 7)
-    out.sum().backward()
-    assert torch.equal(x.grad, torch.zeros_like(x))
-
-
 def test_empty_batch_and_channels(device):
     out = visdet_ops.roi_align(
         torch.randn(2, 0, 5, 5, device=device), torch.tensor([[0, 0, 0, 3, 3.0]], device=device), 2
@@ -266,46 +262,6 @@ def test_bad_inputs_cuda():
     x = torch.zeros(2, 3, 4, 4, device="cuda")
     with pytest.raises(RuntimeError, match="input and rois must be on the same device"):
         visdet_ops.roi_align(x, torch.zeros(1, 5), 2)
-
-
-@pytest.mark.parametrize("variable", ["VISDET_OPS_SYNC_ROI_CHECKS", "VISDET_OPS_SYNC_CHECKS"])
-def test_cuda_sync_roi_checks_raise(monkeypatch, variable):
-    """VISDET_OPS_SYNC_ROI_CHECKS=1 (or VISDET_OPS_SYNC_CHECKS=1, every op): the
-    synchronising check with its clear error."""
-    require_cuda()
-    monkeypatch.setenv(variable, "1")
-    x = torch.zeros(2, 3, 4, 4, device="cuda")
-    with pytest.raises(RuntimeError, match=r"roi_align: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
-        visdet_ops.roi_align(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)
-    with pytest.raises(RuntimeError, match="roi_align: rois must be finite"):
-        visdet_ops.roi_align(x.bfloat16(), torch.tensor([[0, 0, 0, float("inf"), 1]], device="cuda").bfloat16(), 2)
-
-
-@pytest.mark.parametrize("pool_mode", ["avg", "max"])
-def test_cuda_invalid_rois_give_nan_without_a_sync(rng, pool_mode):
-    """On CUDA the host does not wait for a RoI check: an invalid RoI gives NaN and no
-    gradient, the valid ones their normal answer; no synchronising call is made."""
-    require_cuda()
-    x, rois = case(rng, k=4)
-    bad = torch.tensor(
-        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("-inf"), 6]],
-        dtype=torch.float64,
-    )
-    xc = x.cuda().requires_grad_()
-    all_rois = torch.cat([rois, bad]).cuda()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        out = visdet_ops.roi_align(xc, all_rois, 3, 0.5, 2, pool_mode, True)
-        grad_out = torch.ones_like(out)
-        out.backward(grad_out)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    assert torch.isnan(out[4:]).all()
-    want = roi_align_reference(x.requires_grad_(), rois, (3, 3), 0.5, 2, pool_mode, True)
-    torch.testing.assert_close(out[:4].detach().cpu(), want.detach(), **TOL[torch.float64])
-    (want_grad,) = torch.autograd.grad(want, x, torch.ones_like(want))
-    torch.testing.assert_close(xc.grad.cpu(), want_grad, **TOL[torch.float64])
 
 
 # 16-bit inputs (the CPU computes them through float32, as CUDA does) against the float64
@@ -394,17 +350,6 @@ def test_backward_op_skips_invalid_rois(device):
     torch.testing.assert_close(got.cpu(), want_grad)
 
 
-def test_double_backward_is_refused(rng):
-    x, rois = case(rng)
-    x.requires_grad_()
-    out = visdet_ops.roi_align(x, rois, 3, 0.5)
-    grad_out = torch.ones_like(out, requires_grad=True)
-    (g,) = torch.autograd.grad(out, x, grad_out, create_graph=True)
-    refused = r"roi_align: double backward \(the gradient of the gradient\) is not supported"
-    with pytest.raises(RuntimeError, match=refused):
-        g.sum().backward()
-
-
 def test_autograd_is_registered_from_python():
     """One autograd formula for the classic and the stable build: torch.library.register_autograd in
     visdet_ops/ops/roi_align.py (the stable ABI has no C++ autograd), for the op and its backward."""
@@ -457,63 +402,24 @@ def test_module_use_torchvision(rng):
     torch.testing.assert_close(got, visdet_ops.roi_align(x, rois, 5, 0.5, 2))
 
 
-def test_torch_compile_fullgraph(rng):
-    x, rois = case(rng)
-    m = RoIAlign(5, 0.5, 0)
+class TestRoIOp(RoIOpTester):
+    """tests/ops/_rois.py's RoI tests, in both pool modes."""
 
-    def f(inp, r):
-        return m(inp, r).relu().sum()
+    name = "roi_align"
+    tol = TOL[torch.float64]
 
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg, rois)
-    out.backward()
-    xr = x.clone().requires_grad_()
-    f(xr, rois).backward()
-    torch.testing.assert_close(out, f(x, rois))
-    torch.testing.assert_close(xg.grad, xr.grad)
+    @pytest.fixture(params=["avg", "max"])
+    def variant(self, request):
+        return request.param
 
+    def fn(self, x, rois, variant=None):
+        return visdet_ops.roi_align(x, rois, 3, 0.5, 2, variant or "avg", True)
 
-def test_cuda_backward_respects_deterministic_mode():
-    require_cuda()
-    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
-    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
-    out = visdet_ops.roi_align(x, rois, 2)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with pytest.raises(RuntimeError, match="does not have a deterministic implementation"):
-            out.sum().backward()
-        # The alert lives in visdet_ops/ops/roi_align.py (both builds): warn_only warns as torch's own ops do, and
-        # the CPU backward (no atomics) is deterministic.
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
-            visdet_ops.roi_align(x, rois, 2).sum().backward()
-        visdet_ops.roi_align(x.detach().cpu().requires_grad_(), rois.cpu(), 2).sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(False)
+    def reference(self, x, rois, variant=None):
+        return roi_align_reference(x, rois, (3, 3), 0.5, 2, variant or "avg", True)
 
-
-@pytest.mark.parametrize("pool_mode", ["avg", "max"])
-def test_cuda_graph_capture(rng, pool_mode):
-    """No host sync in the forward, so it can be captured in a CUDA graph and replayed."""
-    require_cuda()
-    x, rois = case(rng)
-    x, rois = x.float().cuda(), rois.float().cuda()
-    static_x = x.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            visdet_ops.roi_align(static_x, rois, 7, 0.5, 0, pool_mode, True)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = visdet_ops.roi_align(static_x, rois, 7, 0.5, 0, pool_mode, True)
-    static_x.copy_(2 * x)
-    graph.replay()
-    torch.cuda.synchronize()
-    want = visdet_ops.roi_align(2 * x, rois, 7, 0.5, 0, pool_mode, True)
-    torch.testing.assert_close(static_out, want, rtol=0, atol=0)
+    def case(self, rng):
+        return case(rng, k=4)
 
 
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
@@ -622,3 +528,122 @@ AUTOCAST_OPCHECKS = {
     ),
 }
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+@st.composite
+def _roi_align_case(draw, device):
+    fn = draw(st.sampled_from(["roi_align", "RoIAlign"]))
+    extra = ("sampling_ratio", "pool_mode") + (("ctor_torchvision",) if fn == "RoIAlign" else ())
+    case = draw(roi_case(device, fn, extra))
+    case["sampling_ratio"] = draw(st.sampled_from([0, -1, 1, 2, 3]))
+    case["pool_mode"] = draw(st.sampled_from(["avg", "max"]))
+    case["aligned"] = draw(st.booleans())
+    if fn == "RoIAlign":
+        case["old_names"] = draw(core.one_in(5))
+    if case["bad"] == "sampling_ratio":
+        case["sampling_ratio"] = draw(st.sampled_from([-2, 129, 2**31, 1.5, "1"]))
+    elif case["bad"] == "pool_mode":
+        case["pool_mode"] = draw(st.sampled_from(["sum", "Max", ""]))
+    elif case["bad"] == "ctor_torchvision":
+        case["pool_mode"] = "max"
+    return case
+
+
+def _roi_align_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = core.Run(
+        case,
+        core.names_for(case, "roi_align", "RoIAlign"),
+        {
+            "input",
+            "rois",
+            "output_size",
+            "spatial_scale",
+            "sampling_ratio",
+            "pool_mode",
+            "aligned",
+            "out_size",
+            "sample_num",
+        },
+    )
+    a_in, a_rois = roi_inputs(run, case)
+    roi_unchecked(run, case)
+    xi, xr = a_in.x(grad=True), a_rois.x()
+    args = (case["output_size"], case["spatial_scale"], case["sampling_ratio"], case["pool_mode"], case["aligned"])
+    dt = a_in.dt
+    if fn == "RoIAlign":
+        ctor_bad = bad in ("output_size", "sampling_ratio", "pool_mode", "ctor_torchvision")
+        kwargs = dict(
+            zip(("output_size", "spatial_scale", "sampling_ratio", "pool_mode", "aligned"), args, strict=True)
+        )
+        if case.get("old_names"):
+            kwargs["out_size"], kwargs["sample_num"] = kwargs.pop("output_size"), kwargs.pop("sampling_ratio")
+        if bad == "ctor_torchvision":
+            kwargs["use_torchvision"] = True
+        mod = run.construct(lambda: visdet_ops.RoIAlign(**kwargs), expect="error" if ctor_bad else "ok")
+        if mod is None:
+            return
+        call = lambda: mod(xi, xr)  # noqa: E731
+    else:
+        call = lambda: visdet_ops.roi_align(xi, xr, *args)  # noqa: E731
+
+    def check(out):
+        rl, r = a_in.ref(grad=True)
+        size = core.pair(case["output_size"])
+        want = roi_align_reference(r, a_rois.r(), size, *args[1:])
+        edge = close_up_to_edges(out, want, a_rois.r(), lambda rois: roi_align_reference(r, rois, size, *args[1:]), dt)
+        core.out_dtype_ok(out, dt, False)
+        if run.grads and out.numel() and not edge:
+            core.backward_both(run, out, want)
+            # max mode: an expanded input has tied samples, whose gradient goes to the first one in each
+            # implementation's own rounding: compared only without ties.
+            values = case["pool_mode"] == "avg" or a_in.layout != "e"
+            core.check_grads([("input", a_in, rl)], dt, check_values=values)
+
+    run.outcome(call, check)
+
+
+FUZZ = core.family("roi_align", ["roi_align", "RoIAlign"])((_roi_align_case, _roi_align_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# registered forward op -> the test of its standard ONNX translation (tests/test_onnx.py's
+# test_every_forward_op_has_a_case)
+ONNX_COVERED_OTHERWISE = {
+    "roi_align": "test_onnx_roi_align (RoiAlign)",
+}
+
+
+def _onnx_heads():
+    """avg and max, `aligned` both ways, adaptive (0, -1) and fixed sampling."""
+    return [
+        visdet_ops.RoIAlign((7, 5), 0.5, 0, "avg", True),
+        visdet_ops.RoIAlign(3, 0.25, 0, "avg", False),
+        visdet_ops.RoIAlign((2, 4), 1.0, 2, "avg", True),
+        visdet_ops.RoIAlign(3, 0.5, -1, "avg", False),
+        visdet_ops.RoIAlign((3, 2), 0.5, 2, "max", True),
+        visdet_ops.RoIAlign(2, 0.25, 3, "max", False),
+    ]
+
+
+@ox.needs_exporter
+def test_onnx_roi_align(onnx_table, rng):
+    def compare(i, got, want):
+        # avg: the same arithmetic (equal in practice); max: the composed grid's sample positions differ from the
+        # kernels' in the last bits of float32.
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 if i < 4 else 5e-5, msg=lambda m: f"head {i}: {m}")
+
+    sizes = ((3, 4, 13, 17, 60, 0.5), (1, 2, 5, 4, 1, 0.5), (2, 3, 9, 9, 0, 0.5))
+    onnx_export_and_run(onnx_table, _onnx_heads, "RoiAlign", sizes, rng, compare)
+
+
+@ox.needs_exporter
+def test_onnx_roi_align_max_adaptive_fails_clearly(onnx_table):
+    model = ox.CallModel(lambda x, r: visdet_ops.roi_align(x, r, 2, 1.0, 0, "max", True))
+    message = ox.conversion_message(onnx_table, model, (torch.randn(1, 2, 8, 8), torch.tensor([[0, 1.0, 1, 5, 5]])))
+    assert "roi_align: pool_mode='max' with adaptive sampling" in message
+    assert "sampling_ratio > 0" in message

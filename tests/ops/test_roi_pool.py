@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import RoIPool
@@ -9,8 +10,11 @@ from visdet_ops.ops import _args
 from visdet_ops.reference.roi_pool import roi_pool_reference
 
 from .. import autocast_harness as amp
+from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
+from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
+from ._rois import RoIOpTester, onnx_export_and_run, roi_case, roi_inputs, roi_unchecked
 
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 
@@ -146,14 +150,6 @@ def test_opcheck_backward_op(device, rng):
     torch.library.opcheck(torch.ops.visdet_ops._roi_pool_backward.default, args)
 
 
-def test_empty_rois(device, dtype):
-    x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
-    out = visdet_ops.roi_pool(x, torch.empty(0, 5, device=device, dtype=dtype), 7)
-    assert out.shape == (0, 4, 7, 7) and out.dtype == dtype
-    out.sum().backward()
-    assert torch.equal(x.grad, torch.zeros_like(x))
-
-
 def test_empty_batch_and_channels(device):
     out = visdet_ops.roi_pool(
         torch.randn(2, 0, 5, 5, device=device), torch.tensor([[0, 0, 0, 3, 3.0]], device=device), 2
@@ -208,17 +204,6 @@ def test_backward_op_ignores_out_of_range_argmax(device):
     want = torch.zeros(1, 1, 4, 4)
     want.view(-1)[5] = 1
     torch.testing.assert_close(got.cpu(), want)
-
-
-def test_double_backward_is_refused(rng):
-    x, rois = case(rng)
-    x.requires_grad_()
-    out = visdet_ops.roi_pool(x, rois, 3, 0.5)
-    grad_out = torch.ones_like(out, requires_grad=True)
-    (g,) = torch.autograd.grad(out, x, grad_out, create_graph=True)
-    refused = r"roi_pool: double backward \(the gradient of the gradient\) is not supported"
-    with pytest.raises(RuntimeError, match=refused):
-        g.sum().backward()
 
 
 def test_autograd_is_registered_from_python():
@@ -302,41 +287,6 @@ def test_cuda_bad_device_pairs():
         visdet_ops.roi_pool(x, torch.zeros(1, 5), 2)
 
 
-def test_cuda_invalid_rois_give_nan_without_a_sync(rng):
-    """On CUDA the host does not wait for a RoI check: an invalid RoI gives NaN and no
-    gradient, the valid ones their normal answer; no synchronising call is made."""
-    require_cuda()
-    x, rois = case(rng, k=4)
-    bad = torch.tensor(
-        [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("inf"), 6]],
-        dtype=torch.float64,
-    )
-    all_rois = torch.cat([rois, bad]).cuda()
-    xc = x.cuda().requires_grad_()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        out = visdet_ops.roi_pool(xc, all_rois, 3, 0.5)
-        out.backward(torch.ones_like(out))
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    assert torch.isnan(out[4:]).all()
-    want = roi_pool_reference(x.requires_grad_(), rois, (3, 3), 0.5)
-    torch.testing.assert_close(out[:4].detach().cpu(), want.detach(), rtol=0, atol=0)
-    (want_grad,) = torch.autograd.grad(want, x, torch.ones_like(want))
-    torch.testing.assert_close(xc.grad.cpu(), want_grad, rtol=0, atol=0)
-
-
-def test_cuda_sync_roi_checks_raise(monkeypatch):
-    require_cuda()
-    monkeypatch.setenv("VISDET_OPS_SYNC_ROI_CHECKS", "1")
-    x = torch.zeros(2, 3, 4, 4, device="cuda")
-    with pytest.raises(RuntimeError, match=r"roi_pool: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
-        visdet_ops.roi_pool(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), 2)
-    with pytest.raises(RuntimeError, match="roi_pool: rois must be finite"):
-        visdet_ops.roi_pool(x.half(), torch.tensor([[0, 0, float("nan"), 1, 1]], device="cuda").half(), 2)
-
-
 def test_module():
     m = RoIPool((7, 7), spatial_scale=0.25)
     assert list(m.state_dict()) == []
@@ -350,61 +300,20 @@ def test_module_matches_functional(device, rng):
     torch.testing.assert_close(got.cpu(), visdet_ops.roi_pool(x, rois, (2, 4), 0.5), rtol=0, atol=0)
 
 
-def test_torch_compile_fullgraph(rng):
-    x, rois = case(rng)
-    m = RoIPool(5, 0.5)
+class TestRoIOp(RoIOpTester):
+    """tests/ops/_rois.py's RoI tests (distinct inputs: the maxima, and so the result, are exact)."""
 
-    def f(inp, r):
-        return (m(inp, r) * 2).relu().sum()
+    name = "roi_pool"
+    tol = dict(rtol=0, atol=0)
 
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    xg = x.clone().requires_grad_()
-    out = compiled(xg, rois)
-    out.backward()
-    xr = x.clone().requires_grad_()
-    f(xr, rois).backward()
-    torch.testing.assert_close(out, f(x, rois))
-    torch.testing.assert_close(xg.grad, xr.grad)
+    def fn(self, x, rois, variant=None):
+        return visdet_ops.roi_pool(x, rois, 3, 0.5)
 
+    def reference(self, x, rois, variant=None):
+        return roi_pool_reference(x, rois, (3, 3), 0.5)
 
-def test_cuda_backward_respects_deterministic_mode():
-    require_cuda()
-    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
-    rois = torch.tensor([[0, 1, 1, 6, 6.0]], device="cuda")
-    out = visdet_ops.roi_pool(x, rois, 2)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with pytest.raises(RuntimeError, match="roi_pool backward .CUDA. does not have a deterministic implementation"):
-            out.sum().backward()
-        # The alert lives in visdet_ops/ops/roi_pool.py (both builds): warn_only warns as torch's own ops do, and
-        # the CPU backward (no atomics) is deterministic.
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
-            visdet_ops.roi_pool(x, rois, 2).sum().backward()
-        visdet_ops.roi_pool(x.detach().cpu().requires_grad_(), rois.cpu(), 2).sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(False)
-
-
-def test_cuda_graph_capture(rng):
-    """No host sync in the forward, so it can be captured in a CUDA graph and replayed."""
-    require_cuda()
-    x, rois = case(rng)
-    x, rois = x.float().cuda(), rois.float().cuda()
-    static_x = x.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            visdet_ops.roi_pool(static_x, rois, 7, 0.5)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = visdet_ops.roi_pool(static_x, rois, 7, 0.5)
-    static_x.copy_(-x)
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(static_out, visdet_ops.roi_pool(-x, rois, 7, 0.5), rtol=0, atol=0)
+    def case(self, rng):
+        return case(rng, k=4)
 
 
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
@@ -475,3 +384,77 @@ AUTOCAST_OPCHECKS = {
     ),
 }
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+@st.composite
+def _roi_pool_case(draw, device):
+    fn = draw(st.sampled_from(["roi_pool", "RoIPool"]))
+    return draw(roi_case(device, fn))
+
+
+def _roi_pool_run(case):
+    fn, bad = case["fn"], case["bad"]
+    run = core.Run(case, core.names_for(case, "roi_pool", "RoIPool"), {"input", "rois", "output_size", "spatial_scale"})
+    a_in, a_rois = roi_inputs(run, case, distinct=True)
+    roi_unchecked(run, case)
+    xi, xr = a_in.x(grad=True), a_rois.x()
+    dt = a_in.dt
+    if fn == "RoIPool":
+        mod = run.construct(
+            lambda: visdet_ops.RoIPool(case["output_size"], case["spatial_scale"]),
+            expect="error" if bad == "output_size" else "ok",
+        )
+        if mod is None:
+            return
+        call = lambda: mod(xi, xr)  # noqa: E731
+    else:
+        call = lambda: visdet_ops.roi_pool(xi, xr, case["output_size"], case["spatial_scale"])  # noqa: E731
+
+    def check(out):
+        rl, r = a_in.ref(grad=True)
+        # The reference computes bin edges in the kernels' compute dtype for the RoIs' own dtype.
+        size = core.pair(case["output_size"])
+        if r.size(1):
+            want = roi_pool_reference(r, xr.detach().cpu(), size, case["spatial_scale"])
+        else:  # the reference's reshape(channels, -1) takes no channel-less map
+            want = r.sum() * torch.zeros(xr.size(0), 0, *size, dtype=torch.float64)
+        core.assert_close("output", out, want, dt)
+        core.out_dtype_ok(out, dt, False)
+        if run.grads and out.numel():
+            core.backward_both(run, out, want)
+            core.check_grads([("input", a_in, rl)], dt, check_values=a_in.layout != "e")
+
+    run.outcome(call, check)
+
+
+FUZZ = core.family("roi_pool", ["roi_pool", "RoIPool"])((_roi_pool_case, _roi_pool_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# registered forward op -> the test of its standard ONNX translation (tests/test_onnx.py's
+# test_every_forward_op_has_a_case)
+ONNX_COVERED_OTHERWISE = {
+    "roi_pool": "test_onnx_roi_pool (MaxRoiPool)",
+}
+
+
+@ox.needs_exporter
+def test_onnx_roi_pool(onnx_table, rng):
+    def compare(i, got, want):
+        # mmcv's bins, each pooled by MaxRoiPool: the same pixels, so the same maximum.
+        assert torch.equal(got, want), f"head {i}: largest difference {(got - want).abs().max()}"
+
+    def heads():
+        return [
+            visdet_ops.RoIPool((7, 5), 0.5),
+            visdet_ops.RoIPool(3, 0.25),
+            visdet_ops.RoIPool(2, 1.0),
+            visdet_ops.RoIPool(4, 1 / 16),
+        ]
+
+    sizes = ((3, 4, 13, 17, 80, 0.5), (2, 2, 16, 11, 40, 1 / 16), (1, 1, 4, 6, 0, 1))
+    onnx_export_and_run(onnx_table, heads, "MaxRoiPool", sizes, rng, compare)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops.reference.nms import soft_nms_reference
 
+from .. import fuzz_core as core
+from .. import onnx_harness as ox
+from ._boxes import check_keep, nms_values
 from .test_nms import random_boxes, random_classes
 
 
@@ -139,3 +143,134 @@ def test_soft_nms_method_is_a_string():
 # soft_nms under autocast: tests/ops/test_nms.py's test_nms_family_under_autocast (indices equal the float32 ones)
 # and its test_opcheck_under_autocast cover it with the other NMS ops, as do its integer-edge rows.
 AUTOCAST_COVERED_OTHERWISE = {"soft_nms": "tests/ops/test_nms.py::test_nms_family_under_autocast"}
+
+
+# ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
+
+
+_SOFT_BAD = (
+    "method",
+    "offset",
+    "sigma0",
+    "min_score_nan",
+    "boxes_cols",
+    "scores_len",
+    "both_names",
+    "boxes_dtype",
+    "iou_nan",
+)
+
+
+@st.composite
+def _soft_case(draw, device):
+    bad = core.pick_bad(draw, _SOFT_BAD)
+    main = draw(st.sampled_from(core.FLOATS))
+    case = {
+        "fn": "soft_nms",
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "n": core.size(draw, 1, 40) if not draw(core.one_in(10)) else draw(st.integers(41, 200)),
+        "iou": draw(st.sampled_from([0.3, 0.5, 0.0, 0.75])),
+        "sigma": draw(st.sampled_from([0.5, 1.0, 0.1])),
+        "min_score": draw(st.sampled_from([1e-3, 0.01, 0.0, 0.3])),
+        "method": draw(st.sampled_from(["linear", "naive", "gaussian"])),
+        "offset": draw(st.sampled_from([0, 1])),
+        "ties": draw(core.one_in(4)),
+        "special": draw(core.one_in(10)),
+        "numpy": core.HAS_NUMPY and draw(core.one_in(6)),
+        "alias": draw(core.one_in(5)),
+        "bad": bad,
+    }
+    lay = {"boxes": ["c", "t", "p", "s", "e"], "scores": ["c", "s", "e"]}
+    case["t"], mixed = core.draw_tensors(draw, {"boxes": 2, "scores": 1}, main, device, layouts=lay)
+    if case["numpy"]:  # NumPy has no bfloat16
+        for o in case["t"].values():
+            o["dt"] = (main if main != "bf16" else "f32") if o["dt"] in core.FLOATS else o["dt"]
+            o.pop("dev", None)
+        mixed = False
+    if bad == "method":
+        case["method"] = draw(st.sampled_from(["cubic", "", 1]))
+    elif bad == "offset":
+        case["offset"] = draw(st.sampled_from([2, -1, 0.5]))
+    elif bad == "sigma0":
+        case["method"], case["sigma"] = "gaussian", draw(st.sampled_from([0.0, -1.0]))
+    elif bad == "min_score_nan":
+        case["min_score"] = float("nan")
+    elif bad == "iou_nan":
+        case["iou"] = float("nan")
+    elif bad == "boxes_dtype":
+        case["t"]["boxes"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    case["expect"] = core.expectation(bad, mixed, borderline=case["special"])
+    return case
+
+
+def _soft_run(case):
+    bad, n = case["bad"], case["n"]
+    run = core.Run(
+        case, {"soft_nms"}, {"boxes", "scores", "iou_threshold", "iou_thr", "sigma", "min_score", "method", "offset"}
+    )
+    boxes, scores = nms_values(run, case, n)
+    if bad == "boxes_cols":
+        boxes = torch.cat([boxes, scores[:, None]], 1)
+    elif bad == "scores_len":
+        scores = torch.cat([scores, scores[:1] if n else torch.zeros(1)])
+    a_b, a_s = run.arg("boxes", boxes), run.arg("scores", scores)
+    xb, xs = a_b.x(), a_s.x()
+    if case["numpy"]:
+        xb, xs = xb.numpy(), xs.numpy()
+    rb, rs = a_b.r(), a_s.r()
+    kwargs = {
+        "iou_thr" if case["alias"] else "iou_threshold": case["iou"],
+        "sigma": case["sigma"],
+        "min_score": case["min_score"],
+        "method": case["method"],
+        "offset": case["offset"],
+    }
+    if bad == "both_names":
+        kwargs["iou_thr"] = kwargs["iou_threshold"] = case["iou"]
+    exact = a_b.dt == "f64" and a_s.dt == "f64" and not case["special"] and case["expect"] == "ok"
+
+    def check(result):
+        dets, inds = result
+        if case["numpy"]:
+            dets, inds = torch.from_numpy(dets), torch.from_numpy(inds)
+        check_keep(inds, dets, rb, rs, n)
+        got_scores = dets[:, 4].detach().cpu().double()
+        if not exact:
+            # Decayed scores are computed in float32 (below float64): a near tie may take another pick order, so
+            # only the structure is checked: descending scores, none above its box's own score, none below
+            # min_score (bar rounding).
+            if case["special"]:
+                return
+            slack = 1e-2 if {a_b.dt, a_s.dt} & {"f16", "bf16"} else 1e-5
+            if len(got_scores) > 1 and not (got_scores[1:] <= got_scores[:-1] + slack).all():
+                raise core.Mismatch(f"soft_nms scores are not descending: {got_scores.tolist()[:20]}")
+            if not (got_scores <= rs[inds.cpu()] + slack).all():
+                raise core.Mismatch("a soft_nms score grew above its box's own score")
+            # (the first pick is not held to min_score: mmcv filters only the scores after each pick)
+            if not (got_scores[1:] >= case["min_score"] - slack).all():
+                raise core.Mismatch(f"a soft_nms score below min_score {case['min_score']}")
+            return
+        want, want_scores = soft_nms_reference(
+            rb, rs, case["iou"], case["sigma"], case["min_score"], case["method"], case["offset"]
+        )
+        if inds.tolist() != want.tolist():
+            raise core.Mismatch(f"soft_nms kept {inds.tolist()[:30]}, the reference {want.tolist()[:30]}")
+        core.assert_close("dets[:, 4]", got_scores, want_scores, "f64", tol=1e-10)
+
+    run.outcome(lambda: visdet_ops.soft_nms(xb, xs, **kwargs), check)
+
+
+FUZZ = core.family("soft_nms", ["soft_nms"])((_soft_case, _soft_run))
+
+
+# ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
+
+# op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
+# test_custom_nodes
+ONNX_CUSTOM_CASES = {
+    "soft_nms": lambda rng: (
+        lambda b, s: visdet_ops.soft_nms(b, s, 0.25, 0.5, 0.125, "gaussian"),
+        (ox.grid_boxes(5, rng), torch.rand(5, generator=rng)),
+        {"iou_threshold": 0.25, "sigma": 0.5, "min_score": 0.125, "method": "gaussian", "offset": 0},
+    ),
+}

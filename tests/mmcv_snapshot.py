@@ -1,0 +1,392 @@
+"""mmcv 2.2.0's public names and signatures: the one snapshot of external facts the tests compare the package with.
+
+Literals written from mmcv's source (open-mmlab/mmcv at tag v2.2.0: mmcv/ops/__init__.py's `__all__` and imports,
+and each op's def / __init__ / forward / Function.forward), so nothing here needs mmcv. What is ours (which of these
+names visdet_ops implements, its module paths) is derived from the package's exports, in tests/test_mmcv_names.py,
+which also generates docs/migration.md's names table from both:
+
+    python -m tests.mmcv_snapshot --write    # rewrite the generated block of docs/migration.md
+"""
+
+from __future__ import annotations
+
+# mmcv 2.2.0, mmcv/ops/__init__.py, __all__ (in its order).
+MMCV_OPS_ALL = [
+    "bbox_overlaps", "CARAFE", "CARAFENaive", "CARAFEPack", "carafe",
+    "carafe_naive", "CornerPool", "DeformConv2d", "DeformConv2dPack",
+    "deform_conv2d", "DeformRoIPool", "DeformRoIPoolPack",
+    "ModulatedDeformRoIPoolPack", "deform_roi_pool", "SigmoidFocalLoss",
+    "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss",
+    "get_compiler_version", "get_compiling_cuda_version", "MaskedConv2d",
+    "masked_conv2d", "ModulatedDeformConv2d", "ModulatedDeformConv2dPack",
+    "modulated_deform_conv2d", "batched_nms", "nms", "soft_nms", "nms_match",
+    "RoIAlign", "roi_align", "RoIPool", "roi_pool", "SyncBatchNorm", "Conv2d",
+    "ConvTranspose2d", "Linear", "MaxPool2d", "CrissCrossAttention", "PSAMask",
+    "point_sample", "rel_roi_point_to_rel_img_point", "SimpleRoIAlign",
+    "SAConv2d", "TINShift", "tin_shift", "assign_score_withk",
+    "box_iou_rotated", "box_iou_quadri", "RoIPointPool3d", "nms_rotated",
+    "knn", "ball_query", "upfirdn2d", "FusedBiasLeakyReLU",
+    "fused_bias_leakyrelu", "rotated_feature_align", "RiRoIAlignRotated",
+    "riroi_align_rotated", "RoIAlignRotated", "roi_align_rotated",
+    "pixel_group", "QueryAndGroup", "GroupAll", "grouping_operation",
+    "contour_expand", "three_nn", "three_interpolate",
+    "MultiScaleDeformableAttention", "BorderAlign", "border_align",
+    "gather_points", "furthest_point_sample", "nms_quadri",
+    "furthest_point_sample_with_dist", "PointsSampler", "Correlation",
+    "boxes_iou3d", "boxes_iou_bev", "boxes_overlap_bev", "nms_bev",
+    "nms_normal_bev", "nms3d", "nms3d_normal", "Voxelization", "voxelization",
+    "dynamic_scatter", "DynamicScatter", "RoIAwarePool3d", "SparseConv2d",
+    "SparseConv3d", "SparseConvTranspose2d", "SparseConvTranspose3d",
+    "SparseInverseConv2d", "SparseInverseConv3d", "SubMConv2d", "SubMConv3d",
+    "SparseModule", "SparseSequential", "SparseMaxPool2d", "SparseMaxPool3d",
+    "SparseConvTensor", "scatter_nd", "points_in_boxes_part",
+    "points_in_boxes_cpu", "points_in_boxes_all", "points_in_polygons",
+    "min_area_polygons", "active_rotated_filter", "convex_iou", "convex_giou",
+    "diff_iou_rotated_2d", "diff_iou_rotated_3d", "chamfer_distance",
+    "PrRoIPool", "prroi_pool", "bias_act", "filtered_lrelu", "conv2d",
+    "conv_transpose2d", "filter2d", "upsample2d", "BezierAlign", "bezier_align",
+]  # fmt: skip
+
+# Names mmcv 2.2.0 exports from a submodule only, that visdet_ops exports at the top.
+MMCV_SUBMODULE_NAMES = {
+    "MultiScaleDeformableAttnFunction": "mmcv.ops.multi_scale_deform_attn",
+    "multi_scale_deformable_attn_pytorch": "mmcv.ops.multi_scale_deform_attn",
+}
+
+# mmcv 2.2.0, mmcv/ops/__init__.py: the names it imports from each submodule whose op visdet_ops implements
+# (`from .nms import batched_nms, nms, ...`), plus MMCV_SUBMODULE_NAMES: code that imports them from the
+# submodule (`from mmcv.ops.nms import batched_nms`) moves by swapping mmcv.ops for visdet_ops.
+MMCV_SUBMODULES = {
+    "bbox": ["bbox_overlaps"],
+    "carafe": ["CARAFE", "CARAFENaive", "CARAFEPack", "carafe", "carafe_naive"],
+    "corner_pool": ["CornerPool"],
+    "deform_conv": ["DeformConv2d", "DeformConv2dPack", "deform_conv2d"],
+    "deform_roi_pool": ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"],
+    "focal_loss": ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"],
+    "masked_conv": ["MaskedConv2d", "masked_conv2d"],
+    "modulated_deform_conv": ["ModulatedDeformConv2d", "ModulatedDeformConv2dPack", "modulated_deform_conv2d"],
+    "multi_scale_deform_attn": ["MultiScaleDeformableAttention", *MMCV_SUBMODULE_NAMES],
+    "nms": ["batched_nms", "nms", "nms_match", "nms_quadri", "nms_rotated", "soft_nms"],
+    "roi_align": ["RoIAlign", "roi_align"],
+    "roi_pool": ["RoIPool", "roi_pool"],
+}
+
+# mmcv 2.2.0's positional parameters (name, default as written in its source;
+# None: no default): functions (for mmcv's `X = XFunction.apply`, XFunction.forward
+# without ctx), module constructors (`Name`) and forwards (`Name.forward`).
+MMCV_SIGNATURES = {
+    "batched_nms": [("boxes", None), ("scores", None), ("idxs", None), ("nms_cfg", None), ("class_agnostic", "False")],
+    "bbox_overlaps": [("bboxes1", None), ("bboxes2", None), ("mode", "'iou'"), ("aligned", "False"), ("offset", "0")],
+    "carafe": [
+        ("features", None),
+        ("masks", None),
+        ("kernel_size", None),
+        ("group_size", None),
+        ("scale_factor", None),
+    ],
+    "CARAFE": [("kernel_size", None), ("group_size", None), ("scale_factor", None)],
+    "CARAFE.forward": [("features", None), ("masks", None)],
+    "carafe_naive": [
+        ("features", None),
+        ("masks", None),
+        ("kernel_size", None),
+        ("group_size", None),
+        ("scale_factor", None),
+    ],
+    "CARAFENaive": [("kernel_size", None), ("group_size", None), ("scale_factor", None)],
+    "CARAFENaive.forward": [("features", None), ("masks", None)],
+    "CARAFEPack": [
+        ("channels", None),
+        ("scale_factor", None),
+        ("up_kernel", "5"),
+        ("up_group", "1"),
+        ("encoder_kernel", "3"),
+        ("encoder_dilation", "1"),
+        ("compressed_channels", "64"),
+    ],
+    "CARAFEPack.forward": [("x", None)],
+    "CornerPool": [("mode", None)],
+    "CornerPool.forward": [("x", None)],
+    "deform_conv2d": [
+        ("input", None),
+        ("offset", None),
+        ("weight", None),
+        ("stride", "1"),
+        ("padding", "0"),
+        ("dilation", "1"),
+        ("groups", "1"),
+        ("deform_groups", "1"),
+        ("bias", "False"),
+        ("im2col_step", "32"),
+    ],
+    "deform_roi_pool": [
+        ("input", None),
+        ("rois", None),
+        ("offset", None),
+        ("output_size", None),
+        ("spatial_scale", "1.0"),
+        ("sampling_ratio", "0"),
+        ("gamma", "0.1"),
+    ],
+    "DeformConv2d": [
+        ("in_channels", None),
+        ("out_channels", None),
+        ("kernel_size", None),
+        ("stride", "1"),
+        ("padding", "0"),
+        ("dilation", "1"),
+        ("groups", "1"),
+        ("deform_groups", "1"),
+        ("bias", "False"),
+        ("im2col_step", "32"),
+    ],
+    "DeformConv2d.forward": [("x", None), ("offset", None)],
+    "DeformRoIPool": [("output_size", None), ("spatial_scale", "1.0"), ("sampling_ratio", "0"), ("gamma", "0.1")],
+    "DeformRoIPool.forward": [("input", None), ("rois", None), ("offset", "None")],
+    "DeformRoIPoolPack": [
+        ("output_size", None),
+        ("output_channels", None),
+        ("deform_fc_channels", "1024"),
+        ("spatial_scale", "1.0"),
+        ("sampling_ratio", "0"),
+        ("gamma", "0.1"),
+    ],
+    "DeformRoIPoolPack.forward": [("input", None), ("rois", None)],
+    "masked_conv2d": [
+        ("features", None),
+        ("mask", None),
+        ("weight", None),
+        ("bias", None),
+        ("padding", "0"),
+        ("stride", "1"),
+    ],
+    "MaskedConv2d": [
+        ("in_channels", None),
+        ("out_channels", None),
+        ("kernel_size", None),
+        ("stride", "1"),
+        ("padding", "0"),
+        ("dilation", "1"),
+        ("groups", "1"),
+        ("bias", "True"),
+    ],
+    "MaskedConv2d.forward": [("input", None), ("mask", "None")],
+    "modulated_deform_conv2d": [
+        ("input", None),
+        ("offset", None),
+        ("mask", None),
+        ("weight", None),
+        ("bias", "None"),
+        ("stride", "1"),
+        ("padding", "0"),
+        ("dilation", "1"),
+        ("groups", "1"),
+        ("deform_groups", "1"),
+    ],
+    "ModulatedDeformConv2d": [
+        ("in_channels", None),
+        ("out_channels", None),
+        ("kernel_size", None),
+        ("stride", "1"),
+        ("padding", "0"),
+        ("dilation", "1"),
+        ("groups", "1"),
+        ("deform_groups", "1"),
+        ("bias", "True"),
+    ],
+    "ModulatedDeformConv2d.forward": [("x", None), ("offset", None), ("mask", None)],
+    "ModulatedDeformRoIPoolPack": [
+        ("output_size", None),
+        ("output_channels", None),
+        ("deform_fc_channels", "1024"),
+        ("spatial_scale", "1.0"),
+        ("sampling_ratio", "0"),
+        ("gamma", "0.1"),
+    ],
+    "ModulatedDeformRoIPoolPack.forward": [("input", None), ("rois", None)],
+    "MultiScaleDeformableAttention": [
+        ("embed_dims", "256"),
+        ("num_heads", "8"),
+        ("num_levels", "4"),
+        ("num_points", "4"),
+        ("im2col_step", "64"),
+        ("dropout", "0.1"),
+        ("batch_first", "False"),
+        ("norm_cfg", "None"),
+        ("init_cfg", "None"),
+        ("value_proj_ratio", "1.0"),
+    ],
+    "MultiScaleDeformableAttention.forward": [
+        ("query", None),
+        ("key", "None"),
+        ("value", "None"),
+        ("identity", "None"),
+        ("query_pos", "None"),
+        ("key_padding_mask", "None"),
+        ("reference_points", "None"),
+        ("spatial_shapes", "None"),
+        ("level_start_index", "None"),
+    ],
+    "nms": [
+        ("boxes", None),
+        ("scores", None),
+        ("iou_threshold", None),
+        ("offset", "0"),
+        ("score_threshold", "0"),
+        ("max_num", "-1"),
+    ],
+    "nms_match": [("dets", None), ("iou_threshold", None)],
+    "roi_align": [
+        ("input", None),
+        ("rois", None),
+        ("output_size", None),
+        ("spatial_scale", "1.0"),
+        ("sampling_ratio", "0"),
+        ("pool_mode", "'avg'"),
+        ("aligned", "True"),
+    ],
+    "roi_pool": [("input", None), ("rois", None), ("output_size", None), ("spatial_scale", "1.0")],
+    "RoIAlign": [
+        ("output_size", None),
+        ("spatial_scale", "1.0"),
+        ("sampling_ratio", "0"),
+        ("pool_mode", "'avg'"),
+        ("aligned", "True"),
+        ("use_torchvision", "False"),
+    ],
+    "RoIAlign.forward": [("input", None), ("rois", None)],
+    "RoIPool": [("output_size", None), ("spatial_scale", "1.0")],
+    "RoIPool.forward": [("input", None), ("rois", None)],
+    "sigmoid_focal_loss": [
+        ("input", None),
+        ("target", None),
+        ("gamma", "2.0"),
+        ("alpha", "0.25"),
+        ("weight", "None"),
+        ("reduction", "'mean'"),
+    ],
+    "SigmoidFocalLoss": [("gamma", None), ("alpha", None), ("weight", "None"), ("reduction", "'mean'")],
+    "SigmoidFocalLoss.forward": [("input", None), ("target", None)],
+    "soft_nms": [
+        ("boxes", None),
+        ("scores", None),
+        ("iou_threshold", "0.3"),
+        ("sigma", "0.5"),
+        ("min_score", "0.001"),
+        ("method", "'linear'"),
+        ("offset", "0"),
+    ],
+    "softmax_focal_loss": [
+        ("input", None),
+        ("target", None),
+        ("gamma", "2.0"),
+        ("alpha", "0.25"),
+        ("weight", "None"),
+        ("reduction", "'mean'"),
+    ],
+    "SoftmaxFocalLoss": [("gamma", None), ("alpha", None), ("weight", "None"), ("reduction", "'mean'")],
+    "SoftmaxFocalLoss.forward": [("input", None), ("target", None)],
+    "DeformConv2dPack.forward": [("x", None)],
+    "ModulatedDeformConv2dPack.forward": [("x", None)],
+    # From mmcv.ops.multi_scale_deform_attn (not in mmcv.ops.__all__).
+    "MultiScaleDeformableAttnFunction.apply": [
+        ("value", None),
+        ("value_spatial_shapes", None),
+        ("value_level_start_index", None),
+        ("sampling_locations", None),
+        ("attention_weights", None),
+        ("im2col_step", None),
+    ],
+    "multi_scale_deformable_attn_pytorch": [
+        ("value", None),
+        ("value_spatial_shapes", None),
+        ("sampling_locations", None),
+        ("attention_weights", None),
+    ],
+}
+
+# mmcv's *Pack classes take `(*args, **kwargs)` and hand them to their parent's constructor, as ours do: they have
+# their parent's positional parameters (checked under the parent's name) and no list of their own.
+INHERITED_CONSTRUCTORS = {"DeformConv2dPack": "DeformConv2d", "ModulatedDeformConv2dPack": "ModulatedDeformConv2d"}
+
+
+# ----------------------------------------------------------------- derived from the snapshot and the package
+
+
+def _kind(obj) -> str:
+    import inspect
+
+    import torch
+
+    if inspect.isclass(obj):
+        return "module" if issubclass(obj, torch.nn.Module) else "`.apply` only"
+    return "function"
+
+
+def implemented() -> tuple[list[str], list[str]]:
+    """The names of mmcv.ops.__all__ that visdet_ops exports: (functions, nn.Module classes), each in mmcv's order."""
+    import visdet_ops
+
+    names = [n for n in MMCV_OPS_ALL if n in visdet_ops.__all__]
+    modules = [n for n in names if _kind(getattr(visdet_ops, n)) == "module"]
+    return [n for n in names if n not in modules], modules
+
+
+def migration_names_block() -> str:
+    """docs/migration.md's names section between its GENERATED markers: the counts and a row per op module of
+    visdet_ops/ops/ with the mmcv names it implements, their kinds and what visdet_ops adds."""
+    import importlib
+
+    from .conftest import op_modules
+
+    functions, modules = implemented()
+    done = len(functions) + len(modules)
+    extra = sorted(MMCV_SUBMODULE_NAMES)
+    submodules = sorted({MMCV_SUBMODULE_NAMES[n] for n in extra})
+    lines = [
+        BEGIN,
+        f"{done} of the {len(MMCV_OPS_ALL)} names in mmcv 2.2.0's `mmcv.ops.__all__`, plus {len(extra)} that mmcv "
+        f"exports from {', '.join(f'`{m}`' for m in submodules)} only. Each row: one op module of visdet-ops, what it "
+        'computes and where it differs from mmcv in its section of [ops.md](ops.md); "adds": its public names '
+        "that mmcv does not have.",
+        "",
+        "| mmcv names | kind | section | adds |",
+        "|---|---|---|---|",
+    ]
+    order = {n: i for i, n in enumerate([*MMCV_OPS_ALL, *extra])}
+    for family in op_modules():
+        module = importlib.import_module(f"visdet_ops.ops.{family}")
+        ours = [n for n in module.__all__ if n in order]
+        if not ours:
+            continue
+        ours.sort(key=order.__getitem__)
+        kinds = []
+        for n in ours:
+            kind = _kind(getattr(module, n)) + (f" (mmcv: `{MMCV_SUBMODULE_NAMES[n]}` only)" if n in extra else "")
+            if kind not in kinds:
+                kinds.append(kind)
+        adds = sorted(n for n in module.__all__ if n not in order)
+        lines.append(
+            f"| {', '.join(f'`{n}`' for n in ours)} | {', '.join(kinds)} | [{family}](ops.md#{family}) | "
+            f"{', '.join(f'`{n}`' for n in adds)} |"
+        )
+    lines += ["", f"Not provided: the other {len(MMCV_OPS_ALL) - done} names.", END]
+    return "\n".join(lines) + "\n"
+
+
+BEGIN = "<!-- generated by `python -m tests.mmcv_snapshot --write`; tests/test_mmcv_names.py checks it -->"
+END = "<!-- end of the generated names table -->"
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "migration.md"
+    text = page.read_text()
+    if "--write" not in sys.argv[1:]:
+        sys.stdout.write(migration_names_block())
+    else:
+        head, _, rest = text.partition(BEGIN)
+        _, _, tail = rest.partition(END + "\n")
+        page.write_text(head + migration_names_block() + tail)

@@ -1,0 +1,371 @@
+"""The RoI ops' test-side family home (as csrc/ops/_rois for the kernels): what the tests of roi_align, roi_pool
+and deform_roi_pool share.
+
+- RoIOpTester (torchvision's RoIOpTester): the tests every RoI op passes, run by a `class TestRoIOp(RoIOpTester)`
+  in each op's test file: empty RoIs, invalid RoIs on CUDA (NaN rows, no gradient, no host sync), the sync checks'
+  errors, a RoI with a huge coordinate (the adaptive grid cap, in the integer-edge worker). The compile and
+  determinism tests are tests/test_compile_determinism.py's, the CUDA graph capture tests/test_cuda_graphs.py's.
+- Fuzz: the RoI cases' common strategy and inputs, the NaN rule of a bad RoI on CUDA, the comparison that allows a
+  sample on a discontinuity.
+- ONNX export: RoIs with real corners, the dynamic dimensions.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from hypothesis import strategies as st
+
+from .. import fuzz_core as core
+from .. import integer_edge_harness as edges
+from ..conftest import require_cuda
+
+ROI_BAD = (
+    "rois_cols",
+    "rois_ndim",
+    "input_ndim",
+    "input_dtype",
+    "rois_dtype",
+    "bad_index",
+    "nan_roi",
+    "output_size",
+    "spatial_scale",
+)
+
+
+@st.composite
+def roi_case(draw, device, fn, extra_bad=(), module=False):
+    bad = core.pick_bad(draw, ROI_BAD + tuple(extra_bad))
+    main = draw(st.sampled_from(core.FLOATS))
+    out = draw(st.integers(1, 3)) if draw(st.booleans()) else [draw(st.integers(1, 3)), draw(st.integers(1, 3))]
+    case = {
+        "fn": fn,
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "shape": [core.size(draw, 1, 2), draw(st.integers(0, 3)), core.size(draw, 1, 6), core.size(draw, 1, 6)],
+        "k": draw(st.integers(0, 5)),
+        "big": draw(core.one_in(10)),
+        "output_size": out,
+        "spatial_scale": draw(st.sampled_from([1.0, 0.5, 0.25, 2.0])),
+        "reach": draw(st.sampled_from([8.0, 16.0, 1e4])),
+        "bad": bad,
+    }
+    if case["big"]:  # more RoIs, channels, pixels and bins
+        case["shape"] = [
+            draw(st.integers(1, 3)),
+            draw(st.integers(1, 8)),
+            draw(st.integers(7, 20)),
+            draw(st.integers(7, 20)),
+        ]
+        case["k"] = draw(st.integers(6, 20))
+        if bad != "output_size":
+            case["output_size"] = [draw(st.integers(1, 7)), draw(st.integers(1, 7))]
+    nd = {"input": 4, "rois": 2}
+    case["t"], mixed = core.draw_tensors(draw, nd, main, device)
+    if module:
+        core.uniform(case, main, device)
+        mixed = False
+    if case["t"]["rois"]["lay"] == "e" and case["t"]["rois"]["ed"] == 1:
+        case["t"]["rois"]["ed"] = 0  # [b, b, b, b, b]: a RoI at the batch index; dim 0 only (a repeated RoI)
+    n, _, h, w = case["shape"]
+    # rois in the input's dtype, or float32 beside a 16-bit input: the documented pairs.
+    rdt, idt = case["t"]["rois"]["dt"], case["t"]["input"]["dt"]
+    mixed = mixed and not (
+        rdt == "f32" and idt in ("f16", "bf16") and case["t"]["input"].get("dev") == case["t"]["rois"].get("dev")
+    )
+    if bad == "input_dtype":
+        case["t"]["input"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif bad == "rois_dtype":
+        case["t"]["rois"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
+    elif bad == "output_size":
+        case["output_size"] = draw(st.sampled_from([0, -1, 4097, 2**31, [2, 0], [1, 2**40], 1.5, "2", [1, 2, 3]]))
+    elif bad in ("bad_index", "nan_roi"):
+        case["k"] = max(case["k"], 1)
+    elif bad == "spatial_scale":
+        case["spatial_scale"] = draw(st.sampled_from([0.0, -1.0, float("nan"), float("inf"), -float("inf")]))
+    if bad != "spatial_scale" and draw(core.one_in(20)):
+        case["spatial_scale"] = draw(st.sampled_from([1e-30, 1e30, 1e-3]))  # RoIs far smaller or larger than the map
+    if bad in ("bad_index", "nan_roi", "rois_cols") and case["t"]["rois"]["lay"] == "e":
+        case["t"]["rois"]["lay"] = "c"  # expanded, every RoI would be the first one
+    case["expect"] = core.expectation(bad, mixed, borderline=n == 0 or h == 0 or w == 0)
+    return case
+
+
+def roi_inputs(run: core.Run, case: dict, distinct: bool = False):
+    n, c, h, w = case["shape"]
+    k, bad, scale = case["k"], case["bad"], case["spatial_scale"]
+    if bad == "input_ndim":
+        shape = [n, c, h, w][1:]
+    else:
+        shape = [n, c, h, w]
+    if distinct:  # distinct values (per plane), exact in bfloat16: max pooling has no ties
+        numel = 1
+        for d in shape:
+            numel *= d
+        base = (torch.randperm(numel, generator=run.gen).double() - numel / 2).reshape(shape) / 4
+    else:
+        base = run.randn(*shape)
+    # RoIs sized for the map at this scale (an extreme or invalid scale draws them as for scale 1)
+    reach = case["reach"] / (scale if 1e-3 <= abs(scale) <= 1e3 else 1.0)
+    xy = ((run.rand(k, 2) * (reach + 8) - 4) * 8).round() / 8
+    wh = ((run.rand(k, 2) * reach * 0.75) * 8).round() / 8
+    idx = run.randint(0, max(n, 1), k, 1)
+    rois = torch.cat([idx, xy, xy + wh], 1)
+    if case["t"]["rois"]["dt"] == "f16":  # finite in float16
+        rois[:, 1:] = rois[:, 1:].clamp(-6e4, 6e4)
+    if bad == "bad_index" and k:
+        rois[k // 2, 0] = [n, -1, n + 7][case["seed"] % 3]
+    elif bad == "nan_roi" and k:
+        rois[k // 2, 1 + case["seed"] % 4] = [float("nan"), float("inf")][case["seed"] % 2]
+    elif bad == "rois_cols":
+        rois = rois[:, :4] if case["seed"] % 2 else torch.cat([rois, rois[:, :1]], 1)
+    elif bad == "rois_ndim":
+        rois = rois.reshape(-1)
+    return run.arg("input", base), run.arg("rois", rois)
+
+
+def roi_unchecked(run: core.Run, case: dict) -> None:
+    """On CUDA without sync checks a bad RoI (batch index outside [0, N), non-finite coordinate) is not refused: its
+    output row must be NaN (documented)."""
+    # An empty batch makes every RoI's batch index (drawn in [0, 1)) a bad one.
+    empty_batch = case["bad"] is None and case["shape"][0] == 0 and case["k"] > 0
+    if (case["bad"] in ("bad_index", "nan_roi") or empty_batch) and run.unchecked_values and core.on_gpu(case, "rois"):
+        run.expect = "either"
+        rows = slice(None) if empty_batch else case["k"] // 2
+
+        def check(out):
+            if out.size(1) and not torch.isnan(out[rows]).all():
+                raise core.Mismatch(f"a bad RoI on CUDA (rows {rows}) did not give NaN")
+
+        run.unchecked_check = check
+
+
+def close_up_to_edges(out, want, rois, reference, dt) -> bool:
+    """core.assert_close(out, want), where a RoI whose output differs may instead match the reference for its RoI moved
+    by a millionth of a pixel: a sample exactly on the map's border (y == -1 or H) or a bin size exactly an integer
+    (the adaptive grid's ceil) is on a discontinuity, and the kernels' float32 (or other-order float64) arithmetic
+    may land on its other side (tests/ops' exact_rois avoids them; the fuzz draws them on purpose). Returns
+    whether such a RoI was needed (its gradients are then not compared)."""
+    try:
+        core.assert_close("output", out, want, dt)
+        return False
+    except core.Mismatch:
+        if out.dim() != 4 or tuple(out.shape) != tuple(want.shape):
+            raise
+    moved = []
+    for delta in (1e-6, -1e-6):
+        for scaled in (False, True):
+            r = rois.clone()
+            r[:, 1:] = r[:, 1:] * (1 + delta) if scaled else r[:, 1:] + delta
+            moved.append(reference(r))
+    for k in range(out.size(0)):
+        errors = []
+        for w in [want, *moved]:
+            try:
+                core.assert_close(f"output of RoI {k}", out[k], w[k], dt)
+                break
+            except core.Mismatch as exc:
+                errors.append(exc)
+        else:
+            raise errors[0]
+    return True
+
+
+# ----------------------------------------------------------------- RoIOpTester
+
+# Invalid RoIs: a batch index past N, a negative one, a NaN and an infinite coordinate.
+BAD_ROIS = [[5, 1, 1, 6, 6], [-1, 1, 1, 6, 6], [0, float("nan"), 1, 6, 6], [1, 1, 1, float("-inf"), 6]]
+
+
+class RoIOpTester:
+    """The tests every RoI op shares. A subclass (`class TestRoIOp(RoIOpTester)` in tests/ops/test_<op>.py) gives:
+    - `name`: the op as its messages name it;
+    - `fn(x, rois, *extra, variant)`: the public call with the subclass's other arguments (`variant`: the value of
+      the `variant` fixture, which a subclass may override with params, e.g. roi_align's pool modes);
+    - `reference(x, rois, *extra, variant)`: its float64 reference;
+    - `case(rng)`: a float64 input and 4 valid RoIs; `extra(k, rng)`: further float64 inputs with a gradient, one
+      row per RoI (deform_roi_pool's offsets; none by default); `tol`: the tolerance against the reference."""
+
+    name = ""
+    tol: dict = {}
+
+    @pytest.fixture
+    def variant(self):
+        return None
+
+    def fn(self, x, rois, *extra, variant=None):
+        raise NotImplementedError
+
+    def reference(self, x, rois, *extra, variant=None):
+        raise NotImplementedError
+
+    def case(self, rng):
+        raise NotImplementedError
+
+    def extra(self, k, rng):
+        return ()
+
+    def test_empty_rois(self, device, dtype, variant):
+        x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
+        extra = [e.to(device, dtype).requires_grad_() for e in self.extra(0, torch.Generator())]
+        out = self.fn(x, torch.empty(0, 5, device=device, dtype=dtype), *extra, variant=variant)
+        assert out.shape[:2] == (0, 4) and out.dtype == dtype
+        out.sum().backward()
+        assert torch.equal(x.grad, torch.zeros_like(x))
+        assert all(e.grad.shape == e.shape for e in extra)
+
+    def test_double_backward_is_refused(self, rng, variant):
+        x, rois = self.case(rng)
+        x = x.requires_grad_()
+        extra = [e.requires_grad_() for e in self.extra(len(rois), rng)]
+        out = self.fn(x, rois, *extra, variant=variant)
+        grads = torch.autograd.grad(out, [x, *extra], torch.ones_like(out, requires_grad=True), create_graph=True)
+        refused = rf"{self.name}: double backward \(the gradient of the gradient\) is not supported"
+        with pytest.raises(RuntimeError, match=refused):
+            grads[0].sum().backward()
+
+    def test_cuda_invalid_rois_give_nan_without_a_sync(self, rng, variant):
+        """On CUDA the host does not wait for a RoI check (so the op can be captured in a CUDA graph): an invalid RoI
+        gives NaN and no gradient, the valid ones their normal answer; no synchronising call is made."""
+        require_cuda()
+        x, rois = self.case(rng)
+        k = len(rois)
+        extra = self.extra(k + len(BAD_ROIS), rng)
+        xc = x.cuda().requires_grad_()
+        ec = [e.cuda().requires_grad_() for e in extra]
+        all_rois = torch.cat([rois, torch.tensor(BAD_ROIS, dtype=rois.dtype)]).cuda()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out = self.fn(xc, all_rois, *ec, variant=variant)
+            out.backward(torch.ones_like(out))
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert torch.isnan(out[k:]).all()
+        for e in ec:
+            assert torch.equal(e.grad[k:].cpu(), torch.zeros_like(e.grad[k:].cpu()))
+        xr, er = x.clone().requires_grad_(), [e[:k].clone().requires_grad_() for e in extra]
+        want = self.reference(xr, rois, *er, variant=variant)
+        torch.testing.assert_close(out[:k].detach().cpu(), want.detach(), **self.tol)
+        grads = torch.autograd.grad(want, [xr, *er], torch.ones_like(want))
+        torch.testing.assert_close(xc.grad.cpu(), grads[0], **self.tol)
+        for e, g in zip(ec, grads[1:], strict=True):
+            torch.testing.assert_close(e.grad[:k].cpu(), g, **self.tol)
+
+    @pytest.mark.parametrize("variable", ["VISDET_OPS_SYNC_ROI_CHECKS", "VISDET_OPS_SYNC_CHECKS"])
+    def test_cuda_sync_roi_checks_raise(self, monkeypatch, variable, variant):
+        """VISDET_OPS_SYNC_ROI_CHECKS=1 (or VISDET_OPS_SYNC_CHECKS=1, every op): the synchronising check with its
+        clear error."""
+        require_cuda()
+        monkeypatch.setenv(variable, "1")
+        x = torch.zeros(2, 3, 4, 4, device="cuda")
+        extra = [e.float().cuda() for e in self.extra(1, torch.Generator())]
+        with pytest.raises(RuntimeError, match=rf"{self.name}: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
+            self.fn(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), *extra, variant=variant)
+        rois = torch.tensor([[0, 0, 0, float("inf"), 1]], device="cuda").bfloat16()
+        with pytest.raises(RuntimeError, match=f"{self.name}: rois must be finite"):
+            self.fn(x.bfloat16(), rois, *[e.bfloat16() for e in extra], variant=variant)
+
+    def test_huge_roi_is_bounded(self, device):
+        """In the integer-edge worker (a hang fails the case only): before the adaptive grid cap this looped for
+        hours."""
+        seed = edges.seed()
+        result = edges.run_in_worker(__name__, f"huge_roi-{self.name}", device, 0, seed)
+        where = f"{self.name} with a 1e9 RoI on {device.type} (VISDET_OPS_TEST_SEED={seed})"
+        assert not result.get("timeout"), f"{where}: no result within {edges.CASE_TIMEOUT_S} s"
+        assert "crash" not in result, f"{where}: the process died ({result.get('crash')})\n{result.get('stderr')}"
+        assert result["ok"], f"{where}: {result['type']}: {result['message']}"
+
+
+def _huge_roi_case(op: str, device, _value, gen):
+    """A RoI with a huge finite coordinate: the adaptive grid is capped at the map side + 1 per side, so the call is
+    quick and equals an explicit sampling_ratio of side + 1 (square map: the same on both axes). roi_pool visits only
+    the pixels of a bin inside the map."""
+    from visdet_ops.ops.deform_roi_pool import deform_roi_pool
+    from visdet_ops.ops.roi_align import roi_align
+    from visdet_ops.ops.roi_pool import roi_pool
+    from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
+    from visdet_ops.reference.roi_align import roi_align_reference
+
+    x = torch.rand(1, 2, 8, 8, generator=gen, dtype=torch.float64).to(device)
+    rois = torch.tensor([[0, -1e9, -1e9, 1e9, 1e9], [0, 0.0, 0.0, 1e9, 3.0]], dtype=torch.float64).to(device)
+    calls = {
+        "roi_align": lambda sr: roi_align(x, rois, 2, 1.0, sr, "avg", True),
+        "deform_roi_pool": lambda sr: deform_roi_pool(x, rois, None, 2, 1.0, sr, 0.1),
+        "roi_pool": lambda sr: roi_pool(x, rois, 2, 1.0),
+    }
+    fn = calls[op]
+    fn(2)  # warm-up: CUDA module loading is not the kernel's time
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    got = fn(0)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, f"{op} with a 1e9 RoI took {elapsed:.2f} s"
+    if op == "roi_pool":
+        assert torch.isfinite(got).all()
+        return
+    # Row 0: both axes capped at 9. Row 1: x capped at 9, y adaptive ceil(3 / 2) = 2.
+    torch.testing.assert_close(got[:1], fn(9)[:1], rtol=0, atol=0)
+    if op == "roi_align":
+        want = roi_align_reference(x.cpu(), rois.cpu(), (2, 2), 1.0, 0, "avg", True)
+    else:
+        want = deform_roi_pool_reference(x.cpu(), rois.cpu(), None, (2, 2), 1.0, 0, 0.1)
+    edges.close(got, want)
+
+
+for _op in ("roi_align", "roi_pool", "deform_roi_pool"):
+    edges.register_case(f"huge_roi-{_op}", lambda device, value, gen, _op=_op: _huge_roi_case(_op, device, value, gen))
+
+
+# ----------------------------------------------------------------- ONNX export
+
+
+def onnx_rois(k: int, batch: int, height: int, width: int, rng: torch.Generator, scale: float = 1.0) -> torch.Tensor:
+    """RoIs in image coordinates (map size / scale) with real corners: some tiny (below one pixel), some reaching
+    out of the map, some with integer corners, some empty (x2 + 1 <= x1)."""
+    size = torch.tensor([width, height], dtype=torch.float32) / scale
+    corner = torch.rand(k, 2, generator=rng) * size * 1.2 - 0.1 * size
+    extent = torch.rand(k, 2, generator=rng) * size * 0.6
+    extent[: k // 5] *= 0.02
+    rois = torch.cat([torch.randint(0, batch, (k, 1), generator=rng).float(), corner, corner + extent], 1)
+    rois[k // 5 : 2 * k // 5, 1:] = rois[k // 5 : 2 * k // 5, 1:].round()
+    rois[2 * k // 5 : 2 * k // 5 + 2, 3:] = rois[2 * k // 5 : 2 * k // 5 + 2, 1:3] - 3
+    return rois
+
+
+def onnx_map_dims() -> tuple[dict, dict]:
+    """x [N, C, H, W] and rois [K, 5], every size but the 5 dynamic."""
+    x = {axis: torch.export.Dim(name) for axis, name in enumerate("nchw")}
+    return x, {0: torch.export.Dim("k")}
+
+
+class Heads(torch.nn.Module):
+    """Several RoI modules on one (x, rois): the ONNX tests' model, each module a head of its output tuple."""
+
+    def __init__(self, heads):
+        super().__init__()
+        self.heads = torch.nn.ModuleList(heads)
+
+    def forward(self, x, rois):
+        return tuple(head(x, rois) for head in self.heads)
+
+
+def onnx_export_and_run(onnx_table, make_heads, node: str, sizes, rng, compare) -> None:
+    """Exports Heads(make_heads()) with dynamic sizes (it must contain the standard ONNX `node`), then runs it in
+    onnxruntime on inputs of each of `sizes` ((batch, channels, height, width, k, scale)): compare(head index, got,
+    want) against eager."""
+    from .. import onnx_harness as ox
+
+    x = torch.randn(2, 3, 10, 12, generator=rng)
+    onnx_model = ox.export(onnx_table, Heads(make_heads()), (x, onnx_rois(6, 2, 10, 12, rng, 0.5)), onnx_map_dims())
+    assert node in ox.op_types(onnx_model)
+    for batch, channels, height, width, k, scale in sizes:
+        x = torch.randn(batch, channels, height, width, generator=rng)
+        rois = onnx_rois(k, batch, height, width, rng, scale)
+        got = ox.run(onnx_model, x, rois)
+        for i, (g, w) in enumerate(zip(got, Heads(make_heads())(x, rois), strict=True)):
+            compare(i, g, w)

@@ -1,0 +1,81 @@
+"""Central test and benchmark files only discover and iterate: a fact about one op family lives in that family's
+files (tests/ops/test_<module>.py, tests/ops/_<family>.py, benchmarks/op_benchmarks/<module>.py), so a file that
+spans families names none of them (LAYOUT: "a central file holds the format, the oracle and the loop").
+
+A family name is an op module's name, a public name of its __all__ or a registered op's name, as a whole word.
+NAMING_FAMILIES lists the central files that still name one, each with why; the list only shrinks."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import torch
+
+from .conftest import op_modules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+NAMING_FAMILIES = {
+    # External facts and what is generated from them.
+    "tests/mmcv_snapshot.py": "mmcv 2.2.0's names and signatures: the one snapshot of external facts",
+    "tests/test_mmcv_names.py": "mmcv's assert-compatible argument errors, one call per family (to fold in)",
+    # Whole-model steps: several families at once, by design.
+    "benchmarks/e2e.py": "whole torchvision detector steps with our ops swapped in",
+    "tests/test_autocast.py": "a small detector step under GradScaler",
+    # Not yet folded into the families' files (issue 38, left).
+    "tests/test_integer_edges.py": "issue 25's message cases, fake-impl and schema-name cases per family",
+    "tests/test_cuda_graphs.py": "the ops whose host reads device data, named with why",
+    "tests/test_loader.py": "an op call as the smoke test of a load",
+    "tests/test_bench_compare.py": "compare.py's selftest rows",
+    "tests/sanitize_sweep.py": "notes on two families' sanitizer reports",
+    "tests/memory_worker.py": "an example in a comment",
+    "tests/autocast_harness.py": "the GEMM tolerance's two ops",
+    "tests/integer_edge_harness.py": "the shared RoI and conv inputs' docstrings",
+    "tests/test_op_registry.py": "examples in docstrings",
+    "benchmarks/compare_builds.py": "its default timer list",
+    "benchmarks/gpu_targets.py": "issue 24's per-family case table (to fold into op_benchmarks/ as tagged cases)",
+    "benchmarks/cpu.py": "its per-family case table (likewise)",
+    "benchmarks/host_instructions.py": "its per-family case table (likewise)",
+    "benchmarks/host_time.py": "its per-family case table (likewise)",
+    "benchmarks/host_cost.py": "a one-off of run 19h that docs/stable-abi.md cites",
+    "benchmarks/kernel_times.py": "a one-off of run 19d that docs/stable-abi.md cites",
+    "benchmarks/autograd_overhead.py": "a one-off that docs/stable-abi.md cites",
+    "benchmarks/op_benchmarks/_helpers.py": "a note of the FPN shapes",
+}
+
+
+def _family_names() -> set[str]:
+    names = set(op_modules())
+    for family in op_modules():
+        names |= set(importlib.import_module(f"visdet_ops.ops.{family}").__all__)
+    packets = (n for n in dir(torch.ops.visdet_ops) if not n.startswith("__"))
+    names |= {
+        n.lstrip("_") for n in packets if isinstance(getattr(torch.ops.visdet_ops, n), torch._ops.OpOverloadPacket)
+    }
+    return names
+
+
+def _central_files() -> list[Path]:
+    return [
+        *sorted((ROOT / "tests").glob("*.py")),
+        *sorted((ROOT / "benchmarks").glob("*.py")),
+        *sorted((ROOT / "benchmarks" / "op_benchmarks").glob("_*.py")),
+    ]
+
+
+def test_central_files_name_no_family():
+    pattern = re.compile(
+        r"(?<![\w])(" + "|".join(sorted(map(re.escape, _family_names()), key=len, reverse=True)) + r")(?![\w])"
+    )
+    naming, stale = {}, []
+    for path in _central_files():
+        rel = str(path.relative_to(ROOT))
+        found = sorted(set(pattern.findall(path.read_text())))
+        if found and rel not in NAMING_FAMILIES:
+            naming[rel] = found[:6]
+        elif not found and rel in NAMING_FAMILIES:
+            stale.append(rel)
+    assert not naming, f"central files naming op families (move the fact to the family's files): {naming}"
+    assert not stale, f"NAMING_FAMILIES lists files that name no family any more, remove them: {stale}"
