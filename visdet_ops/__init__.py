@@ -51,31 +51,35 @@ else:
 
     def _export_op_modules() -> list[str]:
         """Every op module of visdet_ops/ops/ (a module per op family, found by name; `_*.py` are helpers)
-        and its __all__: adding an op adds its module, nothing here."""
+        and of visdet_ops/composite/ (mmcv's names that are compositions, no kernels of their own), and its
+        __all__: adding an op adds its module, nothing here."""
         import importlib
         import pkgutil
 
-        from . import ops
+        from . import composite, ops
 
         exported: dict[str, str] = {}
-        for info in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name):
-            if info.name.startswith("_"):
-                continue
-            module = importlib.import_module(f"{ops.__name__}.{info.name}")
-            for name in module.__all__:
-                if name in exported:
-                    raise ImportError(
-                        f"visdet_ops: {name} is exported by both ops.{exported[name]} and ops.{info.name}"
-                    )
-                exported[name] = info.name
-                globals()[name] = getattr(module, name)
+        for package in (ops, composite):
+            home = package.__name__.rsplit(".", 1)[1]
+            for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+                if info.name.startswith("_"):
+                    continue
+                module = importlib.import_module(f"{package.__name__}.{info.name}")
+                for name in module.__all__:
+                    if name in exported:
+                        raise ImportError(
+                            f"visdet_ops: {name} is exported by both {exported[name]} and {home}.{info.name}"
+                        )
+                    exported[name] = f"{home}.{info.name}"
+                    globals()[name] = getattr(module, name)
         return sorted(exported)
 
     # mmcv's submodule paths (`from mmcv.ops.nms import batched_nms` becomes `from visdet_ops.nms import
     # batched_nms`): modules of this package, imported before the ops are exported, as mmcv's own __init__ does.
-    # Five share a name with an op function (nms, roi_align, roi_pool, carafe, deform_roi_pool): importing a
-    # submodule sets the package's attribute of that name to the module, so the export below must come after,
-    # and later imports find them in sys.modules and leave the attribute alone: visdet_ops.nms stays the function.
+    # Six share a name with an op function (nms, roi_align, roi_pool, carafe, deform_roi_pool, point_sample):
+    # importing a submodule sets the package's attribute of that name to the module, so the export below must come
+    # after, and later imports find them in sys.modules and leave the attribute alone: visdet_ops.nms stays the
+    # function.
     MMCV_MODULE_PATHS = (
         "bbox",
         "carafe",
@@ -84,11 +88,14 @@ else:
         "deform_roi_pool",
         "focal_loss",
         "masked_conv",
+        "merge_cells",
         "modulated_deform_conv",
         "multi_scale_deform_attn",
         "nms",
+        "point_sample",
         "roi_align",
         "roi_pool",
+        "saconv",
     )
 
     def _import_mmcv_module_paths() -> None:
