@@ -1922,7 +1922,6 @@ _BATCHED_BAD = (
     "cfg_int",
     "boxes_cols",
     "scores_len",
-    "idxs_dtype",
 )
 _MATCH_BAD = ("dets_cols", "dets_ndim", "dets_dtype", "iou_nan")
 
@@ -1973,9 +1972,8 @@ def _nms_case(draw, device):
         elif bad == "boxes_dtype":
             case["t"]["boxes"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
     elif fn == "batched_nms":
-        case["idxs_dt"] = draw(st.sampled_from(["i64", "i64", "i32", "i16", "u8"]))
-        if bad == "idxs_dtype":
-            case["idxs_dt"] = draw(st.sampled_from(["f32", "f64", "bool"]))
+        # floating idxs are classes by value, as mmcv's idxs.to(boxes) (issue 39)
+        case["idxs_dt"] = draw(st.sampled_from(["i64", "i64", "i32", "i16", "u8", "f32", "f64"]))
         case["classes"] = draw(st.integers(1, 4))
         case["class_agnostic"] = draw(st.booleans())
         kind = draw(st.sampled_from(["nms", "nms", "soft_nms", "none"]))
@@ -2027,7 +2025,7 @@ def _nms_case(draw, device):
             cfg[draw(st.sampled_from(["max_num", "split_thr"]))] = draw(st.sampled_from([1.5, "2"]))
         case["cfg"] = cfg
         agnostic = cfg is None or cfg.get("class_agnostic", case["class_agnostic"])
-        if bad in ("idxs_len", "idxs_dtype") and agnostic:
+        if bad == "idxs_len" and agnostic:
             case["expect"] = "either"  # idxs is not used then
     else:
         if bad == "dets_dtype":

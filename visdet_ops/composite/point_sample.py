@@ -104,13 +104,11 @@ def rel_roi_point_to_rel_img_point(rois: torch.Tensor, rel_roi_points: torch.Ten
 
 
 def _cell_centres(size: tuple[int, int], device, dtype) -> torch.Tensor:
-    """[PH * PW, 2]: the centres ((j + 0.5) / PW, (i + 0.5) / PH) of a PH x PW grid over [0, 1]^2, row by row (mmcv's
-    generate_grid: F.affine_grid(identity, align_corners=False) moved to [0, 1], computed in float32 as there)."""
-    ph, pw = size
-    ys = (torch.arange(ph, device=device, dtype=torch.float32) * 2 + 1) / ph - 1
-    xs = (torch.arange(pw, device=device, dtype=torch.float32) * 2 + 1) / pw - 1
-    grid = torch.stack(torch.meshgrid(xs, ys, indexing="xy"), dim=-1).view(-1, 2)
-    return ((grid + 1.0) / 2.0).to(dtype)
+    """[PH * PW, 2]: the centres ((j + 0.5) / PW, (i + 0.5) / PH) of a PH x PW grid over [0, 1]^2, row by row, as
+    mmcv's generate_grid makes them (F.affine_grid of the identity, align_corners=False, moved to [0, 1]; float32)."""
+    identity = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]], device=device)
+    grid = F.affine_grid(identity, torch.Size((1, 1, *size)), align_corners=False)
+    return ((grid + 1.0) / 2.0).view(-1, 2).to(dtype)
 
 
 class SimpleRoIAlign(nn.Module):
@@ -149,7 +147,6 @@ class SimpleRoIAlign(nn.Module):
             )
         n, channels = features.size(0), features.size(1)
         k, (ph, pw) = rois.size(0), self.output_size
-        cells = ph * pw
         if k == 0:
             return features.new_empty((0, channels, ph, pw))
         centres = _cell_centres(self.output_size, rois.device, rois.dtype)
@@ -165,25 +162,30 @@ class SimpleRoIAlign(nn.Module):
             # One image: every RoI samples it; its batch index is not read (no host sync, as the RoI ops on CUDA).
             sampled = point_sample(features, points[None], align_corners=align_corners)[0]  # [C, K, P]
             return sampled.transpose(0, 1).reshape(k, channels, ph, pw)
-        # One host sync for the lot (mmcv: two per image): each image samples its own RoIs in one grid_sample.
-        counts = torch.bincount(batch.clamp(min=-1) + 1, minlength=n + 1) if k else batch.new_zeros(n + 1)
-        counts = counts.tolist()
+        # One host sync for the lot (mmcv: two per image): how many RoIs each image has (an index outside [0, N)
+        # counts in the first or past the last bin) and whether they come in image order (as mmdet's bbox2roi
+        # makes them); each image then samples its own RoIs in one grid_sample.
+        stats = torch.cat(
+            [torch.bincount(batch.clamp(min=-1) + 1, minlength=n + 1), (batch[1:] < batch[:-1]).sum().view(1)]
+        ).tolist()
+        counts, unsorted = stats[:-1], stats[-1]
         if len(counts) != n + 1 or counts[0]:
             raise _args.ShapeError(f"{op}: rois' batch indices (rois[:, 0]) must be in [0, {n}) for {n} images")
         counts = counts[1:]
         if n == 1:
             sampled = point_sample(features, points[None], align_corners=align_corners)[0]
             return sampled.transpose(0, 1).reshape(k, channels, ph, pw)
-        order = torch.argsort(batch, stable=True)
-        by_image = points[order].split(counts)
+        order = torch.argsort(batch, stable=True) if unsorted else None
+        by_image = (points if order is None else points[order]).split(counts)
         parts = [
             point_sample(features[i : i + 1], by_image[i][None], align_corners=align_corners)[0].transpose(0, 1)
             for i in range(n)
             if counts[i]
         ]
         sampled = torch.cat(parts)  # [K, C, P], RoIs in image order
-        out = sampled.new_empty((k, channels, cells)).index_copy_(0, order, sampled)
-        return out.view(k, channels, ph, pw)
+        if order is not None:  # back to the RoIs' order (mmcv leaves them in image order)
+            sampled = sampled.index_select(0, torch.argsort(order))
+        return sampled.view(k, channels, ph, pw)
 
     def __repr__(self) -> str:
         # mmcv's text (without the closing parenthesis, as mmcv's)

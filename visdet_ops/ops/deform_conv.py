@@ -189,6 +189,8 @@ def _as_mmcv_reads(op: str, arg: str, t, input, weight, stride, padding, dilatio
     else (a wrong rank, batch or channel count) is left to the op's check."""
     if not isinstance(t, torch.Tensor) or t.dim() != 4 or input.dim() != 4 or weight.dim() != 4:
         return t
+    if weight.size(2) == 0 or weight.size(3) == 0:
+        return t  # the op's check names the kernel
     out_h = _out_size(input.size(2), padding[0], dilation[0], weight.size(2), stride[0])
     out_w = _out_size(input.size(3), padding[1], dilation[1], weight.size(3), stride[1])
     if (t.size(2), t.size(3)) == (out_h, out_w) or out_h <= 0 or out_w <= 0 or t.size(0) != input.size(0):
