@@ -403,7 +403,7 @@ inline Tensor reshape(const Tensor& t, Sizes sizes) {
 // says why): aoti_torch__reinterpret_tensor shares t's storage and records no
 // view, whatever the sizes.
 inline Tensor reshape_result(const Tensor& t, Sizes sizes) {
-  const Tensor c = contiguous(t);
+  const Tensor c = host::contiguous(t);
   int64_t numel = 1;
   for (const int64_t s : sizes) {
     VISDET_CHECK(s >= 0, "visdet_ops: reshape_result: negative size ", s);

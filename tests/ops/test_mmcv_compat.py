@@ -161,3 +161,68 @@ def test_mmcvs_own_composite_modules_agree_with_ours():
             torch.testing.assert_close(
                 visdet_ops.SimpleRoIAlign(5, 0.25, aligned)(x, rois), ps.SimpleRoIAlign(5, 0.25, aligned)(x, rois))
     """)
+
+
+def test_build_conv_layer_finds_the_dcn_names():
+    """mmcv.cnn's build_conv_layer (what MMDetection's ResNet, DetectoRS and the heads call with a `dcn=` cfg)
+    finds DCN / DCNv2 / SAC through mmengine's MODELS after install(), with and without a default scope, and the
+    layers take an in-place ReLU after them at batch 1 and 2, forward and backward."""
+    _ok("""
+        import torch
+        import visdet_ops, visdet_ops.mmcv_compat as compat
+        compat.install()
+        from mmcv.cnn import build_conv_layer
+        from mmengine.registry import DefaultScope
+        want = {"DCN": visdet_ops.DeformConv2dPack, "DCNv2": visdet_ops.ModulatedDeformConv2dPack,
+                "SAC": visdet_ops.SAConv2d}
+        for scope in (None, "mmengine"):
+            if scope is not None:
+                DefaultScope.get_instance(f"test-{scope}", scope_name=scope)
+            for name, cls in want.items():
+                cfg = dict(type=name) if name == "SAC" else dict(type=name, deform_groups=1)
+                conv = build_conv_layer(cfg, 4, 4, kernel_size=3, stride=1, padding=1, bias=False)
+                assert type(conv) is cls, (scope, name, type(conv))
+                block = torch.nn.Sequential(conv, torch.nn.BatchNorm2d(4), torch.nn.ReLU(inplace=True))
+                for batch in (1, 2):
+                    x = torch.randn(batch, 4, 7, 6, requires_grad=True)
+                    y = block(x)
+                    y.sum().backward()
+                    assert x.grad is not None and x.grad.shape == x.shape
+    """)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mmdet") is None, reason="mmdet is not installed (pip install mmdet)")
+def test_mmdet_resnet50_with_dcnv2_stages():
+    """MMDetection's ResNet-50 with `dcn=dict(type='DCNv2', deform_groups=1, fallback_on_stride=False)` on stages
+    2-4 (its configs/dcnv2 backbone), built through mmdet's registry: conv2 of those stages is ours, and the
+    backbone, whose ReLUs are in-place, runs forward and backward at batch 1 and 2, and in eval at batch 1."""
+    _ok("""
+        import torch
+        import visdet_ops, visdet_ops.mmcv_compat as compat
+        compat.install()
+        from mmdet.registry import MODELS
+        from mmdet.utils import register_all_modules
+        register_all_modules()
+        backbone = MODELS.build(dict(
+            type="ResNet", depth=50, num_stages=4, out_indices=(0, 1, 2, 3), frozen_stages=1,
+            norm_cfg=dict(type="BN", requires_grad=True), norm_eval=True, style="pytorch",
+            dcn=dict(type="DCNv2", deform_groups=1, fallback_on_stride=False),
+            stage_with_dcn=(False, True, True, True)))
+        backbone.init_weights()
+        assert type(backbone.layer1[0].conv2) is torch.nn.Conv2d
+        for layer in (backbone.layer2, backbone.layer3, backbone.layer4):
+            assert all(type(block.conv2) is visdet_ops.ModulatedDeformConv2dPack for block in layer)
+        assert backbone.layer3[0].relu.inplace
+        backbone.train()
+        for batch in (1, 2):
+            backbone.zero_grad()
+            x = torch.randn(batch, 3, 64, 64)
+            outs = backbone(x)
+            assert [tuple(o.shape) for o in outs] == [(batch, 256 * 2**i, 16 // 2**i, 16 // 2**i) for i in range(4)]
+            sum(o.sum() for o in outs).backward()
+            grad = backbone.layer4[0].conv2.conv_offset.weight.grad
+            assert grad is not None and torch.isfinite(grad).all()
+        backbone.eval()
+        with torch.no_grad():
+            assert backbone(torch.randn(1, 3, 64, 64))[3].shape == (1, 2048, 2, 2)
+    """)
