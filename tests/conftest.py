@@ -100,6 +100,16 @@ def op_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(ops.__path__) if not m.name.startswith("_"))
 
 
+def composite_modules() -> list[str]:
+    """The modules of visdet_ops/composite/ (those not starting with `_`): mmcv's names that are compositions,
+    exported as the op modules are but registering no op (visdet_ops/composite/__init__.py)."""
+    import pkgutil
+
+    from visdet_ops import composite
+
+    return sorted(m.name for m in pkgutil.iter_modules(composite.__path__) if not m.name.startswith("_"))
+
+
 def op_test_module(family: str):
     """tests/ops/test_<family>.py, imported as pytest names it (tests.ops.test_<family>): the cross-op tests collect
     a family's blocks from it by name (INTEGER_EDGE_ROWS, AUTOCAST_CASES, FUZZ, ONNX_CASES, ...)."""

@@ -51,6 +51,10 @@ MMCV_OPS_ALL = [
 MMCV_SUBMODULE_NAMES = {
     "MultiScaleDeformableAttnFunction": "mmcv.ops.multi_scale_deform_attn",
     "multi_scale_deformable_attn_pytorch": "mmcv.ops.multi_scale_deform_attn",
+    "BaseMergeCell": "mmcv.ops.merge_cells",
+    "ConcatCell": "mmcv.ops.merge_cells",
+    "GlobalPoolingCell": "mmcv.ops.merge_cells",
+    "SumCell": "mmcv.ops.merge_cells",
 }
 
 # mmcv 2.2.0, mmcv/ops/__init__.py: the names it imports from each submodule whose op visdet_ops implements
@@ -64,11 +68,17 @@ MMCV_SUBMODULES = {
     "deform_roi_pool": ["DeformRoIPool", "DeformRoIPoolPack", "ModulatedDeformRoIPoolPack", "deform_roi_pool"],
     "focal_loss": ["SigmoidFocalLoss", "SoftmaxFocalLoss", "sigmoid_focal_loss", "softmax_focal_loss"],
     "masked_conv": ["MaskedConv2d", "masked_conv2d"],
+    "merge_cells": ["BaseMergeCell", "ConcatCell", "GlobalPoolingCell", "SumCell"],
     "modulated_deform_conv": ["ModulatedDeformConv2d", "ModulatedDeformConv2dPack", "modulated_deform_conv2d"],
-    "multi_scale_deform_attn": ["MultiScaleDeformableAttention", *MMCV_SUBMODULE_NAMES],
+    "multi_scale_deform_attn": [
+        "MultiScaleDeformableAttention",
+        *(n for n, m in MMCV_SUBMODULE_NAMES.items() if m == "mmcv.ops.multi_scale_deform_attn"),
+    ],
     "nms": ["batched_nms", "nms", "nms_match", "nms_quadri", "nms_rotated", "soft_nms"],
+    "point_sample": ["SimpleRoIAlign", "point_sample", "rel_roi_point_to_rel_img_point"],
     "roi_align": ["RoIAlign", "roi_align"],
     "roi_pool": ["RoIPool", "roi_pool"],
+    "saconv": ["SAConv2d"],
 }
 
 # mmcv 2.2.0's positional parameters (name, default as written in its source;
@@ -236,6 +246,44 @@ MMCV_SIGNATURES = {
         ("max_num", "-1"),
     ],
     "nms_match": [("dets", None), ("iou_threshold", None)],
+    "point_sample": [("input", None), ("points", None), ("align_corners", "False")],
+    "rel_roi_point_to_rel_img_point": [
+        ("rois", None),
+        ("rel_roi_points", None),
+        ("img", None),
+        ("spatial_scale", "1.0"),
+    ],
+    "SimpleRoIAlign": [("output_size", None), ("spatial_scale", None), ("aligned", "True")],
+    "SimpleRoIAlign.forward": [("features", None), ("rois", None)],
+    "SAConv2d": [
+        ("in_channels", None),
+        ("out_channels", None),
+        ("kernel_size", None),
+        ("stride", "1"),
+        ("padding", "0"),
+        ("dilation", "1"),
+        ("groups", "1"),
+        ("bias", "True"),
+        ("use_deform", "False"),
+    ],
+    "SAConv2d.forward": [("x", None)],
+    "SumCell": [("in_channels", None), ("out_channels", None)],
+    "ConcatCell": [("in_channels", None), ("out_channels", None)],
+    "GlobalPoolingCell": [("in_channels", "None"), ("out_channels", "None")],
+    "BaseMergeCell": [
+        ("fused_channels", "256"),
+        ("out_channels", "256"),
+        ("with_out_conv", "True"),
+        ("out_conv_cfg", "{'groups': 1, 'kernel_size': 3, 'padding': 1, 'bias': True}"),
+        ("out_norm_cfg", "None"),
+        ("out_conv_order", "('act', 'conv', 'norm')"),
+        ("with_input1_conv", "False"),
+        ("with_input2_conv", "False"),
+        ("input_conv_cfg", "None"),
+        ("input_norm_cfg", "None"),
+        ("upsample_mode", "'nearest'"),
+    ],
+    "BaseMergeCell.forward": [("x1", None), ("x2", None), ("out_size", "None")],
     "roi_align": [
         ("input", None),
         ("rois", None),
@@ -334,10 +382,11 @@ def implemented() -> tuple[list[str], list[str]]:
 
 def migration_names_block() -> str:
     """docs/migration.md's names section between its GENERATED markers: the counts and a row per op module of
-    visdet_ops/ops/ with the mmcv names it implements, their kinds and what visdet_ops adds."""
+    visdet_ops/ops/ and per module of visdet_ops/composite/ with the mmcv names it implements, their kinds and what
+    visdet_ops adds."""
     import importlib
 
-    from .conftest import op_modules
+    from .conftest import composite_modules, op_modules
 
     functions, modules = implemented()
     done = len(functions) + len(modules)
@@ -354,8 +403,9 @@ def migration_names_block() -> str:
         "|---|---|---|---|",
     ]
     order = {n: i for i, n in enumerate([*MMCV_OPS_ALL, *extra])}
-    for family in op_modules():
-        module = importlib.import_module(f"visdet_ops.ops.{family}")
+    homes = sorted([*((f, "ops") for f in op_modules()), *((m, "composite") for m in composite_modules())])
+    for family, home in homes:
+        module = importlib.import_module(f"visdet_ops.{home}.{family}")
         ours = [n for n in module.__all__ if n in order]
         if not ours:
             continue

@@ -107,8 +107,9 @@ from visdet_ops.nms import batched_nms, soft_nms
 from visdet_ops.roi_align import RoIAlign, roi_align
 import visdet_ops.carafe
 import visdet_ops.deform_roi_pool as drp
+import visdet_ops.point_sample
 import visdet_ops
-for name in ("nms", "roi_align", "roi_pool", "carafe", "deform_roi_pool"):
+for name in ("nms", "roi_align", "roi_pool", "carafe", "deform_roi_pool", "point_sample"):
     assert inspect.isfunction(getattr(visdet_ops, name)), (name, getattr(visdet_ops, name))
 assert roi_align is visdet_ops.roi_align and inspect.isfunction(drp)
 """

@@ -51,34 +51,39 @@ else:
 
     def _export_op_modules() -> list[str]:
         """Every op module of visdet_ops/ops/ (a module per op family, found by name; `_*.py` are helpers)
-        and its __all__: adding an op adds its module, nothing here."""
+        and of visdet_ops/composite/ (mmcv's names that are compositions, no kernels of their own), and its
+        __all__: adding an op adds its module, nothing here."""
         import importlib
         import pkgutil
 
-        from . import ops
+        from . import composite, ops
 
         exported: dict[str, str] = {}
-        for info in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name):
-            if info.name.startswith("_"):
-                continue
-            module = importlib.import_module(f"{ops.__name__}.{info.name}")
-            for name in module.__all__:
-                if name in exported:
-                    raise ImportError(
-                        f"visdet_ops: {name} is exported by both ops.{exported[name]} and ops.{info.name}"
-                    )
-                exported[name] = info.name
-                globals()[name] = getattr(module, name)
+        for package in (ops, composite):
+            home = package.__name__.rsplit(".", 1)[1]
+            for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+                if info.name.startswith("_"):
+                    continue
+                module = importlib.import_module(f"{package.__name__}.{info.name}")
+                for name in module.__all__:
+                    if name in exported:
+                        raise ImportError(
+                            f"visdet_ops: {name} is exported by both {exported[name]} and {home}.{info.name}"
+                        )
+                    exported[name] = f"{home}.{info.name}"
+                    globals()[name] = getattr(module, name)
         return sorted(exported)
 
     # mmcv's submodule paths (`from mmcv.ops.nms import batched_nms` becomes `from visdet_ops.nms import
     # batched_nms`): modules of this package, imported before the ops are exported, as mmcv's own __init__ does.
-    # Five share a name with an op function (nms, roi_align, roi_pool, carafe, deform_roi_pool): importing a
-    # submodule sets the package's attribute of that name to the module, so the export below must come after,
-    # and later imports find them in sys.modules and leave the attribute alone: visdet_ops.nms stays the function.
+    # Six share a name with an op function (nms, roi_align, roi_pool, carafe, deform_roi_pool, point_sample):
+    # importing a submodule sets the package's attribute of that name to the module, so the export below must come
+    # after, and later imports find them in sys.modules and leave the attribute alone: visdet_ops.nms stays the
+    # function.
     # The package's public modules that are ours (every other public module of visdet_ops/, not a subpackage, is an
-    # mmcv submodule path; tests/test_mmcv_names.py checks each against mmcv 2.2.0's submodules).
-    _OWN_MODULES = ("doctor", "onnx")
+    # mmcv submodule path; tests/test_mmcv_names.py checks each against mmcv 2.2.0's submodules). mmcv_compat is
+    # opt-in and imported only by its user (it touches mmcv and mmengine when install() runs).
+    _OWN_MODULES = ("doctor", "mmcv_compat", "onnx")
 
     def _import_mmcv_module_paths() -> tuple[str, ...]:
         import importlib

@@ -122,6 +122,13 @@ inline Tensor empty_of_sizes(const std::vector<int64_t>& sizes,
 // build calls the same ATen ops by name (host_stable.h).
 inline Tensor view(const Tensor& t, Sizes sizes) { return t.view(sizes); }
 inline Tensor reshape(const Tensor& t, Sizes sizes) { return t.reshape(sizes); }
+// The reshape of a contiguous t that an op returns as its result: no view is
+// recorded (at::_unsafe_view, what aten::matmul returns for the same reason).
+// A view of the op's scratch would reach autograd as a view, and in-place ops
+// on the output (an inplace ReLU after a DCN) would then raise.
+inline Tensor reshape_result(const Tensor& t, Sizes sizes) {
+  return at::_unsafe_view(t.contiguous(), sizes);
+}
 inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   return t.transpose(dim0, dim1);
 }

@@ -399,6 +399,23 @@ inline Tensor reshape(const Tensor& t, Sizes sizes) {
   if (t.is_contiguous()) return view(t, sizes);
   return torch::stable::reshape(t, sizes);
 }
+// The reshape of a contiguous t that an op returns as its result (host_classic.h
+// says why): aoti_torch__reinterpret_tensor shares t's storage and records no
+// view, whatever the sizes.
+inline Tensor reshape_result(const Tensor& t, Sizes sizes) {
+  const Tensor c = host::contiguous(t);
+  int64_t numel = 1;
+  for (const int64_t s : sizes) {
+    VISDET_CHECK(s >= 0, "visdet_ops: reshape_result: negative size ", s);
+    numel *= s;
+  }
+  VISDET_CHECK(numel == c.numel(), "visdet_ops: reshape_result: ", numel,
+               " elements asked of a tensor of ", c.numel());
+  std::vector<int64_t> strides(sizes.size());
+  detail::contiguous_strides(sizes.begin(), sizes.size(), strides.data());
+  return detail::reinterpret(c, sizes.begin(), strides.data(), sizes.size(),
+                             0);
+}
 inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   detail::Geometry g(t);
   const auto ndim = static_cast<int64_t>(g.sizes.size());

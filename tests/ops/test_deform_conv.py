@@ -386,7 +386,8 @@ def _good(device="cpu"):
         (dict(input=torch.randint(0, 3, (2, 4, 6, 6))), "input must be a floating point tensor"),
         (dict(weight=torch.randn(3, 3, 3, 3)), "input has 4 channels but weight"),
         (dict(offset=torch.randn(2, 16, 6, 6)), "offset must have shape"),
-        (dict(offset=torch.randn(2, 18, 5, 6)), "offset must have shape"),
+        # an H x W other than the output's is read as mmcv reads it, where the offset's memory holds that much
+        (dict(offset=torch.randn(2, 18, 5, 6)), r"offset has H x W 5 x 6, the output 6 x 6"),
         (dict(offset=torch.randn(2, 18, 6, 6, dtype=torch.float64)), "input and offset must have the same dtype"),
         (dict(mask=torch.rand(2, 18, 6, 6)), "mask must have shape"),
         (dict(mask=torch.rand(2, 9, 6, 6, dtype=torch.float64)), "input and mask must have the same dtype"),
@@ -978,6 +979,83 @@ def _opcheck_deform_conv2d(device, dtype, gen):
 
 AUTOCAST_OPCHECKS = {"deform_conv2d": _opcheck_deform_conv2d}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
+
+
+# Issue 39: what MMDetection 3.x's own tests found.
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("modulated", [False, True])
+def test_output_takes_in_place_ops(device, batch, modulated):
+    """The output is a tensor of its own at every batch size (mmcv's too), not a view of the op's scratch: mmdet's
+    inplace ReLU after a DCN raised 'Output 0 of deform_conv2d_eager is a view and is being modified inplace' at
+    batch 1. Forward and backward, the functions and the modules."""
+    x = torch.randn(batch, 4, 7, 6, device=device, requires_grad=True)
+    pack = (visdet_ops.ModulatedDeformConv2dPack if modulated else visdet_ops.DeformConv2dPack)(4, 5, 3, padding=1)
+    pack = pack.to(device)
+    with torch.no_grad():
+        pack.conv_offset.weight.normal_(0, 0.1)
+    for inplace in (torch.relu_, lambda t: t.mul_(2), lambda t: t.add_(1)):
+        out = pack(x)
+        assert not out._is_view()
+        want = inplace(out.detach().clone())
+        inplace(out)
+        assert torch.equal(out.detach(), want)
+        (g,) = torch.autograd.grad(out.sum(), x)
+        assert g.shape == x.shape and torch.isfinite(g).all()
+    with torch.no_grad():  # inference, the common batch-1 case
+        out = pack(x)
+        torch.nn.functional.relu(out, inplace=True)
+
+
+def _dyhead_offset(n, high, low, gen, dtype=torch.float64):
+    """DyHead's spatial_conv_high inputs: offset and mask from the finer level's (high x high) map, the input the
+    coarser level (low x low): the offset a channel slice of the 27-channel map, the mask its sigmoid."""
+    om = (torch.randn(n, 27, high, high, generator=gen, dtype=dtype) * 0.8).requires_grad_()
+    return om, om[:, :18], om[:, 18:].sigmoid()
+
+
+def test_modulated_offset_larger_than_the_output_is_read_as_mmcv_reads_it(device, rng):
+    """mmcv's im2col reads image b's offset as a contiguous [C, OH, OW] array from offset[b]'s first element (its
+    strides unused but the batch stride): for DyHead that is the first 18 * OH * OW values of image b's 27-channel
+    map, which the reference below takes by flattening that map."""
+    n, high, low = 2, 10, 5
+    om, offset, mask = _dyhead_offset(n, high, low, rng)
+    x = torch.randn(n, 4, low, low, generator=rng, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(3, 4, 3, 3, generator=rng, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(3, generator=rng, dtype=torch.float64)
+    move = (om, x, weight, bias)
+    dom, dx, dw, db = (t.detach().to(device).requires_grad_(t.requires_grad) for t in move)
+    got = visdet_ops.modulated_deform_conv2d(dx, dom[:, :18], dom[:, 18:].sigmoid(), dw, db, 1, 1)
+    plane = low * low
+    offset_read = om.flatten(1)[:, : 18 * plane].view(n, 18, low, low)
+    mask_read = mask.flatten(1)[:, : 9 * plane].view(n, 9, low, low)
+    want = deform_conv2d_reference(x, offset_read, mask_read, weight, bias, (1, 1), (1, 1), (1, 1), 1, 1)
+    torch.testing.assert_close(got.cpu(), want)
+    grads = torch.autograd.grad(got.sum(), (dom, dx, dw))
+    wants = torch.autograd.grad(want.sum(), (om, x, weight))
+    for name, g, w in zip(("offset and mask", "input", "weight"), grads, wants, strict=True):
+        torch.testing.assert_close(g.cpu(), w, msg=f"gradient of {name}")
+    # the module (DyHead's DyDCNv2 calls ModulatedDeformConv2d(x, offset, mask))
+    conv = visdet_ops.ModulatedDeformConv2d(4, 3, 3, padding=1).double().to(device)
+    with torch.no_grad():
+        conv.weight.copy_(weight)
+        conv.bias.copy_(bias)
+        torch.testing.assert_close(conv(dx, dom[:, :18], dom[:, 18:].sigmoid()).cpu(), want)
+
+
+def test_modulated_offset_smaller_than_the_output_is_refused():
+    """mmcv would read past the last image's offset: refused, naming the argument."""
+    x = torch.randn(2, 4, 8, 8)
+    weight = torch.randn(3, 4, 3, 3)
+    offset, mask = torch.randn(2, 18, 4, 4), torch.rand(2, 9, 8, 8)
+    with pytest.raises(RuntimeError, match=r"modulated_deform_conv2d: offset has H x W 4 x 4, the output 8 x 8"):
+        visdet_ops.modulated_deform_conv2d(x, offset, mask, weight, None, 1, 1)
+    with pytest.raises(RuntimeError, match=r"modulated_deform_conv2d: mask has H x W 4 x 4, the output 8 x 8"):
+        visdet_ops.modulated_deform_conv2d(x, torch.randn(2, 18, 8, 8), torch.rand(2, 9, 4, 4), weight, None, 1, 1)
+    # DCNv1 keeps its check: mmcv's deform_conv2d views the offset as the output's shape and fails there too
+    with pytest.raises(RuntimeError, match="offset must have shape"):
+        visdet_ops.deform_conv2d(x, torch.randn(2, 18, 10, 10), weight, 1, 1)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

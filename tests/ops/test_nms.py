@@ -185,8 +185,8 @@ def test_shapes_checked_before_indexing(device):
             _args.ShapeError, match=r"batched_nms: idxs must have shape \[N\] with N = boxes.size\(0\) = 3"
         ):
             visdet_ops.batched_nms(boxes, scores, idxs[:2], cfg)
-        with pytest.raises(_args.ShapeError, match="batched_nms: idxs must be an integer tensor"):
-            visdet_ops.batched_nms(boxes, scores, scores, cfg)
+        with pytest.raises(_args.ShapeError, match="batched_nms: idxs must be an integer, floating point or bool"):
+            visdet_ops.batched_nms(boxes, scores, scores.to(torch.complex64), cfg)
         want = visdet_ops.batched_nms(boxes, scores, idxs, cfg, class_agnostic=True)
         got = visdet_ops.batched_nms(boxes, scores, None, cfg, class_agnostic=True)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
@@ -660,6 +660,29 @@ test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 AUTOCAST_COVERED_OTHERWISE = {name: "test_nms_family_under_autocast" for name in AUTOCAST_DISCRETE}
 
 
+@pytest.mark.parametrize("kind", ["nms", "soft_nms"])
+def test_batched_nms_takes_floating_and_bool_idxs_as_mmcv(device, kind, rng):
+    """mmcv's batched_nms uses idxs.to(boxes): DDQ-DETR passes torch.ones(...). Floating and bool classes are
+    compared by value, integer ones on another device are moved (issue 39)."""
+    n = 60
+    boxes = torch.rand(n, 2, generator=rng) * 40
+    boxes = torch.cat([boxes, boxes + torch.rand(n, 2, generator=rng) * 30 + 5], 1).to(device)
+    scores = torch.rand(n, generator=rng).to(device)
+    classes = torch.randint(0, 4, (n,), generator=rng)
+    cfg = {"type": kind, "iou_threshold": 0.4}
+    want = visdet_ops.batched_nms(boxes, scores, classes.to(device), cfg)
+    for idxs in (classes.float(), classes.double(), classes.to(device, torch.float16), classes.float() * 2.5 - 1):
+        got = visdet_ops.batched_nms(boxes, scores, idxs.to(device), cfg)
+        assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0]), idxs.dtype
+    got = visdet_ops.batched_nms(boxes, scores, classes, cfg)  # integer idxs on the CPU beside CUDA boxes
+    assert torch.equal(got[1], want[1])
+    two = classes.to(device) % 2
+    want = visdet_ops.batched_nms(boxes, scores, two, cfg)
+    assert torch.equal(visdet_ops.batched_nms(boxes, scores, two.bool(), cfg)[1], want[1])
+    ones = visdet_ops.batched_nms(boxes, scores, torch.ones(n, device=device), cfg)
+    assert torch.equal(ones[1], visdet_ops.batched_nms(boxes, scores, None, cfg, class_agnostic=True)[1])
+
+
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
 
 
@@ -685,7 +708,6 @@ _BATCHED_BAD = (
     "cfg_int",
     "boxes_cols",
     "scores_len",
-    "idxs_dtype",
 )
 _MATCH_BAD = ("dets_cols", "dets_ndim", "dets_dtype", "iou_nan")
 
@@ -736,9 +758,8 @@ def _nms_case(draw, device):
         elif bad == "boxes_dtype":
             case["t"]["boxes"]["dt"] = draw(st.sampled_from(core.NON_FLOATS))
     elif fn == "batched_nms":
-        case["idxs_dt"] = draw(st.sampled_from(["i64", "i64", "i32", "i16", "u8"]))
-        if bad == "idxs_dtype":
-            case["idxs_dt"] = draw(st.sampled_from(["f32", "f64", "bool"]))
+        # floating idxs are classes by value, as mmcv's idxs.to(boxes) (issue 39)
+        case["idxs_dt"] = draw(st.sampled_from(["i64", "i64", "i32", "i16", "u8", "f32", "f64"]))
         case["classes"] = draw(st.integers(1, 4))
         case["class_agnostic"] = draw(st.booleans())
         kind = draw(st.sampled_from(["nms", "nms", "soft_nms", "none"]))
@@ -790,7 +811,7 @@ def _nms_case(draw, device):
             cfg[draw(st.sampled_from(["max_num", "split_thr"]))] = draw(st.sampled_from([1.5, "2"]))
         case["cfg"] = cfg
         agnostic = cfg is None or cfg.get("class_agnostic", case["class_agnostic"])
-        if bad in ("idxs_len", "idxs_dtype") and agnostic:
+        if bad == "idxs_len" and agnostic:
             case["expect"] = "either"  # idxs is not used then
     else:
         if bad == "dets_dtype":

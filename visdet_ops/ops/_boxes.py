@@ -64,9 +64,27 @@ def check_box_inputs(op: str, boxes: torch.Tensor, scores: torch.Tensor, idxs: t
     if idxs.dim() != 1 or idxs.size(0) != n:
         raise _args.ShapeError(f"{op}: idxs must have shape [N] with N = boxes.size(0) = {n}, got {list(idxs.shape)}")
     if idxs.is_floating_point() or idxs.is_complex() or idxs.dtype == torch.bool:
-        raise _args.ShapeError(f"{op}: idxs must be an integer tensor, got {idxs.dtype}")
+        # batched_nms turns floating and bool idxs into class ids first (class_ids): what remains is complex
+        raise _args.ShapeError(f"{op}: idxs must be an integer, floating point or bool tensor, got {idxs.dtype}")
     if idxs.device != boxes.device:
         raise _args.ShapeError(f"{op}: boxes and idxs must be on the same device, got {boxes.device} and {idxs.device}")
+
+
+def class_ids(idxs, boxes):
+    """batched_nms' classes as mmcv reads them, `idxs.to(boxes)`: any real dtype, on any device. Integer idxs are
+    moved to boxes' device; floating and bool idxs are compared as values of boxes' dtype (boxes of one class are
+    those whose idxs are equal there), which become the kernels' int64 class ids through torch.unique (for integral
+    values such as DDQ-DETR's torch.ones(...), the classes mmcv's coordinate offsets separate; mmcv offsets
+    non-integral values by fractions of the largest coordinate, which only partly separates them: here each value
+    is its own class). Anything else (not a tensor, a complex dtype, a wrong shape) is left to the checks, which
+    name it."""
+    if not isinstance(idxs, torch.Tensor) or not isinstance(boxes, torch.Tensor) or idxs.is_complex():
+        return idxs
+    if idxs.dtype == torch.bool or idxs.is_floating_point():
+        if idxs.dim() != 1 or not boxes.is_floating_point():
+            return idxs  # the shape check names it
+        return torch.unique(idxs.to(device=boxes.device, dtype=boxes.dtype), return_inverse=True)[1]
+    return idxs.to(boxes.device)
 
 
 def as_tensors(op: str, boxes, scores):

@@ -179,12 +179,45 @@ register_autocast("deform_conv2d", _deform_conv2d_autocast)
 register_autocast("_deform_conv2d_backward", _deform_conv2d_backward_autocast)
 
 
+def _as_mmcv_reads(op: str, arg: str, t, input, weight, stride, padding, dilation):
+    """modulated_deform_conv2d's offset or mask whose H x W differs from the output's, as mmcv's kernels read it
+    (docs/migration.md, "Results"): mmcv has no check there, and its im2col and col2im (CPU and CUDA) index image b's
+    offset from offset[b]'s data pointer as a contiguous [C, OH, OW] array, the offset's own strides unused but the
+    batch stride. That is the view with strides (offset.stride(0), OH * OW, OW, 1) on the offset's memory; its
+    gradient is mmcv's too (mmcv's backward writes the same positions of a zeroed tensor). An offset whose memory
+    ends before the last image's C * OH * OW values (mmcv reads past it) is refused, naming the argument. Anything
+    else (a wrong rank, batch or channel count) is left to the op's check."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 4 or input.dim() != 4 or weight.dim() != 4:
+        return t
+    if weight.size(2) == 0 or weight.size(3) == 0:
+        return t  # the op's check names the kernel
+    out_h = _out_size(input.size(2), padding[0], dilation[0], weight.size(2), stride[0])
+    out_w = _out_size(input.size(3), padding[1], dilation[1], weight.size(3), stride[1])
+    if (t.size(2), t.size(3)) == (out_h, out_w) or out_h <= 0 or out_w <= 0 or t.size(0) != input.size(0):
+        return t
+    n, channels = t.size(0), t.size(1)
+    end = t.storage_offset() + (n - 1) * t.stride(0) + channels * out_h * out_w if n and channels else 0
+    held = t.untyped_storage().nbytes() // t.element_size()
+    if end > held:
+        raise _args.ShapeError(
+            f"{op}: {arg} has H x W {t.size(2)} x {t.size(3)}, the output {out_h} x {out_w}: mmcv then reads image b's "
+            f"{arg} as [{channels}, {out_h}, {out_w}] from {arg}[b]'s first element, which for the last image runs "
+            f"past the {arg}'s memory ({end} elements needed, {held} held); give {arg} the output's H x W"
+        )
+    return t.as_strided((n, channels, out_h, out_w), (t.stride(0), out_h * out_w, out_w, 1))
+
+
 def _call(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups, im2col_step, op):
     # Under the names the user wrote (op is the public function's name), before any work: the op's own check
     # would name the schema's stride_h, pad_w, ... (_args' docstring).
     sh, sw = _args.check_call_pair(op, "stride", stride, _args.STRIDE)
     ph, pw = _args.check_call_pair(op, "padding", padding, _args.PADDING)
     dh, dw = _args.check_call_pair(op, "dilation", dilation, _args.DILATION)
+    if mask is not None and isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor):
+        # DCNv2 only: mmcv's deform_conv2d views the offset as the output's shape and raises there.
+        geometry = (input, weight, (sh, sw), (ph, pw), (dh, dw))
+        offset = _as_mmcv_reads(op, "offset", offset, *geometry)
+        mask = _as_mmcv_reads(op, "mask", mask, *geometry)
     groups = _args.check_call_int(op, "groups", groups, _args.GROUPS)
     deform_groups = _args.check_call_int(op, "deform_groups", deform_groups, _args.GROUPS)
     im2col_step = _args.check_call_int(op, "im2col_step", im2col_step, _args.IM2COL_STEP_DCN)

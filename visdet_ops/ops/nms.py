@@ -19,6 +19,7 @@ from ._boxes import (
     check_box_inputs,
     check_boxes_fake,
     check_offset,
+    class_ids,
     is_exporting,
     is_ndarray,
 )
@@ -162,7 +163,8 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
     by shifting coordinates, so the result is exact at any coordinate size.
 
     Args:
-        boxes: [N, 4]; scores: [N]; idxs: [N] integer class of each box
+        boxes: [N, 4]; scores: [N]; idxs: [N] class of each box, as mmcv's
+            `idxs.to(boxes)`: integer, floating point or bool, on any device
             (not used, and may be None, with nms_cfg None or class_agnostic).
             Their shapes are checked first, naming the argument.
         nms_cfg: dict with `type` ('nms' or 'soft_nms', default 'nms'),
@@ -186,6 +188,8 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
         scores, inds = scores.sort(descending=True, stable=True)
         return torch.cat([boxes[inds], scores[:, None]], -1), inds
     nms_type, cfg, class_agnostic, split_thr, max_num = _nms_params(nms_cfg, class_agnostic)
+    if not class_agnostic:
+        idxs = class_ids(idxs, boxes)  # mmcv's idxs.to(boxes): floating and bool classes, any device
     # Before scores index boxes and idxs (score_threshold); idxs only where it is used, as in mmcv.
     check_box_inputs("batched_nms", boxes, scores, None if class_agnostic else idxs)
     note_device(boxes)

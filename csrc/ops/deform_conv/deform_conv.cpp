@@ -323,9 +323,11 @@ Tensor deform_conv2d_forward(const DeformConvForward& a,
         out_t = host::add(out_t, *bias);
       }
     }
-    if (!a.output.defined()) {  // one image: the GEMM's result is the output
-      return host::to_dtype(host::view(out_t, {1, cout, s.out_h, s.out_w}),
-                            a.dtype);
+    if (!a.output.defined()) {  // one image: the GEMM's result is the output,
+      // reshaped without recording a view (autograd would refuse in-place
+      // ops on a view of the op's scratch: issue 39)
+      return host::to_dtype(
+          host::reshape_result(out_t, {1, cout, s.out_h, s.out_w}), a.dtype);
     }
     // Into NCHW order: [cout, B, plane] -> [B, cout, plane].
     host::copy_into(
