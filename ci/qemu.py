@@ -130,6 +130,27 @@ def make_venv(root: Path, path: Path, env: dict) -> Path:
     return path / "bin" / "python"
 
 
+# torch's own requirements on linux-aarch64 up to 2.10 (its NVIDIA ones are marked platform_machine == "x86_64"), and
+# what the installed-package tests need: installed into a guest venv by this machine's pip for the aarch64 platform,
+# at native speed (the guest's pip unpacks torch's 800 MB in emulation: minutes). The wheels are the ones the
+# guest's pip would take; visdet-ops itself is always installed by the guest's pip, from the served index.
+TORCH_PURE_REQUIREMENTS = ("filelock", "typing-extensions", "sympy", "mpmath", "networkx", "jinja2", "markupsafe",
+                           "fsspec", "setuptools")  # fmt: skip
+TEST_REQUIREMENTS = ("pytest", "pytest-xdist", "execnet", "iniconfig", "pluggy", "hypothesis", "attrs",
+                     "sortedcontainers", "numpy", "packaging")  # fmt: skip
+
+
+def install_wheels(venv_python: Path, requirements: list[str], env: dict) -> None:
+    """`requirements` (exactly these, no dependency resolution) into the aarch64 venv of `venv_python`, by this
+    machine's pip for the guest's platform and Python."""
+    from ci import toolchain
+
+    site = next((venv_python.parent.parent / "lib").glob("python3.*")) / "site-packages"
+    python = site.parent.name.removeprefix("python")
+    _run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target", str(site),
+          *toolchain.wheel_platform_args("aarch64", python), *requirements], env)  # fmt: skip
+
+
 def provision(cache: Path = CACHE) -> tuple[Path, dict]:
     """binfmt and the sysroot; returns the sysroot and the environment for guest programs."""
     print(ensure_binfmt(), flush=True)

@@ -141,13 +141,10 @@ def check_installed(
     py: Path, variant: str, env: dict, work: Path, version: str | None = None, full: bool = True
 ) -> str:
     """Import and doctor (text, --json, -m) in a venv that holds torch and visdet-ops only. full=False (the further
-    install modes under qemu, where every Python start imports torch for 25 s): `visdet-ops doctor --json` alone,
-    which imports the package, runs every op and reports the version."""
+    install modes under qemu, where every Python start imports torch for 25 s and the doctor runs every op in
+    emulation): the import and the installed version; the first mode ran the doctors on the same wheel."""
     if not full:
-        report = run([py.parent / "visdet-ops", "doctor", "--json"], env, cwd=work, check=False)
-        if report.returncode != 0 or json.loads(report.stdout)["ok"] is not True:
-            raise SystemExit(f"{variant}: visdet-ops doctor --json exited {report.returncode}\n{report.stdout[-3000:]}")
-        got = json.loads(report.stdout)["build_info"]["VERSION"]
+        got = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
         if not got.endswith(version or f"+{variant}"):
             raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {version or '+' + variant}")
         return got
@@ -185,7 +182,10 @@ def check_variant(
     machine = "aarch64" if sysroot is not None else rules.normalize_machine(platform.machine())
     started = time.monotonic()
     py = venv(work / f"venv-{variant}-{machine}", env, sysroot)
-    torch_version = install_torch(py, smoke_torch_minor(variant, stable_torch), env)
+    minor = smoke_torch_minor(variant, stable_torch)
+    if sysroot is not None:  # torch's aarch64 wheel, laid down at native speed (qemu.install_wheels)
+        qemu.install_wheels(py, [f"torch=={minor}.*", *qemu.TORCH_PURE_REQUIREMENTS], env)
+    torch_version = install_torch(py, minor, env)
     times = {"venv + torch": time.monotonic() - started}
     user = user_pip_env(env)
     modes = {}
@@ -207,9 +207,14 @@ def check_variant(
     # The test suite, once, against the installed wheel (or its installed-package tests, when the caller ran the
     # whole suite on this variant's code already).
     step = time.monotonic()
-    run([py, "-m", "pip", "install", "--quiet", "visdet-ops[test]", "-f", f"{url}/{variant}/"], user)
+    if sysroot is None:
+        run([py, "-m", "pip", "install", "--quiet", "visdet-ops[test]", "-f", f"{url}/{variant}/"], user)
+    else:  # the installed-package tests' requirements natively (qemu.TEST_REQUIREMENTS), visdet-ops by the guest's pip
+        qemu.install_wheels(py, list(qemu.TEST_REQUIREMENTS), env)
+        run([py, "-m", "pip", "install", "--quiet", "--no-deps", "visdet-ops", "-f", f"{url}/{variant}/"], user)
     paths = ("tests",) if whole_suite else INSTALLED_PACKAGE_TESTS
-    res = run(pytest_command(py, paths=paths), env, cwd=tree_without_package(work / "tree", source), check=False)
+    tree = tree_without_package(work / "tree", source)
+    res = run(pytest_command(py, paths=paths, env=env), env, cwd=tree, check=False)
     times["tests"] = time.monotonic() - step
     summary = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:]
     summary = summary if whole_suite else f"{summary} (installed-package tests: the whole suite ran on this code)"

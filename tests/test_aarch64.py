@@ -131,3 +131,18 @@ def test_cross_build_needs_a_compiler_for_the_target(tmp_path: Path):
     res = _setup({"VISDET_OPS_TARGET_TORCH": str(target), "CXX": "g++"}, tmp_path)
     assert res.returncode != 0
     assert "C++ ABI" in res.stderr or "compiles for x86_64" in res.stderr, res.stderr[-2000:]
+
+
+def test_no_kernel_takes_a_bool_parameter():
+    """A __global__ function's bool parameter is loaded by the host ABI's sign of char (ld.param.s8 for an x86_64
+    build, .u8 for an aarch64 one), so the two platforms' wheels would carry different cubins for it (roi_pool's and
+    roi_align's flags did, found by comparing the wheels): kernel flags are ints."""
+    import re
+
+    kernel = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)", re.S)
+    found = []
+    for source in sorted(CSRC.rglob("*.cu")) + sorted(CSRC.rglob("*.cuh")):
+        for name, params in kernel.findall(source.read_text()):
+            if re.search(r"\bbool\b", params):
+                found.append(f"{source.relative_to(ROOT)}: {name}")
+    assert not found, f"kernels with a bool parameter: {found}"

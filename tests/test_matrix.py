@@ -235,6 +235,8 @@ version = "12.6"
 arch_list = ["8.0", "9.0+PTX"]
 torch = ["2.10.0", "2.11.0", "2.11.1", "2.13.0"]
 torch_index = "x"
+platforms = ["x86_64"]
+[cuda.x86_64]
 manylinux_image = "img126"
 [[cuda]]
 name = "cu130"
@@ -242,6 +244,8 @@ version = "13.0"
 arch_list = ["9.0", "12.0+PTX"]
 torch = ["2.11.0", "2.13.0"]
 torch_index = "x"
+platforms = ["x86_64"]
+[cuda.x86_64]
 manylinux_image = "img130"
 """
 

@@ -68,6 +68,8 @@ __device__ __forceinline__ void atomic_add4(float* p, float4 v) {
 
 constexpr int kTileBytes = 24 * 1024;
 
+// vec4 is an int, not a bool: see roi_pool_cuda.cu's channel_major (a bool
+// kernel parameter gives x86_64 and aarch64 builds different cubins).
 template <typename T, typename I>
 __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
     roi_align_backward_kernel(const T* __restrict__ grad_output,
@@ -75,7 +77,7 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
                               const acc_t<T>* __restrict__ rois,
                               const acc_t<T>* argmax_y,
                               const acc_t<T>* argmax_x, RoIAlignShape s,
-                              acc_t<T> spatial_scale, bool vec4,
+                              acc_t<T> spatial_scale, int vec4,
                               acc_t<T>* grad_input) {
   using A = acc_t<T>;
   using roi_align_detail::RoIGeometry;

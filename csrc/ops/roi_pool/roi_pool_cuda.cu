@@ -11,14 +11,17 @@ namespace {
 // takes the backward from 256 to 165 us on a 124 MB map, where the atomics of
 // row-major miss L2; on an 8 MB map, which L2 holds either way, it makes the
 // bins of overlapping RoIs that pick the same maximum add to it at the same
-// time, and both kernels were 7-16% slower.
+// time, and both kernels were 7-16% slower. It is an int parameter, not a bool:
+// a kernel's bool parameter is loaded by the host ABI's sign of char
+// (ld.param.s8 on x86_64, .u8 on aarch64), so the cubins of the two
+// platforms' wheels would differ (docs/aarch64.md, "The same kernels").
 template <typename T, typename I>
 __global__ void roi_pool_forward_kernel(const T* __restrict__ input,
                                         const acc_t<T>* __restrict__ rois,
                                         RoIPoolShape s, acc_t<T> spatial_scale,
                                         T* __restrict__ output,
                                         int32_t* __restrict__ argmax,
-                                        bool channel_major) {
+                                        int channel_major) {
   const I channels = static_cast<I>(s.channels);
   const I pooled_h = static_cast<I>(s.pooled_h);
   const I pooled_w = static_cast<I>(s.pooled_w);
@@ -42,7 +45,7 @@ __global__ void roi_pool_backward_kernel(const T* __restrict__ grad_output,
                                          const int32_t* __restrict__ argmax,
                                          RoIPoolShape s,
                                          acc_t<T>* grad_input,
-                                         bool channel_major) {
+                                         int channel_major) {
   auto add = [grad_input](I offset, acc_t<T> value) {
     atomicAdd(grad_input + offset, value);
   };
