@@ -83,15 +83,6 @@ def fresh_fwd_bwd(fn, tensors: tuple[torch.Tensor, ...], grad: torch.Tensor | No
     return run
 
 
-def fresh_sum_backward(fn, *tensors: torch.Tensor) -> Callable[[], None]:
-    """One tiny training call: fn on fresh leaves of `tensors`, then backward of the output's sum."""
-
-    def run():
-        fn(*fresh_leaves(*tensors)).sum().backward()
-
-    return run
-
-
 def ones_backward(fn, x: torch.Tensor, *args):
     """fn(fresh leaf of x, *args) (its first output where it returns several), backward of ones; the leaf's grad."""
     leaf = x.detach().requires_grad_()  # a fresh leaf: its .grad is written, not accumulated into
@@ -135,5 +126,11 @@ def image_rois(gen: torch.Generator, k: int, batch: int, height: float, width: f
     return torch.stack([b, x1, y1, x1 + w, y1 + h], 1)
 
 
-# Tiny RoIs on a 16x16 map (host cost: the kernels do next to nothing).
-TINY_ROIS = [[0, 1.0, 1, 9, 9], [0, 2, 3, 12, 14], [0, 0, 0, 15, 15], [0, 4, 4, 8, 10]]
+def tiny_roi_fwd_bwd(dev: str, name: str, ours: Callable, peer: Callable):
+    """A host-cost Case: fwd+bwd of ours(x, rois) and of peer(x, rois), fresh leaves, on a 1x4x16x16 map x (a
+    generator seeded 0) and 4 RoIs, on `dev` (the kernels do next to nothing)."""
+    from . import Case
+
+    x = torch.randn(1, 4, 16, 16, generator=torch.Generator().manual_seed(0)).to(dev)
+    rois = torch.tensor([[0, 1.0, 1, 9, 9], [0, 2, 3, 12, 14], [0, 0, 0, 15, 15], [0, 4, 4, 8, 10]]).to(dev)
+    return Case(name, *(fresh_fwd_bwd(lambda t, f=f: f(t, rois).sum(), (x,)) for f in (ours, peer)))

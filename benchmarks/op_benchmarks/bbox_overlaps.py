@@ -46,8 +46,5 @@ def _benchmark(bench) -> None:
 @benchmark("bbox_overlaps", tags=("host_instructions",))
 def _host_instructions():
     """16 boxes against themselves."""
-    yield Case(
-        "bbox_overlaps",
-        "visdet_ops.bbox_overlaps(b, b)",
-        setup="b = torch.rand(16, 4, generator=g) * 50\nb[:, 2:] += b[:, :2]",
-    )
+    setup = "b = torch.rand(16, 4, generator=g) * 50\nb[:, 2:] += b[:, :2]"
+    yield Case("bbox_overlaps", "visdet_ops.bbox_overlaps(b, b)", setup=setup)

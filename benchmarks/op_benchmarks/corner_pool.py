@@ -37,8 +37,5 @@ def _benchmark(bench) -> None:
 @benchmark("corner_pool", tags=("host_instructions",))
 def _host_instructions():
     """fwd+bwd on a 1x4x16x16 map."""
-    yield Case(
-        "corner_pool fwd+bwd",
-        "fwd_bwd(lambda t: visdet_ops.corner_pool(t, 'top'), x)",
-        setup="x = torch.randn(1, 4, 16, 16, generator=g)",
-    )
+    setup = "x = torch.randn(1, 4, 16, 16, generator=g)"
+    yield Case("corner_pool fwd+bwd", "fwd_bwd(lambda t: visdet_ops.corner_pool(t, 'top'), x)", setup=setup)

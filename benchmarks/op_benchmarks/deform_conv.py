@@ -155,28 +155,24 @@ def _cpu(gen, tv):
 @benchmark("deform_conv2d", tags=("host_time",))
 def _host_time(dev, tv):
     """DCNv2 fwd+bwd, 4 channels, 8x8."""
-    from ._helpers import fresh_sum_backward
+    from ._helpers import fresh_fwd_bwd
 
     gen = torch.Generator().manual_seed(0)
     dx = torch.randn(1, 4, 8, 8, generator=gen).to(dev)
     weight = torch.randn(4, 4, 3, 3, generator=gen).to(dev)
     offset = (0.5 * torch.randn(1, 18, 8, 8, generator=gen)).to(dev)
     mask = torch.rand(1, 9, 8, 8, generator=gen).to(dev)
-    yield Case(
-        "DCNv2 fwd+bwd",
-        fresh_sum_backward(lambda t, w, o, m: modulated_deform_conv2d(t, o, m, w, None, 1, 1, 1, 1, 1), dx, weight,
-                           offset, mask),
-        fresh_sum_backward(lambda t, w, o, m: tv.deform_conv2d(t, o, w, None, 1, 1, 1, m), dx, weight, offset, mask),
-    )  # fmt: skip
+    ours = lambda t, w, o, m: modulated_deform_conv2d(t, o, m, w, None, 1, 1, 1, 1, 1).sum()  # noqa: E731
+    peer = lambda t, w, o, m: tv.deform_conv2d(t, o, w, None, 1, 1, 1, m).sum()  # noqa: E731
+    yield Case("DCNv2 fwd+bwd", *(fresh_fwd_bwd(f, (dx, weight, offset, mask)) for f in (ours, peer)))
 
 
 @benchmark("deform_conv2d", tags=("host_instructions",))
 def _host_instructions():
     """DCNv2 fwd+bwd, 2x4x8x8."""
-    yield Case(
-        "DCNv2 fwd+bwd",
-        "fwd_bwd(lambda t, w, o, m: visdet_ops.modulated_deform_conv2d(t, o, m, w, None, 1, 1, 1, 1, 1), "
-        "dx, dw, doff, dmask)",
-        setup="dx = torch.randn(2, 4, 8, 8, generator=g)\ndw = torch.randn(4, 4, 3, 3, generator=g)\n"
-        "doff = 0.5 * torch.randn(2, 18, 8, 8, generator=g)\ndmask = torch.rand(2, 9, 8, 8, generator=g)",
+    setup = (
+        "dx = torch.randn(2, 4, 8, 8, generator=g)\ndw = torch.randn(4, 4, 3, 3, generator=g)\n"
+        "doff = 0.5 * torch.randn(2, 18, 8, 8, generator=g)\ndmask = torch.rand(2, 9, 8, 8, generator=g)"
     )
+    call = "visdet_ops.modulated_deform_conv2d(t, o, m, w, None, 1, 1, 1, 1, 1)"
+    yield Case("DCNv2 fwd+bwd", f"fwd_bwd(lambda t, w, o, m: {call}, dx, dw, doff, dmask)", setup=setup)

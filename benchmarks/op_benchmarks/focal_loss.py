@@ -127,8 +127,7 @@ def _gpu_targets(gen, tv):
 @benchmark("sigmoid_focal_loss", tags=("host_instructions",))
 def _host_instructions():
     """fwd+bwd of 64 x 8 logits."""
+    setup = "logits = torch.randn(64, 8, generator=g)\nlabels = torch.randint(0, 8, (64,), generator=g)"
     yield Case(
-        "sigmoid_focal_loss fwd+bwd",
-        "fwd_bwd(lambda t: visdet_ops.sigmoid_focal_loss(t, labels), logits)",
-        setup="logits = torch.randn(64, 8, generator=g)\nlabels = torch.randint(0, 8, (64,), generator=g)",
+        "sigmoid_focal_loss fwd+bwd", "fwd_bwd(lambda t: visdet_ops.sigmoid_focal_loss(t, labels), logits)", setup=setup
     )

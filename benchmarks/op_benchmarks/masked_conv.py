@@ -57,9 +57,8 @@ def _benchmark(bench) -> None:
 @benchmark("masked_conv2d", tags=("host_instructions",))
 def _host_instructions():
     """Forward on a 1x4x8x8 map, about half of it masked in."""
-    yield Case(
-        "masked_conv2d fwd",
-        "visdet_ops.masked_conv2d(mx, mmask, mw, mb, 1)",
-        setup="mx = torch.randn(1, 4, 8, 8, generator=g)\nmmask = (torch.rand(1, 8, 8, generator=g) > 0.5).float()\n"
-        "mw = torch.randn(4, 4, 3, 3, generator=g)\nmb = torch.randn(4, generator=g)",
+    setup = (
+        "mx = torch.randn(1, 4, 8, 8, generator=g)\nmmask = (torch.rand(1, 8, 8, generator=g) > 0.5).float()\n"
+        "mw = torch.randn(4, 4, 3, 3, generator=g)\nmb = torch.randn(4, generator=g)"
     )
+    yield Case("masked_conv2d fwd", "visdet_ops.masked_conv2d(mx, mmask, mw, mb, 1)", setup=setup)

@@ -91,11 +91,10 @@ def _gpu_targets(gen, tv):
 @benchmark("multi_scale_deformable_attn", tags=("host_instructions",))
 def _host_instructions():
     """fwd+bwd: 2 levels (4x4, 2x2), 2 heads, 6 queries."""
-    yield Case(
-        "MSDA fwd+bwd",
-        "fwd_bwd(lambda v, l, a: visdet_ops.multi_scale_deformable_attn(v, shapes, starts, l, a, 64), "
-        "value, locs, attn)",
-        setup="value = torch.randn(1, 20, 2, 4, generator=g)\nshapes = torch.tensor([[4, 4], [2, 2]])\n"
+    setup = (
+        "value = torch.randn(1, 20, 2, 4, generator=g)\nshapes = torch.tensor([[4, 4], [2, 2]])\n"
         "starts = torch.tensor([0, 16])\nlocs = torch.rand(1, 6, 2, 2, 2, 2, generator=g)\n"
-        "attn = torch.rand(1, 6, 2, 2, 2, generator=g)",
+        "attn = torch.rand(1, 6, 2, 2, 2, generator=g)"
     )
+    call = "visdet_ops.multi_scale_deformable_attn(v, shapes, starts, l, a, 64)"
+    yield Case("MSDA fwd+bwd", f"fwd_bwd(lambda v, l, a: {call}, value, locs, attn)", setup=setup)

@@ -96,8 +96,5 @@ def _host_time(dev, tv):
 @benchmark("nms", tags=("host_instructions",))
 def _host_instructions():
     """nms of 16 boxes."""
-    yield Case(
-        "nms",
-        "visdet_ops.nms(b, s, 0.5)",
-        setup="b = torch.rand(16, 4, generator=g) * 50\nb[:, 2:] += b[:, :2]\ns = torch.rand(16, generator=g)",
-    )
+    setup = "b = torch.rand(16, 4, generator=g) * 50\nb[:, 2:] += b[:, :2]\ns = torch.rand(16, generator=g)"
+    yield Case("nms", "visdet_ops.nms(b, s, 0.5)", setup=setup)

@@ -167,14 +167,13 @@ def _cpu(gen, tv):
 @benchmark("roi_align", tags=("host_time",))
 def _host_time(dev, tv):
     """fwd+bwd of 4 RoIs on a 1x4x16x16 map."""
-    from ._helpers import TINY_ROIS, fresh_sum_backward
+    from ._helpers import tiny_roi_fwd_bwd
 
-    x = torch.randn(1, 4, 16, 16, generator=torch.Generator().manual_seed(0)).to(dev)
-    rois = torch.tensor(TINY_ROIS).to(dev)
-    yield Case(
+    yield tiny_roi_fwd_bwd(
+        dev,
         "roi_align fwd+bwd",
-        fresh_sum_backward(lambda t: roi_align(t, rois, 7, 1.0, 2, "avg", True), x),
-        fresh_sum_backward(lambda t: tv.roi_align(t, rois, 7, 1.0, 2, True), x),
+        lambda t, r: roi_align(t, r, 7, 1.0, 2, "avg", True),
+        lambda t, r: tv.roi_align(t, r, 7, 1.0, 2, True),
     )
 
 

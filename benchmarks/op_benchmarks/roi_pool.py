@@ -90,22 +90,15 @@ def _cpu(gen, tv):
 @benchmark("roi_pool", tags=("host_time",))
 def _host_time(dev, tv):
     """fwd+bwd of 4 RoIs on a 1x4x16x16 map."""
-    from ._helpers import TINY_ROIS, fresh_sum_backward
+    from ._helpers import tiny_roi_fwd_bwd
 
-    x = torch.randn(1, 4, 16, 16, generator=torch.Generator().manual_seed(0)).to(dev)
-    rois = torch.tensor(TINY_ROIS).to(dev)
-    yield Case(
-        "roi_pool fwd+bwd",
-        fresh_sum_backward(lambda t: roi_pool(t, rois, 7, 1.0), x),
-        fresh_sum_backward(lambda t: tv.roi_pool(t, rois, 7, 1.0), x),
+    yield tiny_roi_fwd_bwd(
+        dev, "roi_pool fwd+bwd", lambda t, r: roi_pool(t, r, 7, 1.0), lambda t, r: tv.roi_pool(t, r, 7, 1.0)
     )
 
 
 @benchmark("roi_pool", tags=("host_instructions",))
 def _host_instructions():
     """fwd+bwd of 4 RoIs on a 1x4x16x16 map."""
-    yield Case(
-        "roi_pool fwd+bwd",
-        "fwd_bwd(lambda t: visdet_ops.roi_pool(t, rois, 7, 1.0), x)",
-        setup="x = torch.randn(1, 4, 16, 16, generator=g)\nrois = torch.tensor([[0, 1.0, 1, 9, 9]] * 4)",
-    )
+    setup = "x = torch.randn(1, 4, 16, 16, generator=g)\nrois = torch.tensor([[0, 1.0, 1, 9, 9]] * 4)"
+    yield Case("roi_pool fwd+bwd", "fwd_bwd(lambda t: visdet_ops.roi_pool(t, rois, 7, 1.0), x)", setup=setup)
