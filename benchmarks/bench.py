@@ -38,14 +38,29 @@ def op_families() -> list[str]:
 
 
 def unbenchmarked_families() -> list[str]:
-    covered = {b.family for b in BENCHMARKS}
+    covered = {b.family for b in BENCHMARKS if "bench" in b.tags}
     return [f for f in op_families() if f not in covered]
 
 
+def tagged(tag: str, only: list[str] | None = None) -> list[Benchmark]:
+    """The declared benchmarks tagged `tag` of the families named (all when none; a family is named by its op
+    module or its alias), family by family in op_families() order, each family's in declaration order."""
+    return [
+        b
+        for f in op_families()
+        for b in BENCHMARKS
+        if b.family == f and tag in b.tags and (not only or f in only or b.alias in only)
+    ]
+
+
+def tagged_names(tag: str) -> list[str]:
+    """The names a report's --only accepts: the families with a benchmark tagged `tag`, and their aliases."""
+    return sorted({n for b in tagged(tag) for n in (b.family, b.alias) if n})
+
+
 def benchmarks(only: list[str] | None = None) -> list[Benchmark]:
-    """The declared benchmarks of the families named (all when none), family by family in op_families() order,
-    each family's in declaration order."""
-    return [b for f in op_families() if not only or f in only for b in BENCHMARKS if b.family == f]
+    """bench.py's own benchmarks (tag "bench") of the families named (all when none), in tagged()'s order."""
+    return tagged("bench", only)
 
 
 def timed_calls(fn, calls: int, cuda: bool) -> list[float]:

@@ -1,6 +1,7 @@
-"""Host time per call of the public ops on tiny inputs, ours against torchvision's in one process (issue 24's table):
-roi_align and roi_pool fwd+bwd (4 RoIs on a 1x4x16x16 map), nms (50 boxes), DCNv2 fwd+bwd (4 channels, 8x8).
-Each call writes fresh leaf gradients, as a training step after zero_grad(set_to_none=True) does.
+"""Host time per call of the public ops on tiny inputs, ours against torchvision's in one process (issue 24's table).
+The cases are the `@benchmark(..., tags=("host_time",))` functions of benchmarks/op_benchmarks/<family>.py: each is
+called with (the device, torchvision.ops), makes its own tiny inputs (a generator seeded 0) and yields `Case`s
+(name, ours, peer). Each call writes fresh leaf gradients, as a training step after zero_grad(set_to_none=True) does.
 
 Calls run back to back; on CUDA the tiny kernels finish long before the host has issued the next call, so the wall
 time per call is the host's. Rounds alternate ours and the peer; the median round counts.
@@ -16,51 +17,9 @@ import json
 import sys
 
 import torch
-from bench import alternating_medians, wall_time_per_call  # benchmarks/bench.py: the harness's timing
+from bench import alternating_medians, tagged, wall_time_per_call  # benchmarks/bench.py: timing, case discovery
 
 import visdet_ops
-
-
-def _cases(dev: str):
-    """(name, ours, peer) callables; None where torchvision has no such op."""
-    import torchvision
-
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(1, 4, 16, 16, generator=gen).to(dev)
-    rois = torch.tensor([[0, 1.0, 1, 9, 9], [0, 2, 3, 12, 14], [0, 0, 0, 15, 15], [0, 4, 4, 8, 10]]).to(dev)
-    boxes = torch.rand(50, 4, generator=gen) * 40
-    boxes[:, 2:] += boxes[:, :2] + 1
-    boxes, scores = boxes.to(dev), torch.rand(50, generator=gen).to(dev)
-    dx = torch.randn(1, 4, 8, 8, generator=gen).to(dev)
-    weight = torch.randn(4, 4, 3, 3, generator=gen).to(dev)
-    offset = (0.5 * torch.randn(1, 18, 8, 8, generator=gen)).to(dev)
-    mask = torch.rand(1, 9, 8, 8, generator=gen).to(dev)
-
-    def fwd_bwd(fn, *leaves):
-        def step():
-            inputs = [t.detach().requires_grad_() for t in leaves]  # fresh leaves, no .grad to accumulate into
-            fn(*inputs).sum().backward()
-
-        return step
-
-    tvops = torchvision.ops
-    yield (
-        "roi_align fwd+bwd",
-        fwd_bwd(lambda t: visdet_ops.roi_align(t, rois, 7, 1.0, 2, "avg", True), x),
-        fwd_bwd(lambda t: tvops.roi_align(t, rois, 7, 1.0, 2, True), x),
-    )
-    yield (
-        "roi_pool fwd+bwd",
-        fwd_bwd(lambda t: visdet_ops.roi_pool(t, rois, 7, 1.0), x),
-        fwd_bwd(lambda t: tvops.roi_pool(t, rois, 7, 1.0), x),
-    )
-    yield "nms", lambda: visdet_ops.nms(boxes, scores, 0.5), lambda: tvops.nms(boxes, scores, 0.5)
-    yield (
-        "DCNv2 fwd+bwd",
-        fwd_bwd(lambda t, w, o, m: visdet_ops.modulated_deform_conv2d(t, o, m, w, None, 1, 1, 1, 1, 1), dx, weight,
-                offset, mask),
-        fwd_bwd(lambda t, w, o, m: tvops.deform_conv2d(t, o, w, None, 1, 1, 1, m), dx, weight, offset, mask),
-    )  # fmt: skip
 
 
 def _top_operators(fn, calls: int, sync, limit: int = 8) -> list[tuple[str, float]]:
@@ -89,8 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# host time per call, {args.device}, {build} build, torch {torch.__version__}; median of {args.rounds} "
           f"alternating rounds of {args.calls} calls", flush=True)  # fmt: skip
     print("| case | ours µs | torchvision µs | ratio (tv / ours) |\n|---|---:|---:|---:|")
+    import torchvision
+
     results = []
-    for name, ours, peer in _cases(args.device):
+    for name, ours, peer, *_ in (c for b in tagged("host_time") for c in b.run(args.device, torchvision.ops)):
         for fn in (ours, peer):
             for _ in range(20):
                 fn()

@@ -1,7 +1,7 @@
-"""What the op modules' benchmarks share (see `benchmark` in visdet_ops/ops/__init__.py): detector-shaped inputs
-on the GPU and the row builders that several families use. Only the benchmark functions import this module, and
-only when benchmarks/bench.py calls them on a GPU; the timing itself (CUDA events, warm-up, median, copy
-bandwidth) is bench.py's, reached through the `bench` argument."""
+"""What the op modules' benchmarks share (see `benchmark` in benchmarks/op_benchmarks/__init__.py): detector-shaped
+inputs and the row builders and training-call closures that several families use. Only the benchmark functions
+import this module, and only when a report calls them; the timing itself (CUDA events, warm-up, median, copy
+bandwidth, rounds) is the reports' (benchmarks/bench.py and the scripts beside it)."""
 
 from __future__ import annotations
 
@@ -67,3 +67,70 @@ def per_call_overhead(bench, op: str, ours: Callable, peer: Callable) -> None:
 
     case("forward", lambda f: f(x, rois))
     case("fwd+bwd", lambda f: f(xg, rois).sum().backward())
+
+
+def fresh_leaves(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    """Fresh leaves for one call: no .grad to accumulate into (zero_grad(set_to_none=True))."""
+    return [t.detach().requires_grad_() for t in tensors]
+
+
+def fresh_fwd_bwd(fn, tensors: tuple[torch.Tensor, ...], grad: torch.Tensor | None = None) -> Callable[[], None]:
+    """One training call: fn on fresh leaves of `tensors`, then backward (grad None: a scalar loss)."""
+
+    def run():
+        fn(*fresh_leaves(*tensors)).backward(grad)
+
+    return run
+
+
+def ones_backward(fn, x: torch.Tensor, *args):
+    """fn(fresh leaf of x, *args) (its first output where it returns several), backward of ones; the leaf's grad."""
+    leaf = x.detach().requires_grad_()  # a fresh leaf: its .grad is written, not accumulated into
+    out = fn(leaf, *args)
+    out = out[0] if isinstance(out, tuple) else out
+    out.backward(torch.ones_like(out))
+    return leaf.grad
+
+
+def level_rois(k: int, batch: int, height: int, width: int, stride: int, gen: torch.Generator) -> torch.Tensor:
+    """k RoIs on the GPU in image coordinates of a level of `stride`: sides of 1 to 28 feature pixels (the sizes
+    the FPN assignment sends to a level), corners anywhere the box fits."""
+    wh = (torch.rand(k, 2, generator=gen) * 27 + 1) * stride
+    room = torch.tensor([width * stride, height * stride]) - wh
+    xy = torch.rand(k, 2, generator=gen) * room.clamp(min=0)
+    idx = torch.randint(0, batch, (k, 1), generator=gen).float()
+    return torch.cat([idx, xy, xy + wh], 1).cuda()
+
+
+# Issue 24's RoI head levels, batch 2: (channels, height, width, stride, RoIs).
+ROI_HEAD_LEVELS = ((256, 200, 304, 4, 1000), (256, 50, 76, 16, 512))
+
+
+def roi_head_inputs(gen: torch.Generator):
+    """Per level of ROI_HEAD_LEVELS, drawn from gen in this order: (its label, the features, the RoIs, a gradient
+    of a 7x7 output, the spatial scale), on the GPU."""
+    for c, h, w, stride, k in ROI_HEAD_LEVELS:
+        feats = torch.randn(2, c, h, w, generator=gen).cuda()
+        rois = level_rois(k, 2, h, w, stride, gen)
+        grad = torch.randn(k, c, 7, 7, generator=gen).cuda()
+        yield f"{c}x{h}x{w}, K={k}, 7x7", feats, rois, grad, 1.0 / stride
+
+
+def image_rois(gen: torch.Generator, k: int, batch: int, height: float, width: float, scale: float) -> torch.Tensor:
+    """k RoIs in image coordinates (feature map size / scale), random corners, at least 2 pixels wide (CPU)."""
+    x1 = torch.rand(k, generator=gen) * (width / scale) * 0.8
+    y1 = torch.rand(k, generator=gen) * (height / scale) * 0.8
+    w = 2 + torch.rand(k, generator=gen) * (width / scale) * 0.3
+    h = 2 + torch.rand(k, generator=gen) * (height / scale) * 0.3
+    b = torch.randint(0, batch, (k,), generator=gen).float()
+    return torch.stack([b, x1, y1, x1 + w, y1 + h], 1)
+
+
+def tiny_roi_fwd_bwd(dev: str, name: str, ours: Callable, peer: Callable):
+    """A host-cost Case: fwd+bwd of ours(x, rois) and of peer(x, rois), fresh leaves, on a 1x4x16x16 map x (a
+    generator seeded 0) and 4 RoIs, on `dev` (the kernels do next to nothing)."""
+    from . import Case
+
+    x = torch.randn(1, 4, 16, 16, generator=torch.Generator().manual_seed(0)).to(dev)
+    rois = torch.tensor([[0, 1.0, 1, 9, 9], [0, 2, 3, 12, 14], [0, 0, 0, 15, 15], [0, 4, 4, 8, 10]]).to(dev)
+    return Case(name, *(fresh_fwd_bwd(lambda t, f=f: f(t, rois).sum(), (x,)) for f in (ours, peer)))

@@ -1,5 +1,5 @@
-"""GPU benchmarks of visdet_ops.ops.bbox_overlaps against its peers, which benchmarks/bench.py discovers and runs
-(not shipped in the wheel)."""
+"""Benchmarks of visdet_ops.ops.bbox_overlaps against its peers, each tagged for the reports that select it (default:
+benchmarks/bench.py's GPU table; any other tag: the script benchmarks/<tag>.py). Not shipped in the wheel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 from visdet_ops.ops.bbox_overlaps import bbox_overlaps
 
-from . import benchmark
+from . import Case, benchmark
 
 
 @benchmark("bbox_overlaps")
@@ -41,3 +41,10 @@ def _benchmark(bench) -> None:
         row["peer"] = bench.cuda_time_ms(lambda: tv.box_iou(ah, bh))
         row["peer_name"] = "torchvision.ops.box_iou"
     bench.results.append(row)
+
+
+@benchmark("bbox_overlaps", tags=("host_instructions",))
+def _host_instructions():
+    """16 boxes against themselves."""
+    setup = "b = torch.rand(16, 4, generator=g) * 50\nb[:, 2:] += b[:, :2]"
+    yield Case("bbox_overlaps", "visdet_ops.bbox_overlaps(b, b)", setup=setup)

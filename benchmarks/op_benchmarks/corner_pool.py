@@ -1,5 +1,5 @@
-"""GPU benchmarks of visdet_ops.ops.corner_pool against its peers, which benchmarks/bench.py discovers and runs
-(not shipped in the wheel)."""
+"""Benchmarks of visdet_ops.ops.corner_pool against its peers, each tagged for the reports that select it (default:
+benchmarks/bench.py's GPU table; any other tag: the script benchmarks/<tag>.py). Not shipped in the wheel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 from visdet_ops.ops.corner_pool import _cummax_pool, corner_pool
 
-from . import benchmark
+from . import Case, benchmark
 
 
 @benchmark("corner_pool")
@@ -32,3 +32,10 @@ def _benchmark(bench) -> None:
 
     for mode in ("top", "bottom", "left", "right"):
         case(mode)
+
+
+@benchmark("corner_pool", tags=("host_instructions",))
+def _host_instructions():
+    """fwd+bwd on a 1x4x16x16 map."""
+    setup = "x = torch.randn(1, 4, 16, 16, generator=g)"
+    yield Case("corner_pool fwd+bwd", "fwd_bwd(lambda t: visdet_ops.corner_pool(t, 'top'), x)", setup=setup)

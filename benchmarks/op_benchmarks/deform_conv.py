@@ -1,5 +1,5 @@
-"""GPU benchmarks of visdet_ops.ops.deform_conv against its peers, which benchmarks/bench.py discovers and runs
-(not shipped in the wheel)."""
+"""Benchmarks of visdet_ops.ops.deform_conv against its peers, each tagged for the reports that select it (default:
+benchmarks/bench.py's GPU table; any other tag: the script benchmarks/<tag>.py). Not shipped in the wheel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 from visdet_ops.ops.deform_conv import modulated_deform_conv2d
 
-from . import benchmark
+from . import Case, benchmark
 
 # The 3x3 convs where mmdet places DCN (ResNet-50 stages 2-4, dcn stage_with_dcn): (channels, H = W), batch
 # DCN_BENCH_BATCH, deform_groups 1.
@@ -120,3 +120,59 @@ def _benchmark_amp(bench) -> None:
 
     for channels, size in DCN_BENCH_SHAPES:
         case(channels, size)
+
+
+@benchmark("deform_conv2d", tags=("gpu_targets",), alias="dcn")
+def _gpu_targets(gen, tv):
+    """Issue 24's rows: DCNv2 fwd+bwd (all five gradients) at mmdet's DCN convs, batch 1, and a batch of 2 at
+    100x100; peer torchvision's deform_conv2d with mask."""
+    from ._helpers import fresh_fwd_bwd
+
+    for batch, c, size in ((1, 128, 64), (1, 256, 32), (1, 512, 16), (2, 256, 100)):
+        x, offset, mask, weight, bias, grad = dcn_bench_case(c, size, gen, batch)
+        tensors = (x, offset, mask, weight, bias)
+        yield Case(
+            f"DCNv2 fwd+bwd batch {batch}, {c}ch {size}x{size}, 3x3",
+            fresh_fwd_bwd(lambda x, o, m, w, b: modulated_deform_conv2d(x, o, m, w, b, 1, 1, 1, 1, 1), tensors, grad),
+            fresh_fwd_bwd(lambda x, o, m, w, b: tv.deform_conv2d(x, o, w, b, 1, 1, 1, m), tensors, grad),
+        )
+
+
+@benchmark("deform_conv2d", tags=("cpu",))
+def _cpu(gen, tv):
+    """DCNv2 forward on the CPU, 2x64x32x32, 3x3."""
+    x = torch.randn(2, 64, 32, 32, generator=gen)
+    weight = torch.randn(64, 64, 3, 3, generator=gen) * 0.05
+    offset = torch.randn(2, 18, 32, 32, generator=gen)
+    mask = torch.rand(2, 9, 32, 32, generator=gen)
+    yield Case(
+        "DCNv2 forward, 2x64x32x32, 3x3",
+        (lambda: modulated_deform_conv2d(x, offset, mask, weight, None, 1, 1, 1, 1, 1)),
+        lambda: tv.deform_conv2d(x, offset, weight, None, padding=(1, 1), mask=mask),
+    )
+
+
+@benchmark("deform_conv2d", tags=("host_time",))
+def _host_time(dev, tv):
+    """DCNv2 fwd+bwd, 4 channels, 8x8."""
+    from ._helpers import fresh_fwd_bwd
+
+    gen = torch.Generator().manual_seed(0)
+    dx = torch.randn(1, 4, 8, 8, generator=gen).to(dev)
+    weight = torch.randn(4, 4, 3, 3, generator=gen).to(dev)
+    offset = (0.5 * torch.randn(1, 18, 8, 8, generator=gen)).to(dev)
+    mask = torch.rand(1, 9, 8, 8, generator=gen).to(dev)
+    ours = lambda t, w, o, m: modulated_deform_conv2d(t, o, m, w, None, 1, 1, 1, 1, 1).sum()  # noqa: E731
+    peer = lambda t, w, o, m: tv.deform_conv2d(t, o, w, None, 1, 1, 1, m).sum()  # noqa: E731
+    yield Case("DCNv2 fwd+bwd", *(fresh_fwd_bwd(f, (dx, weight, offset, mask)) for f in (ours, peer)))
+
+
+@benchmark("deform_conv2d", tags=("host_instructions",))
+def _host_instructions():
+    """DCNv2 fwd+bwd, 2x4x8x8."""
+    setup = (
+        "dx = torch.randn(2, 4, 8, 8, generator=g)\ndw = torch.randn(4, 4, 3, 3, generator=g)\n"
+        "doff = 0.5 * torch.randn(2, 18, 8, 8, generator=g)\ndmask = torch.rand(2, 9, 8, 8, generator=g)"
+    )
+    call = "visdet_ops.modulated_deform_conv2d(t, o, m, w, None, 1, 1, 1, 1, 1)"
+    yield Case("DCNv2 fwd+bwd", f"fwd_bwd(lambda t, w, o, m: {call}, dx, dw, doff, dmask)", setup=setup)

@@ -1,5 +1,5 @@
-"""GPU benchmarks of visdet_ops.ops.focal_loss against its peers, which benchmarks/bench.py discovers and runs
-(not shipped in the wheel)."""
+"""Benchmarks of visdet_ops.ops.focal_loss against its peers, each tagged for the reports that select it (default:
+benchmarks/bench.py's GPU table; any other tag: the script benchmarks/<tag>.py). Not shipped in the wheel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 from visdet_ops.ops.focal_loss import sigmoid_focal_loss, softmax_focal_loss
 
-from . import benchmark
+from . import Case, benchmark
 
 
 @benchmark("sigmoid_focal_loss", "softmax_focal_loss")
@@ -85,3 +85,49 @@ def _benchmark(bench) -> None:
         ("softmax", torch.bfloat16, "mean"),
     ):
         case(kind, dtype, reduction)
+
+
+def _softmax_focal_peer(input, target, gamma=2.0, alpha=0.25):
+    logp = torch.log_softmax(input, 1).gather(1, target[:, None]).squeeze(1)
+    p = logp.exp()
+    return (-alpha * (1 - p) ** gamma * logp).sum() / input.size(0)
+
+
+@benchmark("sigmoid_focal_loss", "softmax_focal_loss", tags=("gpu_targets",), alias="focal")
+def _gpu_targets(gen, tv):
+    """Issue 24's rows: both losses' fwd+bwd, mean, 100k and 400k anchors x 80 classes, one by one and back to
+    back. Peers: torchvision's sigmoid_focal_loss (one-hot targets), a pure-PyTorch softmax focal loss. Issue 24's
+    target is a fraction of the copy bandwidth: one read of the logits and targets, one write of the gradient."""
+    from ._helpers import fresh_fwd_bwd
+
+    for n in (100_000, 400_000):
+        logits = torch.randn(n, 80, generator=gen).cuda()
+        labels = torch.randint(0, 81, (n,), generator=gen).cuda()
+        onehot = torch.nn.functional.one_hot(labels, 81)[:, :80].float()
+        classes = labels.clamp(max=79)
+        compulsory = 2 * logits.nbytes + labels.nbytes
+        for back_to_back in (False, True):
+            tag = ", back to back" if back_to_back else ""
+            yield Case(
+                f"sigmoid_focal_loss fwd+bwd {n} x 80, mean{tag}",
+                fresh_fwd_bwd(lambda x, t=labels: sigmoid_focal_loss(x, t, 2.0, 0.25, None, "mean"), (logits,)),
+                fresh_fwd_bwd(lambda x, t=onehot: tv.sigmoid_focal_loss(x, t, 0.25, 2.0, "sum") / x.size(0), (logits,)),
+                back_to_back,
+                compulsory,
+            )
+            yield Case(
+                f"softmax_focal_loss fwd+bwd {n} x 80, mean{tag}",
+                fresh_fwd_bwd(lambda x, t=classes: softmax_focal_loss(x, t, 2.0, 0.25, None, "mean"), (logits,)),
+                fresh_fwd_bwd(lambda x, t=classes: _softmax_focal_peer(x, t), (logits,)),
+                back_to_back,
+                compulsory,
+            )
+
+
+@benchmark("sigmoid_focal_loss", tags=("host_instructions",))
+def _host_instructions():
+    """fwd+bwd of 64 x 8 logits."""
+    setup = "logits = torch.randn(64, 8, generator=g)\nlabels = torch.randint(0, 8, (64,), generator=g)"
+    yield Case(
+        "sigmoid_focal_loss fwd+bwd", "fwd_bwd(lambda t: visdet_ops.sigmoid_focal_loss(t, labels), logits)", setup=setup
+    )

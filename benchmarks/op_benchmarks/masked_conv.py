@@ -1,5 +1,5 @@
-"""GPU benchmarks of visdet_ops.ops.masked_conv against its peers, which benchmarks/bench.py discovers and runs
-(not shipped in the wheel)."""
+"""Benchmarks of visdet_ops.ops.masked_conv against its peers, each tagged for the reports that select it (default:
+benchmarks/bench.py's GPU table; any other tag: the script benchmarks/<tag>.py). Not shipped in the wheel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 from visdet_ops.ops.masked_conv import masked_conv2d
 
-from . import benchmark
+from . import Case, benchmark
 
 
 @benchmark("masked_conv2d")
@@ -52,3 +52,13 @@ def _benchmark(bench) -> None:
             case(density)
     finally:
         torch.backends.cudnn.allow_tf32 = tf32
+
+
+@benchmark("masked_conv2d", tags=("host_instructions",))
+def _host_instructions():
+    """Forward on a 1x4x8x8 map, about half of it masked in."""
+    setup = (
+        "mx = torch.randn(1, 4, 8, 8, generator=g)\nmmask = (torch.rand(1, 8, 8, generator=g) > 0.5).float()\n"
+        "mw = torch.randn(4, 4, 3, 3, generator=g)\nmb = torch.randn(4, generator=g)"
+    )
+    yield Case("masked_conv2d fwd", "visdet_ops.masked_conv2d(mx, mmask, mw, mb, 1)", setup=setup)

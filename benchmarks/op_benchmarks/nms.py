@@ -1,5 +1,5 @@
-"""GPU benchmarks of visdet_ops.ops.nms against its peers, which benchmarks/bench.py discovers and runs
-(not shipped in the wheel)."""
+"""Benchmarks of visdet_ops.ops.nms against its peers, each tagged for the reports that select it (default:
+benchmarks/bench.py's GPU table; any other tag: the script benchmarks/<tag>.py). Not shipped in the wheel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 from visdet_ops.ops.nms import batched_nms, nms
 
-from . import benchmark
+from . import Case, benchmark
 
 
 @benchmark("nms")
@@ -53,3 +53,48 @@ def _benchmark_batched_nms(bench) -> None:
 
     for n in (1000, 5000, 20000):
         case(n)
+
+
+def _cpu_boxes(gen: torch.Generator, n: int, size: float = 800.0) -> tuple[torch.Tensor, torch.Tensor]:
+    xy = torch.rand(n, 2, generator=gen) * size
+    wh = 8 + torch.rand(n, 2, generator=gen) * size * 0.15
+    return torch.cat([xy, xy + wh], 1), torch.rand(n, generator=gen)
+
+
+@benchmark("nms", "batched_nms", tags=("cpu",))
+def _cpu(gen, tv):
+    """A detector's NMS stages on the CPU: nms of 1000 and 5000 boxes, batched_nms of 20000 and 80000 boxes in 80
+    classes (mmdet's default split_thr), iou 0.5."""
+    for n in (1000, 5000):
+        boxes, scores = _cpu_boxes(gen, n)
+        yield Case(
+            f"nms {n} boxes, iou 0.5",
+            lambda b=boxes, s=scores: nms(b, s, 0.5),
+            (lambda b=boxes, s=scores: tv.nms(b, s, 0.5)),
+        )
+    for n, classes in ((20000, 80), (80000, 80)):
+        boxes, scores = _cpu_boxes(gen, n)
+        idxs = torch.randint(0, classes, (n,), generator=gen)
+        cfg = {"type": "nms", "iou_threshold": 0.5}
+        yield Case(
+            f"batched_nms {n} boxes in {classes} classes",
+            (lambda b=boxes, s=scores, i=idxs: batched_nms(b, s, i, dict(cfg))),
+            lambda b=boxes, s=scores, i=idxs: tv.batched_nms(b, s, i, 0.5),
+        )
+
+
+@benchmark("nms", tags=("host_time",))
+def _host_time(dev, tv):
+    """nms of 50 boxes."""
+    gen = torch.Generator().manual_seed(0)
+    boxes = torch.rand(50, 4, generator=gen) * 40
+    boxes[:, 2:] += boxes[:, :2] + 1
+    boxes, scores = boxes.to(dev), torch.rand(50, generator=gen).to(dev)
+    yield Case("nms", lambda: nms(boxes, scores, 0.5), lambda: tv.nms(boxes, scores, 0.5))
+
+
+@benchmark("nms", tags=("host_instructions",))
+def _host_instructions():
+    """nms of 16 boxes."""
+    setup = "b = torch.rand(16, 4, generator=g) * 50\nb[:, 2:] += b[:, :2]\ns = torch.rand(16, generator=g)"
+    yield Case("nms", "visdet_ops.nms(b, s, 0.5)", setup=setup)

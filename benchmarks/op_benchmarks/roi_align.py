@@ -1,5 +1,5 @@
-"""GPU benchmarks of visdet_ops.ops.roi_align against its peers, which benchmarks/bench.py discovers and runs
-(not shipped in the wheel)."""
+"""Benchmarks of visdet_ops.ops.roi_align against its peers, each tagged for the reports that select it (default:
+benchmarks/bench.py's GPU table; any other tag: the script benchmarks/<tag>.py). Not shipped in the wheel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 from visdet_ops.ops.roi_align import roi_align
 
-from . import benchmark
+from . import Case, benchmark
 
 
 @benchmark("roi_align")
@@ -111,3 +111,81 @@ def _benchmark_amp(bench) -> None:
 
     for stride, h, w in FPN_LEVELS[:2]:
         case(stride, h, w)
+
+
+@benchmark("roi_align", tags=("gpu_targets",))
+def _gpu_targets(gen, tv):
+    """Issue 24's rows: fwd+bwd (float32 and under float16 autocast) and forward, sr 2, at each RoI head level;
+    peer torchvision's roi_align."""
+    from ._helpers import fresh_leaves, roi_head_inputs
+
+    for shape, feats, rois, grad, scale in roi_head_inputs(gen):
+        for amp in (False, True):
+            x0 = feats.half() if amp else feats
+            g0 = grad.half() if amp else grad
+
+            def step(fn, x0=x0, g0=g0, amp=amp):
+                def run():
+                    (x,) = fresh_leaves(x0)
+                    with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+                        out = fn(x)
+                    out.backward(g0.to(out.dtype))
+
+                return run
+
+            tag = ", AMP f16" if amp else ""
+            yield Case(
+                f"roi_align fwd+bwd {shape}, sr 2{tag}",
+                step(lambda x, s=scale, r=rois: roi_align(x, r, 7, s, 2, "avg", True)),
+                step(lambda x, s=scale, r=rois: tv.roi_align(x, r, 7, s, 2, True)),
+            )
+        yield Case(
+            f"roi_align forward {shape}, sr 2",
+            lambda s=scale, f=feats, r=rois: roi_align(f, r, 7, s, 2, "avg", True),
+            lambda s=scale, f=feats, r=rois: tv.roi_align(f, r, 7, s, 2, True),
+        )
+
+
+@benchmark("roi_align", tags=("cpu",))
+def _cpu(gen, tv):
+    """A detector's RoI head at stride 8 on the CPU, avg and max mode (torchvision has avg only)."""
+    from ._helpers import image_rois, ones_backward
+
+    x = torch.randn(2, 256, 100, 152, generator=gen)
+    rois = image_rois(gen, 512, 2, 100, 152, 1 / 8)
+    for mode in ("avg", "max"):
+        ours = lambda t, m=mode: roi_align(t, rois, 7, 1 / 8, 2, m, True)  # noqa: E731
+        peer = (lambda t: tv.roi_align(t, rois, 7, 1 / 8, 2, True)) if mode == "avg" else None
+        yield Case(f"forward {mode}, 2x256x100x152, K=512, 7x7, sr 2", lambda o=ours: o(x), peer and (lambda: peer(x)))
+        yield Case(
+            f"fwd+bwd {mode}, the same",
+            lambda o=ours: ones_backward(o, x),
+            peer and (lambda: ones_backward(peer, x)),
+        )
+
+
+@benchmark("roi_align", tags=("host_time",))
+def _host_time(dev, tv):
+    """fwd+bwd of 4 RoIs on a 1x4x16x16 map."""
+    from ._helpers import tiny_roi_fwd_bwd
+
+    yield tiny_roi_fwd_bwd(
+        dev,
+        "roi_align fwd+bwd",
+        lambda t, r: roi_align(t, r, 7, 1.0, 2, "avg", True),
+        lambda t, r: tv.roi_align(t, r, 7, 1.0, 2, True),
+    )
+
+
+_TINY_MAP = "x = torch.randn(1, 4, 16, 16, generator=g)\nrois = torch.tensor([[0, 1.0, 1, 9, 9]] * 4)"
+
+
+@benchmark("roi_align", tags=("host_instructions",))
+def _host_instructions():
+    """The bare registered op and the public call's fwd+bwd: 4 RoIs on a 1x4x16x16 map."""
+    yield Case("roi_align op", "ops.roi_align(x, rois, 7, 7, 1.0, 2, 'avg', True)", setup=_TINY_MAP)
+    yield Case(
+        "roi_align fwd+bwd",
+        "fwd_bwd(lambda t: visdet_ops.roi_align(t, rois, 7, 1.0, 2, 'avg', True), x)",
+        setup=_TINY_MAP,
+    )
