@@ -263,7 +263,15 @@ def _build(session: nox.Session, flavour: variants.CudaFlavour, stable=None) -> 
     compile_seconds = built_at - compile_started
     torch_lib = Path(env["VISDET_OPS_TARGET_TORCH"]) / "lib" if cross else None
     _report(
-        session, wheel, flavour, torch_version, arch_list or None, started, compile_seconds, stable is not None, torch_lib
+        session,
+        wheel,
+        flavour,
+        torch_version,
+        arch_list or None,
+        started,
+        compile_seconds,
+        stable is not None,
+        torch_lib,
     )
 
 

@@ -499,5 +499,10 @@ setup(
     ext_modules=[extension()],
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
     # A cross build's wheel is tagged for its target (auditwheel then gives it its manylinux tag).
-    options={"bdist_wheel": {"py_limited_api": variants.ABI3_TAG, **({"plat_name": f"linux_{TARGET_MACHINE}"} if CROSS else {})}},
+    options={
+        "bdist_wheel": {
+            "py_limited_api": variants.ABI3_TAG,
+            **({"plat_name": f"linux_{TARGET_MACHINE}"} if CROSS else {}),
+        }
+    },
 )

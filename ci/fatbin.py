@@ -47,7 +47,9 @@ def entries(path: Path) -> list[tuple[str, str, bytes]]:
             kind, _, entry_header, payload = struct.unpack_from("<HHIQ", blob, entry)
             arch = struct.unpack_from("<I", blob, entry + 28)[0]
             start = entry + entry_header
-            out.append(("ptx" if kind == KIND_PTX else "sass", f"{arch // 10}.{arch % 10}", blob[start : start + payload]))
+            out.append(
+                ("ptx" if kind == KIND_PTX else "sass", f"{arch // 10}.{arch % 10}", blob[start : start + payload])
+            )
             entry += entry_header + payload
         pos = end
     return out

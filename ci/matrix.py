@@ -465,8 +465,10 @@ def _gpus(arch_list) -> str:
     sass, ptx = sass_and_ptx(arch_list)
     if not sass:
         return "CPU only"
-    return " ".join(f"sm_{a.replace('.', '')} ({GPUS.get(a, '?')})" for a in sass) + " + PTX " + " ".join(
-        f"compute_{a.replace('.', '')}" for a in ptx
+    return (
+        " ".join(f"sm_{a.replace('.', '')} ({GPUS.get(a, '?')})" for a in sass)
+        + " + PTX "
+        + " ".join(f"compute_{a.replace('.', '')}" for a in ptx)
     )
 
 
@@ -543,8 +545,8 @@ def markdown(m: Matrix) -> str:
             )
             session = sv.session + ("" if sv.row.platform == "x86_64" else f" -- --platform {sv.row.platform}")
             lines.append(
-                f"| `{sv.name}` | {sv.row.platform} | {serves} | {sv.row.name} | {sv.torch} | {' '.join(sass) or '-'} | "
-                f"{' '.join(ptx) or '-'} | `nox -s {session}` |"
+                f"| `{sv.name}` | {sv.row.platform} | {serves} | {sv.row.name} | {sv.torch} | "
+                f"{' '.join(sass) or '-'} | {' '.join(ptx) or '-'} | `nox -s {session}` |"
             )
     lines += [
         "",

@@ -48,7 +48,9 @@ class QemuError(RuntimeError):
 def _run(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> str:
     res = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     if res.returncode != 0:
-        raise QemuError(f"{' '.join(map(str, cmd))} failed ({res.returncode}):\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+        raise QemuError(
+            f"{' '.join(map(str, cmd))} failed ({res.returncode}):\n{res.stdout[-2000:]}{res.stderr[-2000:]}"
+        )
     return res.stdout
 
 
@@ -71,7 +73,9 @@ def ensure_binfmt() -> str:
     try:
         (BINFMT / "register").write_text(f":{BINFMT_NAME}:M:0:{BINFMT_MAGIC}:{BINFMT_MASK}:{qemu}:{flags}")
     except OSError as exc:
-        raise QemuError(f"registering {qemu} with binfmt_misc failed ({exc}): run as root, or install binfmt-support")
+        raise QemuError(
+            f"registering {qemu} with binfmt_misc failed ({exc}): run as root, or install binfmt-support"
+        ) from exc
     return f"binfmt_misc {BINFMT_NAME}: registered {qemu} ({flags})"
 
 
@@ -164,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         root, env = provision(args.cache)
-        out = _run([str(guest_python(root)), "-c", "import platform, sys; print(sys.version.split()[0], platform.machine())"], env)
+        out = _run(
+            [str(guest_python(root)), "-c", "import platform, sys; print(sys.version.split()[0], platform.machine())"],
+            env,
+        )
     except QemuError as exc:
         print(f"ci.qemu: {exc}", file=sys.stderr)
         return 2

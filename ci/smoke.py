@@ -195,7 +195,9 @@ def check_variant(
         modes[mode] = check_installed(py, variant, user, work, full=sysroot is None or n == 0)
         run([py, "-m", "pip", "uninstall", "--quiet", "--yes", "visdet-ops"], user)
         times[mode] = time.monotonic() - step
-        print(f"{variant} ({machine}): {mode}: visdet-ops {modes[mode]} beside torch {torch_version}: import + doctor OK")
+        print(
+            f"{variant} ({machine}): {mode}: visdet-ops {modes[mode]} beside torch {torch_version}: import + doctor OK"
+        )
     for version in versions or []:
         step = time.monotonic()
         for args in install_modes(url, variant).values():

@@ -195,8 +195,7 @@ def cross_compilers(target: str) -> dict[str, str]:
     missing = [f"{triplet}-{tool}" for tool in ("gcc", "g++") if shutil.which(f"{triplet}-{tool}") is None]
     if missing:
         raise ToolchainError(
-            f"cross-compiling for {target} needs {' and '.join(missing)} (Debian/Ubuntu: apt-get install "
-            f"g++-{triplet})"
+            f"cross-compiling for {target} needs {' and '.join(missing)} (Debian/Ubuntu: apt-get install g++-{triplet})"
         )
     return {"CC": f"{triplet}-gcc", "CXX": f"{triplet}-g++", "LDSHARED": f"{triplet}-g++ -shared"}
 
@@ -293,7 +292,9 @@ def cross_cuda_home(flavour: CudaFlavour, host_home: Path, cache: Path, pip: Cal
         _unpack(wheel, unpacked, lambda name: "/include/" in name or "/lib/" in name, fresh=False)
     roots = [d for d in unpacked.glob("nvidia/cu*") if d.is_dir()]
     if len(roots) != 1 or not (roots[0] / "include" / "cuda_runtime.h").exists():
-        raise ToolchainError(f"the {flavour.platform} CUDA wheels in {wheels} gave no nvidia/cu*/include/cuda_runtime.h")
+        raise ToolchainError(
+            f"the {flavour.platform} CUDA wheels in {wheels} gave no nvidia/cu*/include/cuda_runtime.h"
+        )
     shutil.copytree(roots[0] / "include", target / "include")
     shutil.copytree(roots[0] / "lib", target / "lib")
     _link_unversioned_cudart(target / "lib")

@@ -330,7 +330,9 @@ def test_rehearsal_adds_the_aarch64_cpu_wheel_to_release_1(monkeypatch, tmp_path
     monkeypatch.setattr(toolchain, "cross_compilers", lambda target: {"CXX": f"{target}-linux-gnu-g++"})
     fetched = []
     monkeypatch.setattr(
-        toolchain, "target_torch", lambda f, t, cache, pip, python: fetched.append((f.platform, str(t), python)) or tmp_path
+        toolchain,
+        "target_torch",
+        lambda f, t, cache, pip, python: fetched.append((f.platform, str(t), python)) or tmp_path,
     )
     env = release.cross_environment(aarch64, aarch64.torch_for("2.10"), "3.10")
     assert fetched == [("aarch64", "2.10.0", "3.10")]

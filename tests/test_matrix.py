@@ -66,7 +66,11 @@ manylinux_image = "y"
 @pytest.mark.parametrize(
     "extra, match",
     [
-        ('[[cuda]]\nname = "cpu"\ntorch = ["2.4.0"]\ntorch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n', "duplicate name"),
+        (
+            '[[cuda]]\nname = "cpu"\ntorch = ["2.4.0"]\ntorch_index = "x"\nplatforms = ["x86_64"]\n'
+            '[cuda.x86_64]\nmanylinux_image = "y"\n',
+            "duplicate name",
+        ),
         (
             '[[cuda]]\nname = "cu130"\nversion = "13.0"\narch_list = ["7.0", "9.0+PTX"]\ntorch = ["2.9.1"]\n'
             'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
@@ -176,7 +180,10 @@ def test_platforms_of_the_matrix():
 @pytest.mark.parametrize(
     "row, match",
     [
-        ('platforms = ["x86_64", "aarch64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n', r"needs a \[cuda.aarch64\] table"),
+        (
+            'platforms = ["x86_64", "aarch64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
+            r"needs a \[cuda.aarch64\] table",
+        ),
         ('platforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n[cuda.aarch64]\nmanylinux_image = "z"\n',
          "'aarch64' is not in its platforms"),
         ('platforms = ["x86_64", "riscv64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n', r"\['riscv64'\] are none of"),
@@ -188,7 +195,9 @@ def test_platforms_of_the_matrix():
 )  # fmt: skip
 def test_bad_platform_tables_are_rejected(tmp_path, row, match):
     text = BASE.replace('platforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n', row)
-    text = text.replace('[platforms.x86_64]\nrunner = "r"\n', '[platforms.x86_64]\nrunner = "r"\n[platforms.aarch64]\nrunner = "a"\n')
+    text = text.replace(
+        '[platforms.x86_64]\nrunner = "r"\n', '[platforms.x86_64]\nrunner = "r"\n[platforms.aarch64]\nrunner = "a"\n'
+    )
     with pytest.raises(ValueError, match=match):
         variants.load(_write(tmp_path, text))
 
@@ -328,8 +337,9 @@ def test_the_wheels_workflow_runs_the_session_each_row_names():
     """wheels.yml builds every row, stable ones included, through the nox session the row names (the one a person
     runs): `nox -s build-<flavour>` or `nox -s build-stable-<flavour>`, both made by noxfile.py from the matrix."""
     workflow = (ROOT / ".github" / "workflows" / "wheels.yml").read_text()
-    assert 'run: nox -s "${{ matrix.session }}" -- --torch "${{ matrix.torch }}" --platform "${{ matrix.platform }}"' in (
-        workflow
+    assert (
+        'run: nox -s "${{ matrix.session }}" -- --torch "${{ matrix.torch }}" --platform "${{ matrix.platform }}"'
+        in (workflow)
     )
     assert "runs-on: ${{ matrix.runner }}" in workflow
     noxfile = (ROOT / "noxfile.py").read_text()
