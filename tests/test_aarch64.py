@@ -135,8 +135,8 @@ def test_cross_build_needs_a_compiler_for_the_target(tmp_path: Path):
 
 def test_no_kernel_takes_a_bool_parameter():
     """A __global__ function's bool parameter is loaded by the host ABI's sign of char (ld.param.s8 for an x86_64
-    build, .u8 for an aarch64 one), so the two platforms' wheels would carry different cubins for it (roi_pool's and
-    roi_align's flags did, found by comparing the wheels): kernel flags are ints."""
+    build, .u8 for an aarch64 one), so the two platforms' wheels would carry different cubins for it (two RoI kernels'
+    flags did, found by comparing the wheels): kernel flags are ints."""
     import re
 
     kernel = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)", re.S)
