@@ -140,19 +140,20 @@ def make_venv(root: Path, path: Path, env: dict) -> Path:
 # guest's pip would take; visdet-ops itself is always installed by the guest's pip, from the served index.
 TORCH_PURE_REQUIREMENTS = ("filelock", "typing-extensions", "sympy", "mpmath", "networkx", "jinja2", "markupsafe",
                            "fsspec", "setuptools")  # fmt: skip
-TEST_REQUIREMENTS = ("pytest", "pytest-xdist", "execnet", "iniconfig", "pluggy", "hypothesis", "attrs",
-                     "sortedcontainers", "numpy", "packaging")  # fmt: skip
+TEST_REQUIREMENTS = ("pytest", "pytest-xdist", "hypothesis", "numpy", "packaging")
 
 
-def install_wheels(venv_python: Path, requirements: list[str], env: dict) -> None:
-    """`requirements` (exactly these, no dependency resolution) into the aarch64 venv of `venv_python`, by this
-    machine's pip for the guest's platform and Python."""
+def install_wheels(venv_python: Path, requirements: list[str], env: dict, resolve: bool = False) -> None:
+    """`requirements` into the aarch64 venv of `venv_python`, by this machine's pip for the guest's platform and Python:
+    exactly these (torch: its NVIDIA requirements are marked for x86_64, which this pip would read as its own machine),
+    or with resolve=True with their dependencies (the test requirements: their markers name Python versions and
+    operating systems only, which this machine shares with the guest)."""
     from ci import toolchain
 
     site = next((venv_python.parent.parent / "lib").glob("python3.*")) / "site-packages"
     python = site.parent.name.removeprefix("python")
-    _run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target", str(site),
-          *toolchain.wheel_platform_args("aarch64", python), *requirements], env)  # fmt: skip
+    _run([sys.executable, "-m", "pip", "install", "--quiet", *([] if resolve else ["--no-deps"]), "--upgrade",
+          "--target", str(site), *toolchain.wheel_platform_args("aarch64", python), *requirements], env)  # fmt: skip
 
 
 def provision(cache: Path = CACHE) -> tuple[Path, dict]:

@@ -212,7 +212,7 @@ def check_variant(
     if sysroot is None:
         run([py, "-m", "pip", "install", "--quiet", "visdet-ops[test]", "-f", f"{url}/{variant}/"], user)
     else:  # the installed-package tests' requirements natively (qemu.TEST_REQUIREMENTS), visdet-ops by the guest's pip
-        qemu.install_wheels(py, list(qemu.TEST_REQUIREMENTS), env)
+        qemu.install_wheels(py, list(qemu.TEST_REQUIREMENTS), env, resolve=True)
         run([py, "-m", "pip", "install", "--quiet", "--no-deps", "visdet-ops", "-f", f"{url}/{variant}/"], user)
     paths = ("tests",) if whole_suite else INSTALLED_PACKAGE_TESTS
     tree = tree_without_package(work / "tree", source)
