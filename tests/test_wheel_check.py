@@ -133,3 +133,17 @@ def test_a_stable_build_in_a_per_minor_row_is_rejected(tmp_path):
     wheel = make_wheel(tmp_path, "pt213cpu", "2.13.0+cpu", "torch==2.13.*", **STABLE)
     with pytest.raises(wheel_check.WheelCheckError, match="a stable-ABI build where the row is a per-minor one"):
         wheel_check.check(wheel, cpu, Version("2.13.0"))
+
+
+def test_every_package_of_the_tree_is_in_the_wheel():
+    """pyproject.toml lists the packages a wheel ships by hand (setuptools' packages): every folder of visdet_ops/
+    with an __init__.py must be there (visdet_ops.composite once was not: the wheel failed to import)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "visdet_ops").rglob("__init__.py")}
+    assert found == listed, f"pyproject.toml [tool.setuptools] packages: missing {sorted(found - listed)}"
