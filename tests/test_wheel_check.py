@@ -144,6 +144,8 @@ def test_every_package_of_the_tree_is_in_the_wheel():
         import tomli as tomllib
 
     root = Path(__file__).resolve().parents[1]
+    if not (root / "visdet_ops").is_dir():
+        pytest.skip("needs the source tree (an installed wheel's tests run from a copy without the package)")
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(root).parts) for p in (root / "visdet_ops").rglob("__init__.py")}
     assert found == listed, f"pyproject.toml [tool.setuptools] packages: missing {sorted(found - listed)}"
