@@ -45,6 +45,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "docs/stable-abi.md); 0 or unset: the "
         "per-torch-minor build",
     ),
+    "VISDET_OPS_TARGET_TORCH": (
+        "build",
+        "a cross build (docs/aarch64.md): the torch package folder of the target machine's torch, whose headers and "
+        "libraries setup.py builds against (set by nox -s build-<row> -- --platform aarch64)",
+    ),
     "VISDET_OPS_FLAVOUR": ("release", "the matrix row a cibuildwheel build is for (set by ci.release)"),
     "VISDET_OPS_TORCH": ("release", "the torch release a cibuildwheel build is for (set by ci.release)"),
     "VISDET_OPS_TORCH_PIP_ARGS": (
@@ -53,6 +58,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     ),
     "VISDET_OPS_REQUIRE_CUDA": ("tests", "1: CUDA test cases fail instead of skipping when no GPU is usable"),
     "VISDET_OPS_REQUIRE_NVCC": ("tests", "1: compiling the CUDA sources is not skipped when nvcc is missing"),
+    "VISDET_OPS_REQUIRE_CROSS": (
+        "tests",
+        "1: tests/test_aarch64.py's cross-compile test fails instead of skipping without the aarch64 g++ or nvcc",
+    ),
     "VISDET_OPS_TEST_CUDA_ARCH": (
         "tests",
         "the arch tests/test_cuda_sources.py compiles for (default: the newest SASS arch of the matrix row)",
