@@ -34,9 +34,9 @@ from hypothesis import strategies as st  # noqa: E402
 from tests import fuzz_core as core  # noqa: E402
 from tests.conftest import op_modules  # noqa: E402
 
-# The oracle is float64: the cuDNN convolutions and cuBLAS products some modules run around our ops (CARAFEPack's
-# encoder, say) must not round to TF32 on the GPU (torch allows it for convolutions by default: an H200 run found a
-# CARAFEPack mask off by 6e-4 for that, not for the carafe kernel).
+# The oracle is float64: the cuDNN convolutions and cuBLAS products some modules run around our ops (a module's
+# encoder convolution, say) must not round to TF32 on the GPU (torch allows it for convolutions by default: an H200
+# run found a module's output off by 6e-4 for that, not for our kernel; runs/gpu/2026-12-02-run27-aarch64-merge.md).
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
 
