@@ -229,6 +229,14 @@ def _unpack(wheel: Path, dest: Path, keep: Callable[[str], bool], fresh: bool = 
 def target_torch(
     flavour: CudaFlavour, torch_version, cache: Path, pip: Callable[[list[str]], None], python: str
 ) -> Path:
+    """target_torch_unlocked under the cache's lock for it."""
+    with _locked(cache, f"torch-{flavour.platform}"):
+        return target_torch_unlocked(flavour, torch_version, cache, pip, python)
+
+
+def target_torch_unlocked(
+    flavour: CudaFlavour, torch_version, cache: Path, pip: Callable[[list[str]], None], python: str
+) -> Path:
     """The `torch` package folder of flavour.platform's torch `torch_version` (its wheel from the row's index, or
     PyPI's build of that release where the index is unreachable): the headers, the libraries a build links and
     version.py, unpacked once into the cache. libtorch_cuda is left out: no build links it (a stable CUDA build
@@ -263,7 +271,34 @@ def target_torch(
     return dest / "torch"
 
 
+def _locked(cache: Path, name: str):
+    """An exclusive lock on cache/.lock-<name>: two processes provisioning one folder (pytest-xdist's workers, two nox
+    sessions) take turns instead of unpacking over each other."""
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def hold():
+        cache.mkdir(parents=True, exist_ok=True)
+        with open(cache / f".lock-{name}", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    return hold()
+
+
 def cross_cuda_home(flavour: CudaFlavour, host_home: Path, cache: Path, pip: Callable[[list[str]], None]) -> Path:
+    """cross_cuda_home_unlocked under the cache's lock for it."""
+    with _locked(cache, f"cuda-{flavour.name}-{flavour.platform}"):
+        return cross_cuda_home_unlocked(flavour, host_home, cache, pip)
+
+
+def cross_cuda_home_unlocked(
+    flavour: CudaFlavour, host_home: Path, cache: Path, pip: Callable[[list[str]], None]
+) -> Path:
     """A CUDA_HOME whose nvcc, cicc, ptxas and libdevice are the host toolkit's own (so the device code is what a
     native build of the host gives) and whose target folder targets/<dir> (and include/, lib64/) holds the target
     platform's CUDA headers and libraries, from PyPI's wheels of the row's [cuda.toolchain] pypi requirements for
