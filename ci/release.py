@@ -350,7 +350,9 @@ def rehearsal(args: argparse.Namespace) -> int:
             versions=[v for vs in want.values() for v in vs],
             source=project,
             suite_tested=frozenset({variant}),  # release 1's test-command ran the whole suite on its code
-            aarch64={aarch64_variant: want[aarch64_variant]} if aarch64 else None,
+            # The aarch64 wheel: the four install modes and its tests under qemu; installing by exact version is the
+            # index's logic, the same for both platforms' wheels, and the x86_64 ones check it (87 s saved in CI).
+            aarch64={aarch64_variant: []} if aarch64 else None,
         )
     finally:
         server.shutdown()
