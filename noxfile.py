@@ -60,11 +60,16 @@ def _torch_spec(flavour: variants.CudaFlavour, version) -> list[str]:
     return [*flavour.torch_pip_args(version), *PIP_FLAGS]
 
 
-def _check_torch(session: nox.Session, flavour: variants.CudaFlavour, version, stable: bool = False) -> None:
+def _session_torch(session: nox.Session) -> tuple[str, str]:
+    """(torch.__version__, torch.version.cuda as printed: 'None' for a CPU build) of the session's torch."""
     out = session.run(
         "python", "-c", "import torch; print(torch.__version__); print(torch.version.cuda)", silent=True
     ).split()
-    found, cuda = out[-2], out[-1]
+    return out[-2], out[-1]
+
+
+def _check_torch(session: nox.Session, flavour: variants.CudaFlavour, version, stable: bool = False) -> None:
+    found, cuda = _session_torch(session)
     if stable:
         _check_stable_torch(session, flavour, version, found, cuda)
         return
@@ -284,10 +289,7 @@ def _check_cross_host_torch(session: nox.Session, flavour: variants.CudaFlavour,
     """The torch a cross build runs with: this machine's build of the target's release; for a CUDA wheel, one of the
     same CUDA major (torch.utils.cpp_extension checks nvcc against it). Its other CUDA choices do not matter: the
     headers and libraries come from the target's torch."""
-    out = session.run(
-        "python", "-c", "import torch; print(torch.__version__); print(torch.version.cuda)", silent=True
-    ).split()
-    found, cuda = out[-2], out[-1]
+    found, cuda = _session_torch(session)
     if variants.rules.parse_release(found).parts != variants.Version(str(version)).release:
         session.error(f"installed torch {found}, but the cross build of torch {version} runs with the same release")
     if flavour.is_cuda and (cuda == "None" or variants.rules.parse_release(cuda).major != flavour.version.major):

@@ -73,20 +73,17 @@ def compare_wheels(a: Path, b: Path, cuobjdump: str | None) -> tuple[dict, dict 
             return payloads, None
         fa = cuobjdump_files(cuobjdump, la, Path(tmp) / "xa")
         fb = cuobjdump_files(cuobjdump, lb, Path(tmp) / "xb")
-        dumped = {}
-        for key in sorted(set(fa) | set(fb), key=lambda k: (k[0], tuple(map(int, k[1].split("."))))):
-            if key not in fb:
-                dumped[key] = "only in A"
-            elif key not in fa:
-                dumped[key] = "only in B"
-            elif fa[key] == fb[key]:
-                dumped[key] = f"same ({len(fa[key])} files)"
-            elif sorted(fa[key]) == sorted(fb[key]):
-                dumped[key] = "same files, another order"
-            else:
-                changed = sum(x != y for x, y in zip(fa[key], fb[key], strict=False))
-                dumped[key] = f"differs ({changed} of {len(fa[key])} files)"
-        return payloads, dumped
+        return payloads, fatbin.compare_groups(fa, fb, _judge_files)
+
+
+def _judge_files(a: list[bytes], b: list[bytes]) -> str:
+    """Two builds' extracted files of one (kind, arch), in cuobjdump's order."""
+    if a == b:
+        return f"same ({len(a)} files)"
+    if sorted(a) == sorted(b):
+        return "same files, another order"
+    changed = sum(x != y for x, y in zip(a, b, strict=False))
+    return f"differs ({changed} of {len(a)} files)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -60,7 +61,7 @@ def archs(path: Path) -> tuple[list[str], list[str]]:
     found = entries(path)
 
     def fmt(kind: str) -> list[str]:
-        return sorted({a for k, a, _ in found if k == kind}, key=lambda a: tuple(map(int, a.split("."))))
+        return sorted({a for k, a, _ in found if k == kind}, key=arch_number)
 
     return fmt("sass"), fmt("ptx")
 
@@ -73,19 +74,29 @@ def by_arch(path: Path) -> dict[tuple[str, str], list[bytes]]:
     return out
 
 
-def compare(a: Path, b: Path) -> dict[tuple[str, str], str]:
-    """Per (kind, arch) of either file: "same" where both hold the same payloads in the same order, "only in A" /
-    "only in B", or "differs"."""
-    left, right = by_arch(a), by_arch(b)
+def arch_number(arch: str) -> tuple[int, ...]:
+    """'10.0' -> (10, 0): archs sort by number, not as text."""
+    return tuple(map(int, arch.split(".")))
+
+
+def compare_groups(left: dict, right: dict, judge: Callable[[list, list], str]) -> dict[tuple[str, str], str]:
+    """Per (kind, arch) key of either side, in kind and arch order: "only in A" / "only in B", or what `judge` says of
+    the two sides' lists."""
     out = {}
-    for key in sorted(set(left) | set(right), key=lambda k: (k[0], tuple(map(int, k[1].split("."))))):
+    for key in sorted(set(left) | set(right), key=lambda k: (k[0], arch_number(k[1]))):
         if key not in right:
             out[key] = "only in A"
         elif key not in left:
             out[key] = "only in B"
         else:
-            out[key] = "same" if left[key] == right[key] else "differs"
+            out[key] = judge(left[key], right[key])
     return out
+
+
+def compare(a: Path, b: Path) -> dict[tuple[str, str], str]:
+    """Per (kind, arch) of either file: "same" where both hold the same payloads in the same order, "only in A" /
+    "only in B", or "differs"."""
+    return compare_groups(by_arch(a), by_arch(b), lambda x, y: "same" if x == y else "differs")
 
 
 if __name__ == "__main__":
