@@ -16,7 +16,11 @@
 4. runs benchmarks/bench.py; with --compare-stable WHEEL also with that stable
    wheel installed, then benchmarks/compare.py on the two runs (issue 13: every
    row within 3% of this build's, and still ahead of its peer where this is);
+   with --cpu-bench also benchmarks/cpu.py on this machine's cores;
 5. writes DIR/gpu-report.md and DIR/gpu-report.json.
+--families NAME... narrows steps 2-4 to those op families (the tests whose ids name one, the sweep's and the
+benchmarks' cases of those families): the proof of the kernels a change touched, in a few minutes.
+--mmcv-peer SDIST first builds mmcv's own kernels from mmcv's sdist (ci/mmcv_peer.py) as the benchmarks' peer.
 Standard library + torch only (nox may be absent there). Exit 0 only if every
 step passed."""
 
@@ -180,6 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-sanitizer", action="store_true")
     parser.add_argument("--skip-tests", action="store_true", help="sanitize and bench only")
     parser.add_argument("--pytest-args", default="", help="extra pytest arguments")
+    parser.add_argument(
+        "--families", nargs="+", metavar="NAME", help="only these op families' tests, sweep, benchmarks"
+    )
+    parser.add_argument(
+        "--mmcv-peer", type=Path, metavar="SDIST", help="build mmcv's kernels from this sdist as a peer"
+    )
+    parser.add_argument("--cpu-bench", action="store_true", help="also run benchmarks/cpu.py")
     parser.add_argument("--gpus", type=int, default=0, help="test shards, one per GPU (default: every visible GPU)")
     parser.add_argument("--test-timeout", type=int, default=900, help="seconds for the whole suite, all shards")
     parser.add_argument(
@@ -228,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     if wheel:
         site = Path("/tmp/visdet_ops_site")
         rc, took = install_wheel(wheel, site, out / "install.log", env, scratch)
-        env["PYTHONPATH"] = str(site)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
         report["steps"]["install wheel"] = {"rc": rc, "seconds": round(took, 1), "wheel": wheel.name}
     else:
         build_env = dict(
@@ -237,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.compiler_dir:
             build_env.update(CC=str(args.compiler_dir / "gcc"), CXX=str(args.compiler_dir / "g++"))
         rc, took = run([sys.executable, "setup.py", "build_ext", "--inplace"], out / "build.log", build_env, ROOT, 600)
-        env["PYTHONPATH"] = str(ROOT)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         report["steps"]["build in place"] = {"rc": rc, "seconds": round(took, 1), "arch": f"{cap[0]}.{cap[1]}"}
     if rc != 0:
         (out / "gpu-report.json").write_text(json.dumps(report, indent=2))
@@ -245,14 +256,21 @@ def main(argv: list[str] | None = None) -> int:
 
     rc, took = run([sys.executable, "-m", "visdet_ops", "doctor"], out / "doctor.log", env, scratch, 300)
     report["steps"]["doctor"] = {"rc": rc, "seconds": round(took, 1)}
+    bench_env = env
+    if args.mmcv_peer:
+        peer = out / "mmcv-peer"
+        build = [sys.executable, "-m", "ci.mmcv_peer", "--sdist", str(args.mmcv_peer.resolve()), "--out", str(peer)]
+        rc, took = run(build, out / "mmcv-peer.log", dict(env, MAX_JOBS=str(os.cpu_count())), ROOT, 900)
+        report["steps"]["mmcv peer build"] = {"rc": rc, "seconds": round(took, 1)}
+        bench_env = dict(env, PYTHONPATH=os.pathsep.join([str(peer), env["PYTHONPATH"]]))
+    families = args.families or []
+    pytest_extra = args.pytest_args.split() + (["-k", " or ".join(families)] if families else [])
 
     if not args.skip_tests:
         gpus = min(args.gpus or torch.cuda.device_count(), torch.cuda.device_count())
         has_xdist = importlib.util.find_spec("xdist") is not None
         workers = max(1, (os.cpu_count() or 1) // gpus - 1) if has_xdist else 1
-        report["steps"]["pytest"] = run_sharded_suite(
-            scratch, out, env, gpus, workers, args.pytest_args.split(), args.test_timeout
-        )
+        report["steps"]["pytest"] = run_sharded_suite(scratch, out, env, gpus, workers, pytest_extra, args.test_timeout)
 
     sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     for tool in () if args.skip_sanitizer else ("memcheck", "racecheck", "initcheck"):
@@ -263,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd += ["--print-limit", "0", "--show-backtrace", "no"]
         if tool == "memcheck":
             cmd += ["--leak-check", "no"]
-        sweep = ["tests/sanitize_sweep.py"]
+        sweep = ["tests/sanitize_sweep.py", *families]
         if tool == "initcheck":  # initcheck cannot see Hopper cuBLAS stores (sanitize_sweep.initialise_products)
             sweep.append("--initialized-products")
         rc, took = run([*cmd, sys.executable, *sweep], log, env, scratch, 900)
@@ -278,8 +296,15 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     if not args.skip_bench:
-        rc, took = run([sys.executable, "benchmarks/bench.py", "--out", str(out)], out / "bench.log", env, scratch, 600)
+        only = ["--only", *families] if families else []
+        rc, took = run([sys.executable, "benchmarks/bench.py", "--out", str(out), *only], out / "bench.log", bench_env,
+                       scratch, 600)  # fmt: skip
         report["steps"]["benchmarks"] = {"rc": rc, "seconds": round(took, 1)}
+        if args.cpu_bench:
+            cpu_out = out / "cpu"
+            rc, took = run([sys.executable, "benchmarks/cpu.py", "--threads", "0", "--out", str(cpu_out), *only],
+                           out / "cpu-bench.log", bench_env, scratch, 600)  # fmt: skip
+            report["steps"]["CPU benchmarks"] = {"rc": rc, "seconds": round(took, 1)}
     if args.compare_stable and not args.skip_bench:
         # Alternating rounds (this build, the stable wheel, this build, ...): a drift of the GPU's clocks or of the
         # machine over the minutes of the runs falls on both builds alike; compare.py merges the rounds per row.
