@@ -7,7 +7,9 @@
 The rehearsal, in a scratch copy of the source tree, for one variant:
   release 1 (the version of ci/matrix.toml): in a fresh venv of a bare CPython 3.10, cibuildwheel's
     before-build, build (pip wheel, the configured frontend arguments), repair-wheel-command; then in another
-    fresh venv before-test, the test extras, the wheel, test-command; then the publish step (ci.index with
+    fresh venv before-test, the test extras, the wheel, test-command (the installed-package tests: `nox -s tests` ran
+    the whole suite on this code and torch, the smoke step runs it on this Python from the stable wheel); then the
+    publish step (ci.index with
     --previous = the published site, --wheel-url = the release's download URL) into a site served on 127.0.0.1;
     Release 1 also holds the stable-ABI wheel of the row where [stable] has one (stable211cpu for the cpu row;
     --no-stable leaves it out): the same before-build, build and repair with VISDET_OPS_STABLE_ABI=1 against the
@@ -146,6 +148,10 @@ def test_wheel(python: str, project: Path, wheel: Path, variant_env: dict, work:
         + " ".join(map(shlex.quote, config.get("test-requires", []))),
         env,
     )
+    # The whole suite already ran on this code and torch (`nox -s tests`, in place), and the smoke step runs it on this
+    # Python from the stable wheel: test-command runs the installed-package tests here (ci/scratch.py); on GitHub's
+    # runners cibuildwheel runs it whole.
+    env = dict(env, VISDET_OPS_SCRATCH_SUITE="installed")
     with tempfile.TemporaryDirectory(prefix="cibw-test-") as cwd:
         _sh(_command(config["test-command"], project=str(project)), env, cwd=Path(cwd))
 

@@ -40,12 +40,9 @@ sys.path.insert(0, str(ROOT))
 from ci import matrix as variant_matrix  # noqa: E402
 from ci import qemu  # noqa: E402
 from ci.index import entry_platform as index_platform  # noqa: E402
-from ci.scratch import pytest_command, tree_without_package  # noqa: E402
+from ci.scratch import INSTALLED_PACKAGE_TESTS, pytest_command, tree_without_package  # noqa: E402
 
 rules = variant_matrix.rules
-# What a wheel must pass in smoke when the whole suite already ran on a wheel of the same code and variant: it loads
-# and rejects mismatches clearly (the loader), and every op family's example runs in every dtype (the compiled code).
-INSTALLED_PACKAGE_TESTS = ("tests/test_loader.py", "tests/test_examples.py")
 
 
 def clean_env() -> dict:

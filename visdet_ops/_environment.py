@@ -67,6 +67,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "the arch tests/test_cuda_sources.py compiles for (default: the newest SASS arch of the matrix row)",
     ),
     "VISDET_OPS_TEST_SEED": ("tests", "replays the random seed a failing test printed"),
+    "VISDET_OPS_SCRATCH_SUITE": (
+        "tests",
+        "installed: ci/scratch.py (the release's test-command) runs the installed-package tests, not the whole suite",
+    ),
     "VISDET_OPS_FUZZ_EXAMPLES": (
         "tests",
         "tests/test_fuzz.py: hypothesis examples per op family (default 500, the fixed CI budget; 2000+: a long run)",
