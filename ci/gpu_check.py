@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mmcv-peer", type=Path, metavar="SDIST", help="build mmcv's kernels from this sdist as a peer"
     )
+    parser.add_argument(
+        "--test-keywords", nargs="+", metavar="WORD", help="with --families: also the tests whose ids name these"
+    )
     parser.add_argument("--cpu-bench", action="store_true", help="also run benchmarks/cpu.py")
     parser.add_argument("--gpus", type=int, default=0, help="test shards, one per GPU (default: every visible GPU)")
     parser.add_argument("--test-timeout", type=int, default=900, help="seconds for the whole suite, all shards")
@@ -264,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         report["steps"]["mmcv peer build"] = {"rc": rc, "seconds": round(took, 1)}
         bench_env = dict(env, PYTHONPATH=os.pathsep.join([str(peer), env["PYTHONPATH"]]))
     families = args.families or []
-    pytest_extra = args.pytest_args.split() + (["-k", " or ".join(families)] if families else [])
+    keywords = [*families, *(args.test_keywords or [])]
+    pytest_extra = args.pytest_args.split() + (["-k", " or ".join(keywords)] if keywords else [])
 
     if not args.skip_tests:
         gpus = min(args.gpus or torch.cuda.device_count(), torch.cuda.device_count())
