@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("tests", "ci", "csrc", "benchmarks", "docs", ".github")
-FILES = ("pyproject.toml", "setup.py", "noxfile.py", "README.md")
+FILES = ("pyproject.toml", "setup.py", "visdet_build.py", "noxfile.py", "README.md")
 SOURCE_TREE_ONLY = ("tests/test_cuda_sources.py",)
 
 
