@@ -35,9 +35,6 @@ NAMING_FAMILIES = {
     "tests/integer_edge_harness.py": "the shared RoI and conv inputs' docstrings",
     "tests/test_op_registry.py": "examples in docstrings",
     "benchmarks/compare_builds.py": "its default timer list",
-    "benchmarks/host_cost.py": "a one-off of run 19h that docs/stable-abi.md cites",
-    "benchmarks/kernel_times.py": "a one-off of run 19d that docs/stable-abi.md cites",
-    "benchmarks/autograd_overhead.py": "a one-off that docs/stable-abi.md cites",
     "benchmarks/op_benchmarks/_helpers.py": "a note of the FPN shapes",
 }
 
