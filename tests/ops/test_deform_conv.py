@@ -890,7 +890,7 @@ INTEGER_EDGE_ROWS = [
             _DCN_OP_BOUNDS.get(arg, _args.IM2COL_STEP_DCN),
             lambda d, v, g, arg=arg: _deform_conv_op(d, g, arg, v, backward=True),
         )
-        for arg in ("stride_h", "pad_w", "groups", "im2col_step")
+        for arg in (*_DCN_OP_BOUNDS, "im2col_step")
     ),
     *(
         edges.Row(

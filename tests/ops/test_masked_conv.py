@@ -328,6 +328,11 @@ INTEGER_EDGE_ROWS = [
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+# The backward op runs the forward's argument checks first (check_args, csrc/ops/masked_conv/masked_conv.cpp).
+INTEGER_EDGE_OP_COVERED_OTHERWISE = {
+    f"op._masked_conv2d_backward-{arg}": f"the forward's check, row op.masked_conv2d-{arg}"
+    for arg in ("pad_h", "pad_w")
+}
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)

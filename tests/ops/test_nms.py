@@ -500,15 +500,16 @@ def _nms(device, gen, offset=0, max_num=-1):
     assert inds.cpu().tolist() == want.tolist()
 
 
-def _nms_op(device, gen, offset):
+def _nms_op(device, gen, offset, batched=False):
     from visdet_ops.reference.nms import nms_reference
 
     boxes, scores, idxs = edges.boxes(device, gen)
-    assert torch.ops.visdet_ops.nms(boxes, scores, 0.3, offset).cpu().tolist() == (
-        nms_reference(boxes, scores, 0.3, offset).tolist()
-    )
-    got = torch.ops.visdet_ops.batched_nms(boxes, scores, idxs, 0.3, offset)
-    assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset, idxs).tolist()
+    if batched:
+        got = torch.ops.visdet_ops.batched_nms(boxes, scores, idxs, 0.3, offset)
+        assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset, idxs).tolist()
+    else:
+        got = torch.ops.visdet_ops.nms(boxes, scores, 0.3, offset)
+        assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset).tolist()
 
 
 def _batched_nms(device, gen, **cfg):
@@ -541,6 +542,7 @@ INTEGER_EDGE_ROWS = [
     edges.Row("nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms(d, g, offset=v), at_bound=(1,)),
     edges.Row("nms-max_num", ("max_num",), edges.ANY, lambda d, v, g: _nms(d, g, max_num=v), at_bound=(3,)),
     edges.Row("op.nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms_op(d, g, v), at_bound=(1,)),
+    edges.Row("op.batched_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms_op(d, g, v, True)),
     edges.Row(
         "batched_nms-split_thr",
         ("split_thr",),

@@ -495,6 +495,12 @@ INTEGER_EDGE_ROWS = [
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+# The backward op's integer arguments that are not a user's: the forward input's shape, which autograd passes and the
+# backward allocates its gradient with (checked non-negative and for int64 overflow, csrc/ops/roi_align/roi_align.cpp).
+INTEGER_EDGE_OP_COVERED_OTHERWISE = {
+    f"op._roi_align_backward-{arg}": "the forward input's shape, passed by autograd"
+    for arg in ("batch_size", "channels", "height", "width")
+}
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
