@@ -917,6 +917,61 @@ INTEGER_EDGE_ROWS = [
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
 
 
+def _dcn_call(device, fn, **kw):
+    x = torch.randn(1, 2, 5, 5, device=device)
+    weight = torch.randn(2, 2, 3, 3, device=device)
+    offset = torch.zeros(1, 18, 3, 3, device=device)
+    if fn == "modulated_deform_conv2d":
+        return visdet_ops.modulated_deform_conv2d(x, offset, torch.ones(1, 9, 3, 3, device=device), weight, **kw)
+    return getattr(visdet_ops, fn)(x, offset, weight, **kw)
+
+
+test_public_functions_name_the_users_argument = edges.public_message_test(
+    [
+        (
+            lambda d: _dcn_call(d, "deform_conv2d", padding=2**31),  # issue 25: the op's check named pad_w
+            "deform_conv2d: padding must be in [0, 65536], got (2147483648, 2147483648)",
+        ),
+        (
+            lambda d: _dcn_call(d, "deform_conv2d", stride=(1, 2**16 + 1)),
+            "deform_conv2d: stride must be in [1, 65536], got (1, 65537)",
+        ),
+        (
+            lambda d: _dcn_call(d, "modulated_deform_conv2d", dilation=(2**40, 1)),
+            "modulated_deform_conv2d: dilation must be in [1, 65536], got (1099511627776, 1)",
+        ),
+        (
+            lambda d: _dcn_call(d, "deform_conv2d", padding=(0, -1)),
+            "deform_conv2d: padding must be non-negative, got (0, -1)",
+        ),
+        (
+            lambda d: _dcn_call(d, "modulated_deform_conv2d", groups=2**31),
+            "modulated_deform_conv2d: groups must be in [1, 1048576], got 2147483648",
+        ),
+        (  # before any work: nothing is passed but the bad value
+            lambda d: visdet_ops.deform_conv2d(None, None, None, dilation=(1, 2**31)),
+            "deform_conv2d: dilation must be in [1, 65536], got (1, 2147483648)",
+        ),
+    ]
+)
+
+
+def test_modules_and_fake_impls_name_the_argument():
+    edges.assert_module_message(
+        lambda: DeformConv2d(2, 2, 3, padding=2**31), "DeformConv2d: padding must be in [0, 65536]"
+    )
+    edges.assert_module_message(
+        lambda: visdet_ops.ModulatedDeformConv2dPack(2, 2, 3, stride=(1, 0)), "stride must be positive, got (1, 0)"
+    )
+    edges.assert_fake_rejects(
+        lambda: torch.ops.visdet_ops.deform_conv2d(
+            *(torch.empty(2, 3, 8, 8), torch.empty(2, 18, 6, 6), None, torch.empty(4, 3, 3, 3), None),
+            *(1, 1, 2**40, 0, 1, 1, 1, 1, 1),
+        ),
+        "deform_conv2d: pad_h must be in",
+    )
+
+
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
 
 
