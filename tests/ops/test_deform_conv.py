@@ -1118,18 +1118,9 @@ def test_modulated_offset_smaller_than_the_output_is_refused():
 
 _DCN_FNS = ("deform_conv2d", "modulated_deform_conv2d")
 _DCN_MODS = ("DeformConv2d", "DeformConv2dPack", "ModulatedDeformConv2d", "ModulatedDeformConv2dPack")
-_DCN_BAD = (
-    "offset_channels",
-    "offset_size",
-    "weight_channels",
-    "dg_divide",
-    "groups_divide",
-    "ndim",
-    "dtype",
-    "int_arg",
-    "bias_v1",
-    "mask_shape",
-    "bias_shape",
+_DCN_BAD = tuple(
+    "offset_channels offset_size weight_channels dg_divide groups_divide ndim dtype int_arg bias_v1 "
+    "mask_shape bias_shape".split()
 )
 _DCN_CTOR_BAD = ("ctor_int", "ctor_divide", "ctor_bias")
 _DCN_INTS = ("stride", "padding", "dilation", "groups", "deform_groups")
@@ -1509,20 +1500,10 @@ def test_onnx_deform_conv(onnx_table, rng):
     import onnx
 
     attributes = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
-    assert attributes[0] == {
-        "dilations": [1, 1],
-        "group": 1,
-        "offset_group": 2,
-        "pads": [1, 1, 1, 1],
-        "strides": [2, 2],
-    }
-    assert attributes[1] == {
-        "dilations": [2, 1],
-        "group": 2,
-        "offset_group": 1,
-        "pads": [2, 1, 2, 1],
-        "strides": [1, 2],
-    }
+    assert attributes == [  # (dilations, group, offset_group, pads, strides) of the two layers
+        dict(dilations=[1, 1], group=1, offset_group=2, pads=[1, 1, 1, 1], strides=[2, 2]),
+        dict(dilations=[2, 1], group=2, offset_group=1, pads=[2, 1, 2, 1], strides=[1, 2]),
+    ]
     if not _onnx_has_deform_conv_kernel():
         import onnxruntime
 

@@ -399,17 +399,8 @@ test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
 
 
-_MASKED_BAD = (
-    "stride",
-    "mask_ndim",
-    "mask_batch",
-    "mask_size",
-    "weight_channels",
-    "bias_size",
-    "input_ndim",
-    "input_dtype",
-    "padding",
-    "weight_ndim",
+_MASKED_BAD = tuple(
+    "stride mask_ndim mask_batch mask_size weight_channels bias_size input_ndim input_dtype padding weight_ndim".split()
 )
 _MASKED_CTOR_BAD = ("ctor_int", "masked_stride", "masked_dilation", "masked_groups", "same_padding")
 

@@ -798,19 +798,9 @@ AUTOCAST_COVERED_OTHERWISE = {
 
 
 _MSDA_FNS = ("multi_scale_deformable_attn", "MultiScaleDeformableAttnFunction", "multi_scale_deformable_attn_pytorch")
-_MSDA_BAD = (
-    "keys_mismatch",
-    "start_len",
-    "start_out",
-    "shapes_dtype",
-    "shapes_negative",
-    "loc_ndim",
-    "attn_shape",
-    "heads_mismatch",
-    "step",
-    "step_divide",
-    "value_dtype",
-    "value_ndim",
+_MSDA_BAD = tuple(
+    "keys_mismatch start_len start_out shapes_dtype shapes_negative loc_ndim attn_shape heads_mismatch "
+    "step step_divide value_dtype value_ndim".split()
 )
 _MSDA_MOD_BAD = ("ctor_int", "ctor_divide", "ref_dim", "missing")
 

@@ -688,28 +688,9 @@ def test_batched_nms_takes_floating_and_bool_idxs_as_mmcv(device, kind, rng):
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
 
 
-_NMS_BAD = (
-    "boxes_cols",
-    "scores_len",
-    "scores_ndim",
-    "offset",
-    "boxes_dtype",
-    "max_num",
-    "boxes_list",
-    "both_names",
-    "iou_nan",
-)
-_BATCHED_BAD = (
-    "cfg_type",
-    "cfg_unknown",
-    "cfg_missing",
-    "cfg_both",
-    "idxs_len",
-    "cfg_method",
-    "cfg_offset",
-    "cfg_int",
-    "boxes_cols",
-    "scores_len",
+_NMS_BAD = tuple("boxes_cols scores_len scores_ndim offset boxes_dtype max_num boxes_list both_names iou_nan".split())
+_BATCHED_BAD = tuple(
+    "cfg_type cfg_unknown cfg_missing cfg_both idxs_len cfg_method cfg_offset cfg_int boxes_cols scores_len".split()
 )
 _MATCH_BAD = ("dets_cols", "dets_ndim", "dets_dtype", "iou_nan")
 
