@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ast
 import datetime
-import importlib.util
 import inspect
 import os
 import platform
@@ -49,12 +48,11 @@ def fail(message: str) -> NoReturn:
 
 
 # The build imports nothing from ci/ (a release builds in a bare CPython 3.10 that has only the
-# [build-system] requirements): the variant and arch rules come from the package's own torch-free
-# module, loaded from its file, and the matrix is read as plain TOML.
-_spec = importlib.util.spec_from_file_location("_visdet_ops_build_rules", ROOT / "visdet_ops" / "_build_rules.py")
-variants = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = variants  # dataclasses look their module up while the class is made
-_spec.loader.exec_module(variants)
+# [build-system] requirements): the variant and arch rules come from visdet_build.py beside this file
+# (a PEP 517 build does not put this folder on sys.path), and the matrix is read as plain TOML.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+import visdet_build as variants  # noqa: E402
 
 try:
     import tomllib
@@ -408,7 +406,7 @@ def retarget_torch(ext) -> None:
 
 def check_unique_cu_names(cu_sources: list[Path]) -> None:
     """nvcc names a .cu file's anonymous namespace after its base name and, in a reproducible build, a fixed path
-    (_build_rules.reproducible_nvcc_flags): two .cu files of one name would define the same host symbols."""
+    (visdet_build.reproducible_nvcc_flags): two .cu files of one name would define the same host symbols."""
     seen: dict[str, Path] = {}
     for cu in cu_sources:
         if cu.name in seen:

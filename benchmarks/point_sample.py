@@ -14,31 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
-from bench import alternating_medians  # benchmarks/bench.py: the harness's timing
+from bench import alternating_medians, timed_calls  # benchmarks/bench.py: the harness's timing
 
 import visdet_ops
 from visdet_ops.reference import point_sample as mmcv
-
-
-def _timer(device: torch.device):
-    def timer(fn) -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            return start.elapsed_time(end)
-        started = time.perf_counter()
-        fn()
-        return (time.perf_counter() - started) * 1e3
-
-    return timer
 
 
 def cases(device: torch.device, gen: torch.Generator):
@@ -96,7 +78,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    timer = _timer(device)
+    timer = lambda fn: timed_calls(fn, 1, device.type == "cuda")[0]  # noqa: E731
     rows = []
     for name, ours, peer in cases(device, torch.Generator().manual_seed(0)):
         ours(), peer()  # warm-up

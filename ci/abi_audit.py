@@ -27,17 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import visdet_build as rules
+
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_LIBRARIES = re.compile(r"^lib(torch|c10)[a-z0-9_]*\.so$")
 STABLE_SHIM = re.compile(r"^(aoti_torch|torch)_[A-Za-z0-9_]+$")
-
-
-def _build_rules():
-    spec = importlib.util.spec_from_file_location("_visdet_ops_build_rules", ROOT / "visdet_ops" / "_build_rules.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass
@@ -151,7 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target", type=Path, help="a visdet-ops wheel or a _C*.so")
     parser.add_argument("--torch-lib", type=Path, help="the torch/lib folder whose exports count as libtorch")
     args = parser.parse_args(argv)
-    rules = _build_rules()
     floor = ".".join(map(str, rules.STABLE_ABI_FLOOR))
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -139,7 +139,7 @@ def build_stable_wheel(out: Path, env: dict, cap: tuple[int, int], compiler_dir:
     builds against newer torch too, but a released stable wheel is built against the floor, docs/stable-abi.md)."""
     import torch  # noqa: PLC0415
 
-    from ci.matrix import rules  # noqa: PLC0415 - visdet_ops/_build_rules.py, loaded from its file
+    from ci.matrix import rules  # noqa: PLC0415 - visdet_build.py
 
     found = rules.parse_release(torch.__version__).major_minor
     if found != rules.STABLE_ABI_FLOOR:

@@ -8,13 +8,14 @@ ci/matrix.toml itself (plain TOML: the release build imports nothing from ci/). 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
+
+import visdet_build as rules
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,24 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MATRIX_PATH = ROOT / "ci" / "matrix.toml"
 
 
-def _load_build_rules():
-    """visdet_ops/_build_rules.py (the variant grammar, the abi3 floor, the arch rules, the CUDA toolkit
-    lookup), loaded from its file: importing the package would import torch and the compiled ops. Where the
-    tree has no package (tests of an installed wheel run from such a copy), the installed package's file."""
-    path = ROOT / "visdet_ops" / "_build_rules.py"
-    if not path.exists():
-        installed = importlib.util.find_spec("visdet_ops")  # finds the package without running its __init__
-        if installed is None or not installed.submodule_search_locations:
-            raise ImportError(f"{path} is missing and no visdet_ops package is installed")
-        path = Path(installed.submodule_search_locations[0]) / "_build_rules.py"
-    spec = importlib.util.spec_from_file_location("_visdet_ops_build_rules", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-rules = _load_build_rules()
 sass_and_ptx = rules.sass_and_ptx
 
 

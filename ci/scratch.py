@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("tests", "ci", "csrc", "benchmarks", "docs", ".github")
-FILES = ("pyproject.toml", "setup.py", "noxfile.py", "README.md")
+FILES = ("pyproject.toml", "setup.py", "visdet_build.py", "noxfile.py", "README.md")
 SOURCE_TREE_ONLY = ("tests/test_cuda_sources.py",)
 # What a wheel must pass when the whole suite already ran on a build of the same code and variant: it loads and
 # rejects mismatches clearly (the loader), and every op family's example runs in every dtype (the compiled code).

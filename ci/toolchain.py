@@ -34,7 +34,7 @@ def nvcc_version(cuda_home: Path) -> Version | None:
 
 
 def find_installed(cuda: Version) -> tuple[Path | None, list[str]]:
-    """A toolkit on this machine with nvcc cuda.major.minor; and what was seen (visdet_ops/_build_rules.py)."""
+    """A toolkit on this machine with nvcc cuda.major.minor; and what was seen (visdet_build.py)."""
     return rules.find_cuda_home(rules.parse_release(str(cuda)))
 
 

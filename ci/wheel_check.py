@@ -50,6 +50,17 @@ def extension_machine(wheel: Path) -> str:
         return rules.elf_machine(_extension(wheel, tmp))
 
 
+# The top-level modules a wheel ships: pyproject.toml's py-modules. The build's own rules (visdet_build.py, beside
+# setup.py) are not among them.
+SHIPPED_MODULES = {"visdet_ops_doctor.py"}
+
+
+def stray_modules(wheel: Path) -> list[str]:
+    """The top-level Python modules of the wheel that it should not ship."""
+    with zipfile.ZipFile(wheel) as zf:
+        return sorted(n for n in zf.namelist() if "/" not in n and n.endswith(".py") and n not in SHIPPED_MODULES)
+
+
 def tag_machines(tags) -> set[str]:
     """The machines a wheel's platform tags name (manylinux_2_34_aarch64 -> aarch64)."""
     out = set()
@@ -123,6 +134,8 @@ def check(
             f"embedded archs SASS {sass} PTX {ptx} differ from build info "
             f"{info['CUDA_ARCH_SASS']} PTX {info['CUDA_ARCH_PTX']}"
         )
+    if stray_modules(wheel):
+        problems.append(f"top-level modules that are not shipped: {stray_modules(wheel)}")
     if not all(t.abi == "abi3" for t in tags):
         problems.append(f"not an abi3 wheel: {sorted(str(t) for t in tags)}")
     # The platform: the row view's machine, in the tag, the ELF header and the build info alike.

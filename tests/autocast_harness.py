@@ -23,7 +23,7 @@ worst case) in brackets:
   bfloat16 3e-2 [5e-3];
 - parameter gradients (sums over many positions, so more cancellation): float16
   1.5e-2 [2.3e-3], bfloat16 6e-2 [1.4e-2].
-On CUDA deform_conv2d and masked_conv2d keep the im2col columns and the GEMM operands
+On CUDA the im2col convolutions (DCN, masked conv) keep the im2col columns and the GEMM operands
 in the 16-bit dtype (float32 accumulation), one more rounding than the CPU's float32
 path: their tolerances there are GEMM_FACTOR (4) times larger, as in their own 16-bit
 tests. Discrete ops (the NMS family) must give the same indices as the float32 op on

@@ -80,8 +80,8 @@ def close(got, want, **kw):
 
 
 # A registered op's integer arguments that stand for one side of a public pair argument: the op's own check names
-# the pair for a value below the range (`masked_conv2d: padding must be >= 0, got (1, -1)`, `roi_pool: output_size
-# must be positive, got (0, 3)`), the schema's argument for one above (`pad_w must be in [0, 65536]`).
+# the pair for a value below the range (`<op>: padding must be >= 0, got (1, -1)`, `<op>: output_size must be
+# positive, got (0, 3)`), the schema's argument for one above (`pad_w must be in [0, 65536]`).
 _PAIR_OF_SCHEMA_ARGUMENT = dict(
     pooled_height="output_size",
     pooled_width="output_size",
@@ -111,6 +111,44 @@ def message_names(message: str, name: str) -> bool:
 def kw_row(id_, arg, bounds, fn, **extra):
     """The row of `arg`, run as fn(device, gen, **{arg: value})."""
     return Row(id_, names(arg), bounds, lambda d, v, g: fn(d, g, **{arg: v}), **extra)
+
+
+# ---------------------------------------------------------------- the whole messages (each test file's own cases)
+
+
+def public_message_test(cases: list[tuple[Callable, str]]):
+    """The test of a family's public functions' whole messages, in the user's words (issue 25: the op's check named
+    pad_w and pooled_height), each case a call(device) and its exact message: an OpArgumentError, a RuntimeError as
+    the op's own check raises, a ValueError and an AssertionError as the constructors' (mmcv asserts). Assign it to
+    `test_public_functions_name_the_users_argument` in the cases' test file."""
+
+    @pytest.mark.parametrize("case", range(len(cases)))
+    def test_public_functions_name_the_users_argument(device, case):
+        call, message = cases[case]
+        with pytest.raises(_args.OpArgumentError) as info:
+            call(device)
+        assert str(info.value) == message
+        assert isinstance(info.value, RuntimeError) and isinstance(info.value, ValueError)
+        assert isinstance(info.value, AssertionError)
+
+    return test_public_functions_name_the_users_argument
+
+
+def assert_module_message(make: Callable, message: str) -> None:
+    """A constructor's error: the class name and the argument as written, an ArgumentError (a ValueError, not a
+    RuntimeError)."""
+    with pytest.raises(_args.ArgumentError) as info:
+        make()
+    assert message in str(info.value) and not isinstance(info.value, RuntimeError), str(info.value)
+
+
+def assert_fake_rejects(call: Callable, match: str) -> None:
+    """torch.compile sees the fake impls: call(), run under FakeTensorMode (its tensors made there), raises what the
+    op's own check raises."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(), pytest.raises(RuntimeError, match=match):
+        call()
 
 
 # ---------------------------------------------------------------- inputs several ops' rows share

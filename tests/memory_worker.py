@@ -1,6 +1,6 @@
 """Memory per call of every registered op (tests/test_memory.py runs this in a fresh process).
 
-    python tests/memory_worker.py --device cpu [--calls 20000] [--seconds 0.5] [--ops visdet_ops::roi_align ...]
+    python tests/memory_worker.py --device cpu [--calls 20000] [--seconds 0.5] [--ops visdet_ops::<op> ...]
 
 The calls are the ones each op module's example case makes (visdet_ops.ops.EXAMPLES, float32), captured below
 autograd by a TorchDispatchMode: the op's own arguments, str ones included, replayed through the dispatcher as a

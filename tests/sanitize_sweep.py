@@ -5,7 +5,7 @@
 2. every public op and module under torch.autocast (float16 and bfloat16), as an AMP step feeds it: the
    AUTOCAST_CASES of tests/ops/test_<family>.py (tests/autocast_harness.py), where float32 convs and linears make
    16-bit activations beside float32 RoIs, offsets, weights and parameters (the mixed dtypes of issue 25, e.g.
-   DeformConv2dPack with a float32 input inside autocast).
+   a deformable conv module with a float32 input inside autocast).
 
 Exits non-zero on a wrong result (each pass checks its answers), so a sanitizer run also checks the answers.
 
@@ -75,9 +75,9 @@ def initialise_products(dispatch_key: str = "CUDA") -> torch.library.Library:
 
     initcheck does not see the stores of Hopper cuBLAS kernels (`--pass cublas-probe` shows it with no code of
     ours), so every read of a GEMM's result is reported as uninitialised: DCN's col2im reading W^T @ grad_out,
-    deform_roi_pool reading the offsets of its pack's 16-bit nn.Linear, torch's own kernels after a 16-bit linear
-    (run 24: 525k reports). A zero fill before the product is a store initcheck does see, and a GEMM writes every
-    element of its output, so this removes exactly those reports. The products run as their out= overloads (the
+    the deformable RoI pool reading the offsets of its pack's 16-bit nn.Linear, torch's own kernels after a 16-bit
+    linear (run 24: 525k reports). A zero fill before the product is a store initcheck does see, and a GEMM writes
+    every element of its output, so this removes exactly those reports. The products run as their out= overloads (the
     same cuBLAS calls). Returns the Library holding the overrides; they last as long as it does."""
     lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901 - overriding aten's kernels is the point
 

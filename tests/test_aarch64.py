@@ -91,10 +91,10 @@ def test_cross_compiled_device_code_is_the_native_one(source: Path, homes, tmp_p
 
 
 def _setup(env: dict, tmp_path: Path) -> subprocess.CompletedProcess:
-    """setup.py's decisions alone (--version prints the version after every check). setup.py reads the package's
-    _build_rules.py: an installed wheel's tests (a copy of the tree without the package) have none to run."""
+    """setup.py's decisions alone (--version prints the version after every check). setup.py needs the package's
+    sources: an installed wheel's tests (a copy of the tree without the package) have none to build."""
     if not (ROOT / "visdet_ops" / "_build_rules.py").exists():
-        pytest.skip("needs the source tree (setup.py loads visdet_ops/_build_rules.py)")
+        pytest.skip("needs the source tree (setup.py builds visdet_ops from it)")
     full = {**os.environ, "VISDET_OPS_CUDA": "0", **env}
     return subprocess.run(
         [sys.executable, str(ROOT / "setup.py"), "--version"], capture_output=True, text=True, env=full, cwd=tmp_path

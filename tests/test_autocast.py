@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import visdet_ops
+from visdet_ops import _loader
 from visdet_ops.ops import EXAMPLES
 
 from . import autocast_harness as amp
@@ -29,6 +30,23 @@ def test_every_public_op_and_module_has_a_case():
         if lacking:
             missing[f"tests/ops/test_{family}.py"] = lacking
     assert not missing, f"no autocast case for {missing}"
+
+
+def test_every_op_with_an_autocast_rule_has_an_opcheck():
+    """A registered op with an autocast kernel (register_autocast) gets an AUTOCAST_OPCHECKS entry in its family's
+    test file. A private backward op `_<op>_backward` is covered by `<op>`'s entry: opcheck's autograd checks under
+    autocast run the backward op through its autocast kernel too (counted for deform_conv2d and masked_conv2d)."""
+    opchecks = set()
+    for family in sorted(EXAMPLES):
+        opchecks |= set(getattr(op_test_module(family), "AUTOCAST_OPCHECKS", {}))
+    ruled = [
+        q.split("::")[1] for q in _loader.op_names() if torch._C._dispatch_has_kernel_for_dispatch_key(q, "AutocastCPU")
+    ]
+    forward_of = {op: op[1 : -len("_backward")] for op in ruled if op.startswith("_") and op.endswith("_backward")}
+    missing = sorted(op for op in ruled if op not in opchecks and forward_of.get(op) not in opchecks)
+    assert not missing, f"registered ops with an autocast rule and no AUTOCAST_OPCHECKS entry: {missing}"
+    stray = sorted(opchecks - set(ruled))
+    assert not stray, f"AUTOCAST_OPCHECKS entries of ops without an autocast rule: {stray}"
 
 
 def test_gradients_come_back_in_each_inputs_dtype(rng):

@@ -25,20 +25,11 @@ NAMING_FAMILIES = {
     "benchmarks/e2e.py": "whole torchvision detector steps with our ops swapped in",
     "tests/test_autocast.py": "a small detector step under GradScaler",
     # Not yet folded into the families' files (issue 38, left).
-    "tests/test_integer_edges.py": "issue 25's message cases, fake-impl and schema-name cases per family",
     "tests/test_cuda_graphs.py": "the ops whose host reads device data, named with why",
     "tests/test_loader.py": "an op call as the smoke test of a load",
     "tests/test_bench_compare.py": "compare.py's selftest rows",
-    "tests/sanitize_sweep.py": "notes on two families' sanitizer reports",
-    "tests/memory_worker.py": "an example in a comment",
-    "tests/autocast_harness.py": "the GEMM tolerance's two ops",
-    "tests/integer_edge_harness.py": "the shared RoI and conv inputs' docstrings",
-    "tests/test_op_registry.py": "examples in docstrings",
+    "tests/test_op_registry.py": "the eager entry point checked on one RoI op and one DCN module",
     "benchmarks/compare_builds.py": "its default timer list",
-    "benchmarks/host_cost.py": "a one-off of run 19h that docs/stable-abi.md cites",
-    "benchmarks/kernel_times.py": "a one-off of run 19d that docs/stable-abi.md cites",
-    "benchmarks/autograd_overhead.py": "a one-off that docs/stable-abi.md cites",
-    "benchmarks/op_benchmarks/_helpers.py": "a note of the FPN shapes",
 }
 
 

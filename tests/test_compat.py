@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import visdet_build
 from visdet_ops import _build_rules, _compat, _install
 
 INFO_CU130 = {"TORCH_VERSION": "2.14.1", "TORCH_CUDA_VERSION": "13.0", "CXX11_ABI": True}
@@ -72,8 +73,8 @@ def test_stable_build_refuses_torch_below_the_floor():
 
 def test_stable_target_version_macro():
     """TORCH_TARGET_VERSION as torch/headeronly/version.h encodes a release: major in bits 56-63, minor 48-55."""
-    assert _build_rules.stable_target_version((2, 11)) == "0x020B000000000000"
-    assert int(_build_rules.stable_target_version((2, 10)), 16) == (2 << 56) | (10 << 48)
+    assert visdet_build.stable_target_version((2, 11)) == "0x020B000000000000"
+    assert int(visdet_build.stable_target_version((2, 10)), 16) == (2 << 56) | (10 << 48)
     assert _build_rules.stable_variant_name(_build_rules.stable_flavour_for("13.0")) == "stable211cu13"
     assert _build_rules.stable_variant_name(_build_rules.stable_flavour_for(None)) == "stable211cpu"
     assert _build_rules.is_stable_variant("stable211cu12") and not _build_rules.is_variant("stable211cu12")
@@ -203,7 +204,7 @@ def test_variant_grammar_round_trips():
     ],
 )
 def test_arch_rules(cuda, entry, ok):
-    assert (_build_rules.arch_problem(cuda, entry) is None) == ok
+    assert (visdet_build.arch_problem(cuda, entry) is None) == ok
 
 
 def test_runtime_modules_need_only_the_standard_library(tmp_path):
@@ -322,5 +323,5 @@ def test_gencode_flags_are_torchs(monkeypatch):
 
     archs = ["7.5", "8.0", "9.0", "10.0", "12.0+PTX"]
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", ";".join(archs))
-    assert _build_rules.gencode_flags(archs) == cpp_extension._get_cuda_arch_flags()
+    assert visdet_build.gencode_flags(archs) == cpp_extension._get_cuda_arch_flags()
     assert cpp_extension._get_cuda_arch_flags(["-ccbin", "aarch64-linux-gnu-gcc"]) == []  # why setup.py writes them

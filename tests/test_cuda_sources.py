@@ -121,21 +121,13 @@ def test_cuda_host_compiles(source: Path, cuda_home: Path, tmp_path: Path):
         stub.mkdir(parents=True)
         (stub / "cuda_cmake_macros.h").write_text(CUDA_CMAKE_MACROS)
         includes.append(f"-I{tmp_path / 'stub'}")
-    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    cmd = [
-        os.environ.get("CXX", "c++"),
-        "-c",
-        "-std=c++20",
-        "-fPIC",
-        "-O0",
-        "-g0",
-        *includes,
-        "-DVISDET_OPS_WITH_CUDA=1",
-        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-        str(source),
-        "-o",
-        str(tmp_path / "out.o"),
-    ]
+    _compile_host(source, [*includes, f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"], tmp_path)
+
+
+def _compile_host(source: Path, flags: list[str], tmp_path: Path) -> None:
+    """Compiles one CUDA host file (no link) with the C++ compiler the build uses."""
+    cmd = [os.environ.get("CXX", "c++"), "-c", "-std=c++20", "-fPIC", "-O0", "-g0", *flags, "-DVISDET_OPS_WITH_CUDA=1"]
+    cmd += [str(source), "-o", str(tmp_path / "out.o")]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr[-4000:]}"
 
@@ -148,19 +140,4 @@ def test_stable_cuda_host_compiles(source: Path, cuda_home: Path, tmp_path: Path
     """The ported CUDA host layers compile against the LibTorch stable ABI alone, with the stable build's flags
     (the unstable torch headers are empty there, so an at:: or c10::cuda use fails)."""
     includes = [f"-I{cpp_extension.include_paths()[0]}", f"-I{cuda_home / 'include'}", f"-I{CSRC}"]
-    cmd = [
-        os.environ.get("CXX", "c++"),
-        "-c",
-        "-std=c++20",
-        "-fPIC",
-        "-O0",
-        "-g0",
-        *includes,
-        "-DVISDET_OPS_WITH_CUDA=1",
-        *variants.rules.stable_abi_flags(with_cuda=True),
-        str(source),
-        "-o",
-        str(tmp_path / "out.o"),
-    ]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr[-4000:]}"
+    _compile_host(source, [*includes, *variants.rules.stable_abi_flags(with_cuda=True)], tmp_path)

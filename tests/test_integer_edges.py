@@ -4,14 +4,17 @@ in tests/integer_edge_harness.py (its docstring: what a row checks, and the work
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
-import pytest
 import torch
 
 import visdet_ops
+from visdet_ops import _loader
 from visdet_ops.ops import EXAMPLES, _args
 
 from . import integer_edge_harness as edges
@@ -41,8 +44,92 @@ def test_the_case_limit_stops_a_runaway_case_and_the_worker_recovers(monkeypatch
 
 # ---------------------------------------------------------------- every public entry point names the user's argument
 
-# Arguments that take an int or an (h, w) pair: typed neither by a default nor by an annotation in mmcv's signatures.
-_PAIR_ARGUMENTS = ("output_size", "kernel_size", "stride", "padding", "dilation")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class DocsRow:
+    """A row of docs/ops.md's "Integer arguments" table: the arguments it names (backticked, first column), the
+    bounds of visdet_ops/ops/_args.py it shows and the ranges it says they accept, in order."""
+
+    line: str
+    arguments: tuple[str, ...]
+    bounds: tuple[str, ...]
+    ranges: tuple[tuple[int, int], ...]
+
+
+def _number(text: str) -> int:
+    """'4096', '2^20', '2^63 - 1' as an int."""
+    match = re.fullmatch(r"\s*(-?\d+)(?:\^(\d+))?(?:\s*-\s*(\d+))?\s*", text)
+    assert match, f"docs/ops.md: not a bound: {text!r}"
+    base, power, minus = match.groups()
+    return int(base) ** int(power or 1) - int(minus or 0)
+
+
+def _ranges(accepted: str) -> tuple[tuple[int, int], ...]:
+    """The ranges an "Accepted" cell says, in order: [lo, hi], {a, b} (each value of a discrete choice), any int64 /
+    any integer."""
+    found = []
+    for interval, choice, _ in re.findall(r"\[([^\]]+)\]|\{([^}]+)\}|(any int(?:eger|64))", accepted):
+        if interval or choice:
+            values = [_number(v) for v in (interval or choice).split(",")]
+            found.append((min(values), max(values)))
+        else:
+            found.append(edges.ANY)
+    return tuple(found)
+
+
+@functools.cache
+def docs_integer_rows() -> tuple[DocsRow, ...]:
+    """docs/ops.md's "Integer arguments" table, row by row."""
+    section = (ROOT / "docs" / "ops.md").read_text().split("\n## Integer arguments\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or set(cells[0]) <= set("- ") or cells[2].startswith("Bound"):
+            continue
+        arguments = tuple(re.findall(r"`(\w+)`", cells[0]))
+        rows.append(DocsRow(line, arguments, tuple(re.findall(r"`(\w+)`", cells[2])), _ranges(cells[1])))
+    return tuple(rows)
+
+
+def _bounds() -> dict[str, tuple[int, int]]:
+    """The bounds of visdet_ops/ops/_args.py: its upper-case (lo, hi) constants."""
+    return {
+        name: value
+        for name, value in vars(_args).items()
+        if name.isupper() and isinstance(value, tuple) and len(value) == 2 and all(type(v) is int for v in value)
+    }
+
+
+def test_every_bound_has_its_row_in_the_docs():
+    """Each bound of visdet_ops/ops/_args.py has its row in docs/ops.md's "Integer arguments" table: the row names it
+    (column "Bound") and says the range it holds; a row names only bounds that exist, one range for each."""
+    bounds, documented, wrong = _bounds(), {}, []
+    for row in docs_integer_rows():
+        if len(row.bounds) != len(row.ranges) or not row.bounds:
+            wrong.append(f"{row.line}: {len(row.bounds)} bounds, {len(row.ranges)} ranges")
+        documented.update(zip(row.bounds, row.ranges, strict=False))
+    missing = sorted(set(bounds) - set(documented))
+    assert not missing, f"bounds of visdet_ops/ops/_args.py without a row in docs/ops.md 'Integer arguments': {missing}"
+    wrong += [f"{n}: docs/ops.md says {documented[n]}, _args.py {v}" for n, v in bounds.items() if documented[n] != v]
+    wrong += [f"docs/ops.md names {n}, which is no bound of _args.py" for n in sorted(set(documented) - set(bounds))]
+    assert not wrong, wrong
+
+
+def test_the_docs_name_every_integer_argument():
+    """Every integer parameter that a signature shows (an int annotation or default) is named in docs/ops.md's table;
+    the table's names are how an argument without one (output_size, kernel_size: an int or a pair, no default) is
+    known to be an integer (the next test)."""
+    named = {a for row in docs_integer_rows() for a in row.arguments}
+    missing = sorted(
+        f"{name}-{param_name}"
+        for family in sorted(EXAMPLES)
+        for name, entry in _entry_points(family)
+        for param_name, param in _parameters(entry).items()
+        if _is_typed_integer(param) and param_name not in named
+    )
+    assert not missing, f"integer parameters docs/ops.md's 'Integer arguments' table does not name: {missing}"
 
 
 def _not_a_parameter() -> dict[str, str]:
@@ -75,27 +162,69 @@ def _parameters(entry) -> dict[str, inspect.Parameter]:
     return {}
 
 
-def _is_integer_parameter(name: str, param: inspect.Parameter) -> bool:
-    """Annotated int (`int`, `int | None`), else an int default (not a bool) or an int-or-pair argument."""
-    if name in _PAIR_ARGUMENTS:
-        return True
+def _entry_points(family: str) -> list[tuple[str, object]]:
+    module = importlib.import_module(f"visdet_ops.ops.{family}")
+    return [(name, getattr(module, name)) for name in module.__all__]
+
+
+def _is_typed_integer(param: inspect.Parameter) -> bool:
+    """Annotated int (`int`, `int | None`), else an int default (not a bool)."""
     if param.annotation is not param.empty:
         return re.search(r"\bint\b", str(param.annotation)) is not None
     return isinstance(param.default, int) and not isinstance(param.default, bool)
 
 
 def test_every_integer_parameter_of_every_public_entry_point_has_a_row():
-    """Each integer parameter of each public function and module constructor of an op module has an integer-edge
-    row `<name>-<parameter>` in the op's test file."""
+    """Each integer parameter (typed, or named in docs/ops.md's table and no registered op's tensor) of each public
+    function and module constructor of an op module has an integer-edge row `<name>-<parameter>` in the op's test
+    file."""
     have = {row.id for row in _public_rows()}
-    missing = []
-    for family in sorted(EXAMPLES):
-        module = importlib.import_module(f"visdet_ops.ops.{family}")
-        for name in module.__all__:
-            for param_name, param in _parameters(getattr(module, name)).items():
-                if _is_integer_parameter(param_name, param) and f"{name}-{param_name}" not in have:
-                    missing.append(f"{name}-{param_name} (tests/ops/test_{family}.py)")
+    named = {a for row in docs_integer_rows() for a in row.arguments} - _schema_tensor_arguments()
+    missing = [
+        f"{name}-{param_name} (tests/ops/test_{family}.py)"
+        for family in sorted(EXAMPLES)
+        for name, entry in _entry_points(family)
+        for param_name, param in _parameters(entry).items()
+        if (param_name in named or _is_typed_integer(param)) and f"{name}-{param_name}" not in have
+    ]
     assert not missing, f"integer parameters without an integer-edge row: {missing}"
+
+
+def _schema_tensor_arguments() -> set[str]:
+    """The names registered ops give tensors: a name the docs' table lists is not an integer where it is one of these
+    (a deformable op's offset tensor; an NMS offset=0 is typed by its default)."""
+    return {
+        a.name
+        for qualname in _loader.op_names()
+        for a in torch._C._get_schema(qualname, "").arguments
+        if "Tensor" in str(a.type)
+    }
+
+
+def _schema_integer_arguments() -> list[str]:
+    """op.<op>-<argument> for each integer argument (int, SymInt) of each registered op's schema, backward ops too."""
+    found = []
+    for qualname in _loader.op_names():
+        schema = torch._C._get_schema(qualname, "")
+        found += [
+            f"op.{schema.name.split('::')[1]}-{a.name}" for a in schema.arguments if str(a.type) in ("int", "SymInt")
+        ]
+    return found
+
+
+def test_every_integer_argument_of_every_registered_op_has_a_row():
+    """Each integer argument of each registered op (direct torch.ops.visdet_ops calls) has an `op.<op>-<argument>`
+    row in its family's test file, or an entry in that file's INTEGER_EDGE_OP_COVERED_OTHERWISE saying why not."""
+    have = set()
+    for family in sorted(EXAMPLES):
+        tests = op_test_module(family)
+        have |= {row.id for row in getattr(tests, "INTEGER_EDGE_ROWS", []) if row.id.startswith("op.")}
+        have |= set(getattr(tests, "INTEGER_EDGE_OP_COVERED_OTHERWISE", {}))
+    schema = _schema_integer_arguments()
+    missing = sorted(set(schema) - have)
+    assert not missing, f"registered ops' integer arguments without an integer-edge row: {missing}"
+    stray = sorted(have - set(schema))
+    assert not stray, f"integer-edge rows of no registered op's integer argument: {stray}"
 
 
 def test_public_rows_name_the_users_argument():
@@ -112,117 +241,10 @@ def test_public_rows_name_the_users_argument():
 
 
 def test_message_names_whole_words():
-    assert edges.message_names("deform_conv2d: padding must be in [0, 65536], got (1, 2)", "padding")
+    assert edges.message_names("op: padding must be in [0, 65536], got (1, 2)", "padding")
     assert edges.message_names("x: padding[1] must be", "padding")
-    assert not edges.message_names("deform_conv2d: stride_h must be in [1, 65536], got 0", "stride")
-    assert not edges.message_names("roi_align: pooled_height must be in [1, 4096], got 0", "output_size")
-
-
-def _dcn_call(device, fn, **kw):
-    x = torch.randn(1, 2, 5, 5, device=device)
-    weight = torch.randn(2, 2, 3, 3, device=device)
-    offset = torch.zeros(1, 18, 3, 3, device=device)
-    if fn == "modulated_deform_conv2d":
-        return visdet_ops.modulated_deform_conv2d(x, offset, torch.ones(1, 9, 3, 3, device=device), weight, **kw)
-    return getattr(visdet_ops, fn)(x, offset, weight, **kw)
-
-
-def _roi_call(device, fn, output_size):
-    x, rois = torch.rand(1, 2, 8, 8, device=device), torch.tensor([[0.0, 1, 1, 6, 6]], device=device)
-    if fn == "deform_roi_pool":
-        return visdet_ops.deform_roi_pool(x, rois, None, output_size)
-    return getattr(visdet_ops, fn)(x, rois, output_size)
-
-
-_PUBLIC_MESSAGES = [
-    # issue 25's two cases: the op's check named pad_w and pooled_height
-    (
-        lambda d: _dcn_call(d, "deform_conv2d", padding=2**31),
-        "deform_conv2d: padding must be in [0, 65536], got (2147483648, 2147483648)",
-    ),
-    (
-        lambda d: _roi_call(d, "roi_align", (2**31, 7)),
-        "roi_align: output_size must be in [1, 4096], got (2147483648, 7)",
-    ),
-    (
-        lambda d: _dcn_call(d, "deform_conv2d", stride=(1, 2**16 + 1)),
-        "deform_conv2d: stride must be in [1, 65536], got (1, 65537)",
-    ),
-    (
-        lambda d: _dcn_call(d, "modulated_deform_conv2d", dilation=(2**40, 1)),
-        "modulated_deform_conv2d: dilation must be in [1, 65536], got (1099511627776, 1)",
-    ),
-    (
-        lambda d: _dcn_call(d, "deform_conv2d", padding=(0, -1)),
-        "deform_conv2d: padding must be non-negative, got (0, -1)",
-    ),
-    (
-        lambda d: _dcn_call(d, "modulated_deform_conv2d", groups=2**31),
-        "modulated_deform_conv2d: groups must be in [1, 1048576], got 2147483648",
-    ),
-    (
-        lambda d: visdet_ops.masked_conv2d(
-            torch.rand(1, 2, 5, 5, device=d),
-            torch.ones(1, 5, 5, device=d),
-            torch.rand(3, 2, 3, 3, device=d),
-            None,
-            2**63 - 1,
-        ),
-        "masked_conv2d: padding must be in [0, 65536], got (9223372036854775807, 9223372036854775807)",
-    ),
-    (lambda d: _roi_call(d, "roi_pool", (7, 4097)), "roi_pool: output_size must be in [1, 4096], got (7, 4097)"),
-    (lambda d: _roi_call(d, "roi_align", 0), "roi_align: output_size must be positive, got (0, 0)"),
-    (
-        lambda d: _roi_call(d, "deform_roi_pool", 2**40),
-        "deform_roi_pool: output_size must be in [1, 4096], got (1099511627776, 1099511627776)",
-    ),
-]
-
-
-@pytest.mark.parametrize("case", range(len(_PUBLIC_MESSAGES)))
-def test_public_functions_name_the_users_argument(device, case):
-    """The whole message, in the user's words, and the error kinds: a RuntimeError as the op's own check raises, a
-    ValueError and an AssertionError as the constructors' (mmcv asserts)."""
-    call, message = _PUBLIC_MESSAGES[case]
-    with pytest.raises(_args.OpArgumentError) as info:
-        call(device)
-    assert str(info.value) == message
-    assert isinstance(info.value, RuntimeError) and isinstance(info.value, ValueError)
-    assert isinstance(info.value, AssertionError)
-
-
-def test_public_functions_check_before_any_work():
-    """The integer arguments are refused before a tensor is looked at (nothing is passed but the bad value)."""
-    with pytest.raises(_args.OpArgumentError, match="deform_conv2d: dilation must be"):
-        visdet_ops.deform_conv2d(None, None, None, dilation=(1, 2**31))
-    with pytest.raises(_args.OpArgumentError, match="roi_pool: output_size must be"):
-        visdet_ops.roi_pool(None, None, (2**31, 7))
-    with pytest.raises(_args.OpArgumentError, match="masked_conv2d: padding must be"):
-        visdet_ops.masked_conv2d(None, None, None, None, (2**31, 0))
-
-
-def test_modules_name_the_users_argument():
-    """The constructors: the class name and the argument as written (a ValueError, not a RuntimeError)."""
-    cases = [
-        (lambda: visdet_ops.DeformConv2d(2, 2, 3, padding=2**31), "DeformConv2d: padding must be in [0, 65536]"),
-        (lambda: visdet_ops.ModulatedDeformConv2dPack(2, 2, 3, stride=(1, 0)), "stride must be positive, got (1, 0)"),
-        (lambda: visdet_ops.MaskedConv2d(2, 2, 3, dilation=2**40), "MaskedConv2d: dilation must be in [1, 65536]"),
-        (lambda: visdet_ops.RoIAlign((2**31, 7)), "RoIAlign: output_size must be in [1, 4096], got (2147483648, 7)"),
-        (lambda: visdet_ops.RoIPool(0), "RoIPool: output_size must be positive, got (0, 0)"),
-        (lambda: visdet_ops.DeformRoIPoolPack(2**31, 4), "DeformRoIPoolPack: output_size must be in [1, 4096]"),
-    ]
-    for make, message in cases:
-        with pytest.raises(_args.ArgumentError) as info:
-            make()
-        assert message in str(info.value)
-        assert not isinstance(info.value, RuntimeError)
-
-
-def test_op_calls_keep_the_schema_names():
-    """Direct torch.ops calls reach the C++ check, which names the schema's argument (the backstop)."""
-    x, rois = torch.rand(1, 2, 8, 8), torch.tensor([[0.0, 1, 1, 6, 6]])
-    with pytest.raises(RuntimeError, match=r"roi_align: pooled_height must be in \[1, 4096\], got 2147483648"):
-        torch.ops.visdet_ops.roi_align(x, rois, 2**31, 7, 1.0, 0, "avg", True)
+    assert not edges.message_names("op: stride_h must be in [1, 65536], got 0", "stride")
+    assert not edges.message_names("op: pooled_height must be in [1, 4096], got 0", "output_size")
 
 
 def test_python_and_cpp_bounds_agree():
@@ -241,37 +263,3 @@ def test_python_and_cpp_bounds_agree():
     assert consts["kMaxCarafeKernel"] == _args.CARAFE_KERNEL[1]
     assert consts["kMaxCarafeGroups"] == _args.CARAFE_GROUPS[1]
     assert consts["kMaxCarafeScale"] == _args.CARAFE_SCALE[1]
-
-
-def test_fake_impls_reject_like_eager():
-    """torch.compile sees the fake impls: they reject the same values."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode():
-        x = torch.empty(2, 3, 8, 8)
-        rois = torch.empty(4, 5)
-        with pytest.raises(RuntimeError, match=r"roi_align: sampling_ratio must be in \[-1, 128\], got 2147483648"):
-            torch.ops.visdet_ops.roi_align(x, rois, 3, 3, 1.0, 2**31, "avg", True)
-        with pytest.raises(RuntimeError, match="deform_roi_pool: sampling_ratio must be in"):
-            torch.ops.visdet_ops.deform_roi_pool(x, rois, None, 3, 3, 1.0, 2**40, 0.1)
-        with pytest.raises(RuntimeError, match="roi_pool: pooled_width must be in"):
-            torch.ops.visdet_ops.roi_pool(x, rois, 3, 2**63 - 1, 1.0)
-        with pytest.raises(RuntimeError, match="deform_conv2d: pad_h must be in"):
-            torch.ops.visdet_ops.deform_conv2d(
-                x, torch.empty(2, 18, 6, 6), None, torch.empty(4, 3, 3, 3), None, 1, 1, 2**40, 0, 1, 1, 1, 1, 1
-            )
-        with pytest.raises(RuntimeError, match="carafe: scale_factor must be in"):
-            torch.ops.visdet_ops.carafe(x, torch.empty(2, 9, 16, 16), 3, 1, 2**31)
-        with pytest.raises(RuntimeError, match="masked_conv2d: pad_w must be in"):
-            torch.ops.visdet_ops.masked_conv2d(x, torch.empty(1, 8, 8), torch.empty(4, 3, 3, 3), None, 0, -1)
-        with pytest.raises(RuntimeError, match="multi_scale_deformable_attn: im2col_step must be in"):
-            torch.ops.visdet_ops.multi_scale_deformable_attn(
-                torch.empty(2, 20, 2, 4),
-                torch.empty(1, 2, dtype=torch.long),
-                torch.empty(1, dtype=torch.long),
-                torch.empty(2, 3, 2, 1, 2, 2),
-                torch.empty(2, 3, 2, 1, 2),
-                0,
-            )
-        out = torch.ops.visdet_ops.roi_align(x, rois, 3, 3, 1.0, 0, "avg", True)[0]
-        assert out.shape == (4, 3, 3, 3)

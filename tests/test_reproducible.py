@@ -1,5 +1,5 @@
 """Reproducible builds, CI's cheap half: one C++ and one CUDA translation unit, each compiled twice from two copies
-of csrc/ in two folders with the build's flags (visdet_ops/_build_rules.py, which setup.py uses), must give the
+of csrc/ in two folders with the build's flags (visdet_build.py, which setup.py uses), must give the
 same bytes with no path of either folder or of the build torch in them; and SOURCE_DATE_EPOCH's default.
 
 The whole wheel built twice is `nox -s reproducible` (ci/reproducible.py), minutes long, not in CI."""
@@ -102,7 +102,7 @@ def _nvcc_command(cuda_home: Path, nvcc, root: Path, obj: Path, compress: bool =
 
 def test_cu_object_is_the_same_from_two_folders(tmp_path: Path, cuda_home: Path):
     """nvcc with the build's flags: its temporary names and a .cu file's anonymous-namespace names must not follow
-    the folder or the run (_build_rules.reproducible_nvcc_flags), and host and device must still agree on those
+    the folder or the run (visdet_build.reproducible_nvcc_flags), and host and device must still agree on those
     names, or the kernels would not be found at launch."""
     nvcc = rules.nvcc_version(cuda_home)
     if nvcc.major < 13:

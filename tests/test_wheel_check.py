@@ -146,6 +146,17 @@ def test_every_package_of_the_tree_is_in_the_wheel():
     root = Path(__file__).resolve().parents[1]
     if not (root / "visdet_ops").is_dir():
         pytest.skip("needs the source tree (an installed wheel's tests run from a copy without the package)")
-    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
     found = {".".join(p.parent.relative_to(root).parts) for p in (root / "visdet_ops").rglob("__init__.py")}
     assert found == listed, f"pyproject.toml [tool.setuptools] packages: missing {sorted(found - listed)}"
+    # The top-level modules: the doctor's launcher only, never the build's rules beside setup.py.
+    assert {f"{m}.py" for m in setuptools["py-modules"]} == wheel_check.SHIPPED_MODULES
+
+
+def test_a_wheel_shipping_the_build_rules_is_rejected(tmp_path):
+    wheel = make_wheel(tmp_path, "pt213cpu", "2.13.0+cpu", "torch==2.13.*")
+    with zipfile.ZipFile(wheel, "a") as zf:
+        zf.writestr("visdet_build.py", "")
+    with pytest.raises(wheel_check.WheelCheckError, match=r"top-level modules that are not shipped: \['visdet_build"):
+        wheel_check.check(wheel, matrix.load().flavour("cpu"), Version("2.13.0"))

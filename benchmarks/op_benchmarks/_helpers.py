@@ -17,7 +17,7 @@ def detection_boxes(n: int, gen: torch.Generator, image=(800, 1333)) -> tuple[to
     """Clustered boxes like a detector's proposals (many overlap their neighbours) and scores, on the GPU. The
     scores are distinct (a shuffled k / n): with tied scores the suppression order, so the keep list, is not
     defined, and the peers' comparison would fail on a tie (run 22: 20,000 uniform float32 scores hold about a
-    dozen tied pairs, and batched_nms differed from torchvision's in both builds)."""
+    dozen tied pairs, and the batched NMS differed from torchvision's in both builds)."""
     centres = torch.rand(max(n // 20, 1), 2, generator=gen) * torch.tensor([image[1], image[0]])
     which = torch.randint(0, len(centres), (n,), generator=gen)
     xy = centres[which] + torch.randn(n, 2, generator=gen) * 12

@@ -92,6 +92,11 @@ def roi_case(draw, device, fn, extra_bad=(), module=False):
     return case
 
 
+def tiny_inputs(device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A [1, 2, 8, 8] map and one RoI inside it: the calls of the argument-message tests."""
+    return torch.rand(1, 2, 8, 8, device=device), torch.tensor([[0.0, 1, 1, 6, 6]], device=device)
+
+
 def roi_inputs(run: core.Run, case: dict, distinct: bool = False):
     n, c, h, w = case["shape"]
     k, bad, scale = case["k"], case["bad"], case["spatial_scale"]

@@ -407,6 +407,13 @@ INTEGER_EDGE_ROWS = [
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
 
 
+def test_fake_impl_rejects_like_eager():
+    edges.assert_fake_rejects(
+        lambda: torch.ops.visdet_ops.carafe(torch.empty(2, 3, 8, 8), torch.empty(2, 9, 16, 16), 3, 1, 2**31),
+        "carafe: scale_factor must be in",
+    )
+
+
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
 
 

@@ -890,7 +890,7 @@ INTEGER_EDGE_ROWS = [
             _DCN_OP_BOUNDS.get(arg, _args.IM2COL_STEP_DCN),
             lambda d, v, g, arg=arg: _deform_conv_op(d, g, arg, v, backward=True),
         )
-        for arg in ("stride_h", "pad_w", "groups", "im2col_step")
+        for arg in (*_DCN_OP_BOUNDS, "im2col_step")
     ),
     *(
         edges.Row(
@@ -915,6 +915,61 @@ INTEGER_EDGE_ROWS = [
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+
+
+def _dcn_call(device, fn, **kw):
+    x = torch.randn(1, 2, 5, 5, device=device)
+    weight = torch.randn(2, 2, 3, 3, device=device)
+    offset = torch.zeros(1, 18, 3, 3, device=device)
+    if fn == "modulated_deform_conv2d":
+        return visdet_ops.modulated_deform_conv2d(x, offset, torch.ones(1, 9, 3, 3, device=device), weight, **kw)
+    return getattr(visdet_ops, fn)(x, offset, weight, **kw)
+
+
+test_public_functions_name_the_users_argument = edges.public_message_test(
+    [
+        (
+            lambda d: _dcn_call(d, "deform_conv2d", padding=2**31),  # issue 25: the op's check named pad_w
+            "deform_conv2d: padding must be in [0, 65536], got (2147483648, 2147483648)",
+        ),
+        (
+            lambda d: _dcn_call(d, "deform_conv2d", stride=(1, 2**16 + 1)),
+            "deform_conv2d: stride must be in [1, 65536], got (1, 65537)",
+        ),
+        (
+            lambda d: _dcn_call(d, "modulated_deform_conv2d", dilation=(2**40, 1)),
+            "modulated_deform_conv2d: dilation must be in [1, 65536], got (1099511627776, 1)",
+        ),
+        (
+            lambda d: _dcn_call(d, "deform_conv2d", padding=(0, -1)),
+            "deform_conv2d: padding must be non-negative, got (0, -1)",
+        ),
+        (
+            lambda d: _dcn_call(d, "modulated_deform_conv2d", groups=2**31),
+            "modulated_deform_conv2d: groups must be in [1, 1048576], got 2147483648",
+        ),
+        (  # before any work: nothing is passed but the bad value
+            lambda d: visdet_ops.deform_conv2d(None, None, None, dilation=(1, 2**31)),
+            "deform_conv2d: dilation must be in [1, 65536], got (1, 2147483648)",
+        ),
+    ]
+)
+
+
+def test_modules_and_fake_impls_name_the_argument():
+    edges.assert_module_message(
+        lambda: DeformConv2d(2, 2, 3, padding=2**31), "DeformConv2d: padding must be in [0, 65536]"
+    )
+    edges.assert_module_message(
+        lambda: visdet_ops.ModulatedDeformConv2dPack(2, 2, 3, stride=(1, 0)), "stride must be positive, got (1, 0)"
+    )
+    edges.assert_fake_rejects(
+        lambda: torch.ops.visdet_ops.deform_conv2d(
+            *(torch.empty(2, 3, 8, 8), torch.empty(2, 18, 6, 6), None, torch.empty(4, 3, 3, 3), None),
+            *(1, 1, 2**40, 0, 1, 1, 1, 1, 1),
+        ),
+        "deform_conv2d: pad_h must be in",
+    )
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
@@ -1063,18 +1118,9 @@ def test_modulated_offset_smaller_than_the_output_is_refused():
 
 _DCN_FNS = ("deform_conv2d", "modulated_deform_conv2d")
 _DCN_MODS = ("DeformConv2d", "DeformConv2dPack", "ModulatedDeformConv2d", "ModulatedDeformConv2dPack")
-_DCN_BAD = (
-    "offset_channels",
-    "offset_size",
-    "weight_channels",
-    "dg_divide",
-    "groups_divide",
-    "ndim",
-    "dtype",
-    "int_arg",
-    "bias_v1",
-    "mask_shape",
-    "bias_shape",
+_DCN_BAD = tuple(
+    "offset_channels offset_size weight_channels dg_divide groups_divide ndim dtype int_arg bias_v1 "
+    "mask_shape bias_shape".split()
 )
 _DCN_CTOR_BAD = ("ctor_int", "ctor_divide", "ctor_bias")
 _DCN_INTS = ("stride", "padding", "dilation", "groups", "deform_groups")
@@ -1454,20 +1500,10 @@ def test_onnx_deform_conv(onnx_table, rng):
     import onnx
 
     attributes = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
-    assert attributes[0] == {
-        "dilations": [1, 1],
-        "group": 1,
-        "offset_group": 2,
-        "pads": [1, 1, 1, 1],
-        "strides": [2, 2],
-    }
-    assert attributes[1] == {
-        "dilations": [2, 1],
-        "group": 2,
-        "offset_group": 1,
-        "pads": [2, 1, 2, 1],
-        "strides": [1, 2],
-    }
+    assert attributes == [  # (dilations, group, offset_group, pads, strides) of the two layers
+        dict(dilations=[1, 1], group=1, offset_group=2, pads=[1, 1, 1, 1], strides=[2, 2]),
+        dict(dilations=[2, 1], group=2, offset_group=1, pads=[2, 1, 2, 1], strides=[1, 2]),
+    ]
     if not _onnx_has_deform_conv_kernel():
         import onnxruntime
 

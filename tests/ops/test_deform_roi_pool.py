@@ -16,7 +16,7 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, assert_zero, require_cuda
-from ._rois import RoIOpTester, close_up_to_edges, roi_case, roi_inputs, roi_unchecked
+from ._rois import RoIOpTester, close_up_to_edges, roi_case, roi_inputs, roi_unchecked, tiny_inputs
 
 # ---------------------------------------------------------------- inputs
 
@@ -775,6 +775,26 @@ INTEGER_EDGE_ROWS = [
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+test_public_functions_name_the_users_argument = edges.public_message_test(
+    [
+        (
+            lambda d: visdet_ops.deform_roi_pool(*tiny_inputs(d), None, 2**40),
+            "deform_roi_pool: output_size must be in [1, 4096], got (1099511627776, 1099511627776)",
+        )
+    ]
+)
+
+
+def test_modules_and_fake_impls_name_the_argument():
+    edges.assert_module_message(
+        lambda: DeformRoIPoolPack(2**31, 4), "DeformRoIPoolPack: output_size must be in [1, 4096]"
+    )
+    edges.assert_fake_rejects(
+        lambda: torch.ops.visdet_ops.deform_roi_pool(
+            torch.empty(2, 3, 8, 8), torch.empty(4, 5), None, 3, 3, 1.0, 2**40, 0.1
+        ),
+        "deform_roi_pool: sampling_ratio must be in",
+    )
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)

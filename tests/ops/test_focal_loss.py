@@ -706,18 +706,9 @@ def test_training_ops_check_their_arguments():
 
 _FOCAL_FNS = ("sigmoid_focal_loss", "softmax_focal_loss")
 _FOCAL_MODS = ("SigmoidFocalLoss", "SoftmaxFocalLoss")
-_FOCAL_BAD = (
-    "gamma",
-    "alpha",
-    "target_range",
-    "target_dtype",
-    "target_ndim",
-    "target_len",
-    "weight_size",
-    "input_ndim",
-    "reduction",
-    "input_dtype",
-    "weight_grad",
+_FOCAL_BAD = tuple(
+    "gamma alpha target_range target_dtype target_ndim target_len weight_size input_ndim reduction "
+    "input_dtype weight_grad".split()
 )
 
 

@@ -328,6 +328,38 @@ INTEGER_EDGE_ROWS = [
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+# The backward op runs the forward's argument checks first (check_args, csrc/ops/masked_conv/masked_conv.cpp).
+INTEGER_EDGE_OP_COVERED_OTHERWISE = {
+    f"op._masked_conv2d_backward-{arg}": f"the forward's check, row op.masked_conv2d-{arg}"
+    for arg in ("pad_h", "pad_w")
+}
+test_public_functions_name_the_users_argument = edges.public_message_test(
+    [
+        (
+            lambda d: visdet_ops.masked_conv2d(
+                *(torch.rand(1, 2, 5, 5, device=d), torch.ones(1, 5, 5, device=d), torch.rand(3, 2, 3, 3, device=d)),
+                *(None, 2**63 - 1),
+            ),
+            "masked_conv2d: padding must be in [0, 65536], got (9223372036854775807, 9223372036854775807)",
+        ),
+        (  # before any work: nothing is passed but the bad value
+            lambda d: visdet_ops.masked_conv2d(None, None, None, None, (2**31, 0)),
+            "masked_conv2d: padding must be in [0, 65536], got (2147483648, 0)",
+        ),
+    ]
+)
+
+
+def test_modules_and_fake_impls_name_the_argument():
+    edges.assert_module_message(
+        lambda: MaskedConv2d(2, 2, 3, dilation=2**40), "MaskedConv2d: dilation must be in [1, 65536]"
+    )
+    edges.assert_fake_rejects(
+        lambda: torch.ops.visdet_ops.masked_conv2d(
+            torch.empty(2, 3, 8, 8), torch.empty(1, 8, 8), torch.empty(4, 3, 3, 3), None, 0, -1
+        ),
+        "masked_conv2d: pad_w must be in",
+    )
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
@@ -367,17 +399,8 @@ test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
 
 
-_MASKED_BAD = (
-    "stride",
-    "mask_ndim",
-    "mask_batch",
-    "mask_size",
-    "weight_channels",
-    "bias_size",
-    "input_ndim",
-    "input_dtype",
-    "padding",
-    "weight_ndim",
+_MASKED_BAD = tuple(
+    "stride mask_ndim mask_batch mask_size weight_channels bias_size input_ndim input_dtype padding weight_ndim".split()
 )
 _MASKED_CTOR_BAD = ("ctor_int", "masked_stride", "masked_dilation", "masked_groups", "same_padding")
 

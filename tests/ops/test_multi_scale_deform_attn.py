@@ -708,6 +708,16 @@ INTEGER_EDGE_ROWS = [
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
 
 
+def test_fake_impl_rejects_like_eager():
+    edges.assert_fake_rejects(
+        lambda: torch.ops.visdet_ops.multi_scale_deformable_attn(
+            *(torch.empty(2, 20, 2, 4), torch.empty(1, 2, dtype=torch.long), torch.empty(1, dtype=torch.long)),
+            *(torch.empty(2, 3, 2, 1, 2, 2), torch.empty(2, 3, 2, 1, 2), 0),
+        ),
+        "multi_scale_deformable_attn: im2col_step must be in",
+    )
+
+
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
 
 
@@ -788,19 +798,9 @@ AUTOCAST_COVERED_OTHERWISE = {
 
 
 _MSDA_FNS = ("multi_scale_deformable_attn", "MultiScaleDeformableAttnFunction", "multi_scale_deformable_attn_pytorch")
-_MSDA_BAD = (
-    "keys_mismatch",
-    "start_len",
-    "start_out",
-    "shapes_dtype",
-    "shapes_negative",
-    "loc_ndim",
-    "attn_shape",
-    "heads_mismatch",
-    "step",
-    "step_divide",
-    "value_dtype",
-    "value_ndim",
+_MSDA_BAD = tuple(
+    "keys_mismatch start_len start_out shapes_dtype shapes_negative loc_ndim attn_shape heads_mismatch "
+    "step step_divide value_dtype value_ndim".split()
 )
 _MSDA_MOD_BAD = ("ctor_int", "ctor_divide", "ref_dim", "missing")
 

@@ -500,15 +500,16 @@ def _nms(device, gen, offset=0, max_num=-1):
     assert inds.cpu().tolist() == want.tolist()
 
 
-def _nms_op(device, gen, offset):
+def _nms_op(device, gen, offset, batched=False):
     from visdet_ops.reference.nms import nms_reference
 
     boxes, scores, idxs = edges.boxes(device, gen)
-    assert torch.ops.visdet_ops.nms(boxes, scores, 0.3, offset).cpu().tolist() == (
-        nms_reference(boxes, scores, 0.3, offset).tolist()
-    )
-    got = torch.ops.visdet_ops.batched_nms(boxes, scores, idxs, 0.3, offset)
-    assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset, idxs).tolist()
+    if batched:
+        got = torch.ops.visdet_ops.batched_nms(boxes, scores, idxs, 0.3, offset)
+        assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset, idxs).tolist()
+    else:
+        got = torch.ops.visdet_ops.nms(boxes, scores, 0.3, offset)
+        assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset).tolist()
 
 
 def _batched_nms(device, gen, **cfg):
@@ -541,6 +542,7 @@ INTEGER_EDGE_ROWS = [
     edges.Row("nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms(d, g, offset=v), at_bound=(1,)),
     edges.Row("nms-max_num", ("max_num",), edges.ANY, lambda d, v, g: _nms(d, g, max_num=v), at_bound=(3,)),
     edges.Row("op.nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms_op(d, g, v), at_bound=(1,)),
+    edges.Row("op.batched_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms_op(d, g, v, True)),
     edges.Row(
         "batched_nms-split_thr",
         ("split_thr",),
@@ -686,28 +688,9 @@ def test_batched_nms_takes_floating_and_bool_idxs_as_mmcv(device, kind, rng):
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
 
 
-_NMS_BAD = (
-    "boxes_cols",
-    "scores_len",
-    "scores_ndim",
-    "offset",
-    "boxes_dtype",
-    "max_num",
-    "boxes_list",
-    "both_names",
-    "iou_nan",
-)
-_BATCHED_BAD = (
-    "cfg_type",
-    "cfg_unknown",
-    "cfg_missing",
-    "cfg_both",
-    "idxs_len",
-    "cfg_method",
-    "cfg_offset",
-    "cfg_int",
-    "boxes_cols",
-    "scores_len",
+_NMS_BAD = tuple("boxes_cols scores_len scores_ndim offset boxes_dtype max_num boxes_list both_names iou_nan".split())
+_BATCHED_BAD = tuple(
+    "cfg_type cfg_unknown cfg_missing cfg_both idxs_len cfg_method cfg_offset cfg_int boxes_cols scores_len".split()
 )
 _MATCH_BAD = ("dets_cols", "dets_ndim", "dets_dtype", "iou_nan")
 

@@ -17,7 +17,15 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ._rois import RoIOpTester, close_up_to_edges, onnx_export_and_run, roi_case, roi_inputs, roi_unchecked
+from ._rois import (
+    RoIOpTester,
+    close_up_to_edges,
+    onnx_export_and_run,
+    roi_case,
+    roi_inputs,
+    roi_unchecked,
+    tiny_inputs,
+)
 
 
 def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
@@ -495,6 +503,40 @@ INTEGER_EDGE_ROWS = [
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+test_public_functions_name_the_users_argument = edges.public_message_test(
+    [
+        (  # issue 25: the op's check named pooled_height
+            lambda d: visdet_ops.roi_align(*tiny_inputs(d), (2**31, 7)),
+            "roi_align: output_size must be in [1, 4096], got (2147483648, 7)",
+        ),
+        (lambda d: visdet_ops.roi_align(*tiny_inputs(d), 0), "roi_align: output_size must be positive, got (0, 0)"),
+    ]
+)
+
+
+def test_modules_op_calls_and_fake_impls_name_the_argument():
+    """The constructor names its argument; a direct torch.ops call reaches the C++ check, which names the schema's
+    (the backstop), as the fake impl does."""
+    edges.assert_module_message(
+        lambda: RoIAlign((2**31, 7)), "RoIAlign: output_size must be in [1, 4096], got (2147483648, 7)"
+    )
+    with pytest.raises(RuntimeError, match=r"roi_align: pooled_height must be in \[1, 4096\], got 2147483648"):
+        torch.ops.visdet_ops.roi_align(*tiny_inputs("cpu"), 2**31, 7, 1.0, 0, "avg", True)
+    sr = r"roi_align: sampling_ratio must be in \[-1, 128\], got 2147483648"
+    x_rois = lambda: (torch.empty(2, 3, 8, 8), torch.empty(4, 5))  # noqa: E731
+    edges.assert_fake_rejects(lambda: torch.ops.visdet_ops.roi_align(*x_rois(), 3, 3, 1.0, 2**31, "avg", True), sr)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        assert torch.ops.visdet_ops.roi_align(*x_rois(), 3, 3, 1.0, 0, "avg", True)[0].shape == (4, 3, 3, 3)
+
+
+# The backward op's integer arguments that are not a user's: the forward input's shape, which autograd passes and the
+# backward allocates its gradient with (checked non-negative and for int64 overflow, csrc/ops/roi_align/roi_align.cpp).
+INTEGER_EDGE_OP_COVERED_OTHERWISE = {
+    f"op._roi_align_backward-{arg}": "the forward input's shape, passed by autograd"
+    for arg in ("batch_size", "channels", "height", "width")
+}
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)

@@ -14,7 +14,7 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ._rois import RoIOpTester, onnx_export_and_run, roi_case, roi_inputs, roi_unchecked
+from ._rois import RoIOpTester, onnx_export_and_run, roi_case, roi_inputs, roi_unchecked, tiny_inputs
 
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 
@@ -355,6 +355,34 @@ INTEGER_EDGE_ROWS = [
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
+test_public_functions_name_the_users_argument = edges.public_message_test(
+    [
+        (
+            lambda d: visdet_ops.roi_pool(*tiny_inputs(d), (7, 4097)),
+            "roi_pool: output_size must be in [1, 4096], got (7, 4097)",
+        ),
+        (  # before any work: nothing is passed but the bad value
+            lambda d: visdet_ops.roi_pool(None, None, (2**31, 7)),
+            "roi_pool: output_size must be in [1, 4096], got (2147483648, 7)",
+        ),
+    ]
+)
+
+
+def test_modules_and_fake_impls_name_the_argument():
+    edges.assert_module_message(lambda: RoIPool(0), "RoIPool: output_size must be positive, got (0, 0)")
+    edges.assert_fake_rejects(
+        lambda: torch.ops.visdet_ops.roi_pool(torch.empty(2, 3, 8, 8), torch.empty(4, 5), 3, 2**63 - 1, 1.0),
+        "roi_pool: pooled_width must be in",
+    )
+
+
+# The backward op's integer arguments that are not a user's: the forward input's shape, which autograd passes and the
+# backward allocates its gradient with (checked non-negative and for int64 overflow, csrc/ops/roi_pool/roi_pool.cpp).
+INTEGER_EDGE_OP_COVERED_OTHERWISE = {
+    f"op._roi_pool_backward-{arg}": "the forward input's shape, passed by autograd"
+    for arg in ("batch_size", "channels", "height", "width")
+}
 
 
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)

@@ -148,17 +148,7 @@ AUTOCAST_COVERED_OTHERWISE = {"soft_nms": "tests/ops/test_nms.py::test_nms_famil
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
 
 
-_SOFT_BAD = (
-    "method",
-    "offset",
-    "sigma0",
-    "min_score_nan",
-    "boxes_cols",
-    "scores_len",
-    "both_names",
-    "boxes_dtype",
-    "iou_nan",
-)
+_SOFT_BAD = tuple("method offset sigma0 min_score_nan boxes_cols scores_len both_names boxes_dtype iou_nan".split())
 
 
 @st.composite

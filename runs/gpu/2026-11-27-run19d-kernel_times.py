@@ -2,7 +2,7 @@
 around the call, and host time, for a few rows of benchmarks/bench.py. Run it once per build in alternating
 processes to tell a kernel difference from a host one (issue 23: stable wheel against the per-minor build).
 
-  python benchmarks/kernel_times.py [--calls 50] [--label classic] [--out FILE.json]
+  python runs/gpu/2026-11-27-run19d-kernel_times.py [--calls 50] [--label classic] [--out FILE.json]
 
 Per case: `calls` timed calls after a warm-up, each with fresh leaf gradients; prints the median event time per call,
 the median host time per call (the call's Python + dispatcher + launch time, without waiting for the GPU) and the

@@ -1,8 +1,9 @@
 """Per-call host overhead of roi_pool on the CPU: forward without grad, forward + backward, on an input small enough
 that the kernels cost little, so that what is timed is the dispatch, checks, allocation and autograd bookkeeping.
 
-  python benchmarks/autograd_overhead.py [--repeats N]    prints one JSON line
-  python benchmarks/autograd_overhead.py --eager-vs-registered    the public functions' eager autograd entry point
+  python runs/gpu/2026-11-26-cpu-autograd_overhead.py [--repeats N]    prints one JSON line
+  python runs/gpu/2026-11-26-cpu-autograd_overhead.py --eager-vs-registered    the public functions' eager
+      autograd entry point
       (ops/_registration.register_autograd) against the same op called through its registered formula
       (torch.ops.visdet_ops.<op>: torch.library.register_autograd's wrapper), interleaved in one process
 

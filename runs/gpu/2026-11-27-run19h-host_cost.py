@@ -1,7 +1,7 @@
 """Host time of one bare op call (below autograd, tiny inputs) and the ATen ops it runs, for one build per
 process: where the stable ABI's extra microseconds per call go (issue 23). Run it for each build in turn.
 
-  python benchmarks/host_cost.py [--device cuda] [--calls 20000]
+  python runs/gpu/2026-11-27-run19h-host_cost.py [--device cuda] [--calls 20000]
 """
 
 from __future__ import annotations
