@@ -84,7 +84,7 @@ def roi_align_rotated_reference(
             continue
         y, x = points
         vals = bilinear(input[int(roi[0])], y.reshape(-1), x.reshape(-1))  # [C, PH * PW * S]
-        outputs.append(vals.reshape(channels, out_h, out_w, -1).mean(-1))
+        outputs.append(vals.reshape(channels, out_h, out_w, y.shape[-1]).mean(-1))
     if not outputs:
         return input.new_zeros((0, channels, out_h, out_w))
     return torch.stack(outputs)
