@@ -22,10 +22,16 @@ using roi_align_rotated_detail::Sample;
 // each where it is used (a large adaptive grid or sampling_ratio).
 constexpr int kForwardGroupChannels = 32;
 constexpr int kBackwardGroupChannels = 16;
-constexpr int kForwardSampleBytes = 32 * 1024;
-constexpr int kBackwardSampleBytes = 12 * 1024;
-// The backward's accumulation tile (roi_align_cuda.cu's scheme).
-constexpr int kTileBytes = 24 * 1024;
+// Shared memory per block, 48 KiB (the static limit) in each kernel: the
+// forward's registers, and the backward's, allow 4 blocks of 256 threads per
+// SM on sm_90 anyway, which 4 x 48 KiB leaves room for. 48 KiB of float
+// samples is 1536, a 7x7 output with up to 5x5 samples per bin; the
+// backward's 28 KiB 896, up to 4x4.
+constexpr int kForwardSampleBytes = 48 * 1024;
+constexpr int kBackwardSampleBytes = 28 * 1024;
+// The backward's accumulation tile (roi_align_cuda.cu's scheme): 5120 float
+// pixels.
+constexpr int kTileBytes = 20 * 1024;
 
 template <typename T, typename I>
 __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
@@ -182,23 +188,43 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
     const I batch = static_cast<I>(g.batch);
     const A count = static_cast<A>(per_bin);
 
-    // The gradient of bin (cl, b) and where it adds: grad_output through its
-    // strides.
-    auto bin = [&](I item, auto add_to_plane) {
-      const I cl = item / bins;
-      const I b = item - cl * bins;
-      const I ph = b / pooled_w;
-      const I pw = b - ph * pooled_w;
+    // Sample j of bin b of channel cl scatters its share of the bin's
+    // gradient (grad_output read through its strides). Work item i of a run
+    // enumerates (cl, j, b) with b fastest: the threads of a warp take
+    // consecutive bins, so they read consecutive gradients and table entries
+    // and add to different pixels.
+    auto scatter = [&](auto i, auto add_to_plane) {
+      using J = decltype(i);
+      const J b = i % static_cast<J>(bins);
+      const J rest = i / static_cast<J>(bins);
+      const int j = static_cast<int>(rest % per_bin);
+      const I cl = static_cast<I>(rest / per_bin);
+      const S smp = tabled ? samples[static_cast<I>(j) * bins + static_cast<I>(b)]
+                           : roi_align_rotated_detail::rotated_sample<A, I>(
+                                 g, pooled_w, height, width, static_cast<I>(b),
+                                 j);
+      if (!smp.valid()) return;
+      const I ph = static_cast<I>(b) / pooled_w;
+      const I pw = static_cast<I>(b) - ph * pooled_w;
       const int64_t c = c0 + cl;
       const A share = to_acc(grad_output[k * gs.k + c * gs.c + ph * gs.h +
                                          pw * gs.w]) /
                       count;
-      auto add = [&](I y, I x, A v) { add_to_plane(cl, y, x, v); };
-      for (int j = 0; j < per_bin; ++j) {
-        const S smp = tabled ? samples[static_cast<I>(j) * bins + b]
-                             : roi_align_rotated_detail::rotated_sample<A, I>(
-                                   g, pooled_w, height, width, b, j);
-        if (smp.valid()) roi_align_rotated_detail::scatter_sample(smp, share, add);
+      roi_align_rotated_detail::scatter_sample(
+          smp, share, [&](I y, I x, A v) { add_to_plane(cl, y, x, v); });
+    };
+    // Work items [first, last) (units of one sample of one bin), in int32
+    // where the run's indices fit (64-bit division is several times slower).
+    auto scatter_run = [&](int64_t first, int64_t last, auto add_to_plane) {
+      if (last <= int64_t{INT32_MAX} - 1024) {  // i + blockDim.x cannot wrap
+        for (int32_t i = static_cast<int32_t>(first) + threadIdx.x;
+             i < static_cast<int32_t>(last); i += blockDim.x) {
+          scatter(i, add_to_plane);
+        }
+      } else {
+        for (int64_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+          scatter(i, add_to_plane);
+        }
       }
     };
     auto global_add = [&](I cl, I y, I x, A v) {
@@ -206,7 +232,8 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
                        static_cast<I>(c0) + cl) * height * width;
       atomicAdd(grad_input + plane + y * width + x, v);
     };
-    const I items = static_cast<I>(nc) * bins;
+    // One channel's work items: every sample of every bin.
+    const int64_t per_channel = static_cast<int64_t>(bins) * per_bin;
 
     // The footprint: the box of every sample, clamped to the map.
     int64_t y0 = 0, y1 = -1, x0 = 0, x1 = -1;
@@ -227,9 +254,7 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
     const int64_t fh = y1 - y0 + 1, fw = x1 - x0 + 1;
     const int64_t area = bounded ? fh * fw : 0;
     if (!bounded || area > kTileCapacity) {
-      for (I item = threadIdx.x; item < items; item += blockDim.x) {
-        bin(item, global_add);
-      }
+      scatter_run(0, nc * per_channel, global_add);
       continue;
     }
     const int tile_area = static_cast<int>(area);
@@ -252,11 +277,7 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
           global_add(cl, y, x, v);
         }
       };
-      const I first = static_cast<I>(cp) * bins;
-      const I last = static_cast<I>(cp + np) * bins;
-      for (I item = first + threadIdx.x; item < last; item += blockDim.x) {
-        bin(item, shared_add);
-      }
+      scatter_run(cp * per_channel, (cp + np) * per_channel, shared_add);
       __syncthreads();
       if constexpr (std::is_same<A, float>::value) {
         if (vec4) {
