@@ -77,6 +77,7 @@ MMCV_SUBMODULES = {
     "nms": ["batched_nms", "nms", "nms_match", "nms_quadri", "nms_rotated", "soft_nms"],
     "point_sample": ["SimpleRoIAlign", "point_sample", "rel_roi_point_to_rel_img_point"],
     "roi_align": ["RoIAlign", "roi_align"],
+    "roi_align_rotated": ["RoIAlignRotated", "roi_align_rotated"],
     "roi_pool": ["RoIPool", "roi_pool"],
     "saconv": ["SAConv2d"],
 }
@@ -303,6 +304,24 @@ MMCV_SIGNATURES = {
         ("use_torchvision", "False"),
     ],
     "RoIAlign.forward": [("input", None), ("rois", None)],
+    # mmcv/ops/roi_align_rotated.py: roi_align_rotated = RoIAlignRotatedFunction.apply.
+    "roi_align_rotated": [
+        ("input", None),
+        ("rois", None),
+        ("output_size", None),
+        ("spatial_scale", None),
+        ("sampling_ratio", "0"),
+        ("aligned", "True"),
+        ("clockwise", "False"),
+    ],
+    "RoIAlignRotated": [
+        ("output_size", None),
+        ("spatial_scale", None),
+        ("sampling_ratio", "0"),
+        ("aligned", "True"),
+        ("clockwise", "False"),
+    ],
+    "RoIAlignRotated.forward": [("input", None), ("rois", None)],
     "RoIPool": [("output_size", None), ("spatial_scale", "1.0")],
     "RoIPool.forward": [("input", None), ("rois", None)],
     "sigmoid_focal_loss": [

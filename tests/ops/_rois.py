@@ -1,5 +1,5 @@
-"""The RoI ops' test-side family home (as csrc/ops/_rois for the kernels): what the tests of roi_align, roi_pool
-and deform_roi_pool share.
+"""The RoI ops' test-side family home (as csrc/ops/_rois for the kernels): what the tests of roi_align, roi_pool,
+deform_roi_pool and roi_align_rotated (rotated RoIs [K, 6]) share.
 
 - RoIOpTester (torchvision's RoIOpTester): the tests every RoI op passes, run by a `class TestRoIOp(RoIOpTester)`
   in each op's test file: empty RoIs, invalid RoIs on CUDA (NaN rows, no gradient, no host sync), the sync checks'
@@ -12,6 +12,7 @@ and deform_roi_pool share.
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -97,7 +98,9 @@ def tiny_inputs(device) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.rand(1, 2, 8, 8, device=device), torch.tensor([[0.0, 1, 1, 6, 6]], device=device)
 
 
-def roi_inputs(run: core.Run, case: dict, distinct: bool = False):
+def roi_inputs(run: core.Run, case: dict, distinct: bool = False, rotated: bool = False):
+    """The case's input and rois as core.Args: rois [K, 5] (batch_index, x1, y1, x2, y2), or with `rotated`
+    [K, 6] (batch_index, x, y, w, h, angle) over the same boxes, the angle in [-2 pi, 2 pi)."""
     n, c, h, w = case["shape"]
     k, bad, scale = case["k"], case["bad"], case["spatial_scale"]
     if bad == "input_ndim":
@@ -116,13 +119,17 @@ def roi_inputs(run: core.Run, case: dict, distinct: bool = False):
     xy = ((run.rand(k, 2) * (reach + 8) - 4) * 8).round() / 8
     wh = ((run.rand(k, 2) * reach * 0.75) * 8).round() / 8
     idx = run.randint(0, max(n, 1), k, 1)
-    rois = torch.cat([idx, xy, xy + wh], 1)
+    if rotated:
+        angle = ((run.rand(k, 1) * 4 - 2) * math.pi * 64).round() / 64
+        rois = torch.cat([idx, xy + wh / 2, wh, angle], 1)
+    else:
+        rois = torch.cat([idx, xy, xy + wh], 1)
     if case["t"]["rois"]["dt"] == "f16":  # finite in float16
         rois[:, 1:] = rois[:, 1:].clamp(-6e4, 6e4)
     if bad == "bad_index" and k:
         rois[k // 2, 0] = [n, -1, n + 7][case["seed"] % 3]
     elif bad == "nan_roi" and k:
-        rois[k // 2, 1 + case["seed"] % 4] = [float("nan"), float("inf")][case["seed"] % 2]
+        rois[k // 2, 1 + case["seed"] % (rois.size(1) - 1)] = [float("nan"), float("inf")][case["seed"] % 2]
     elif bad == "rois_cols":
         rois = rois[:, :4] if case["seed"] % 2 else torch.cat([rois, rois[:, :1]], 1)
     elif bad == "rois_ndim":
@@ -190,10 +197,17 @@ class RoIOpTester:
       the `variant` fixture, which a subclass may override with params, e.g. roi_align's pool modes);
     - `reference(x, rois, *extra, variant)`: its float64 reference;
     - `case(rng)`: a float64 input and 4 valid RoIs; `extra(k, rng)`: further float64 inputs with a gradient, one
-      row per RoI (deform_roi_pool's offsets; none by default); `tol`: the tolerance against the reference."""
+      row per RoI (deform_roi_pool's offsets; none by default); `tol`: the tolerance against the reference;
+    - for RoIs of another layout than (batch_index, x1, y1, x2, y2) (roi_align_rotated's [K, 6]): `roi_columns`,
+      `bad_rois` (BAD_ROIS's four kinds of invalid RoI), `bad_batch_roi` (a batch index of 5 for a batch of 2) and
+      `inf_roi` (an infinite coordinate) in that layout."""
 
     name = ""
     tol: dict = {}
+    roi_columns = 5
+    bad_rois = BAD_ROIS
+    bad_batch_roi = [5.0, 0, 0, 1, 1]
+    inf_roi = [0, 0, 0, float("inf"), 1]
 
     @pytest.fixture
     def variant(self):
@@ -214,7 +228,7 @@ class RoIOpTester:
     def test_empty_rois(self, device, dtype, variant):
         x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
         extra = [e.to(device, dtype).requires_grad_() for e in self.extra(0, torch.Generator())]
-        out = self.fn(x, torch.empty(0, 5, device=device, dtype=dtype), *extra, variant=variant)
+        out = self.fn(x, torch.empty(0, self.roi_columns, device=device, dtype=dtype), *extra, variant=variant)
         assert out.shape[:2] == (0, 4) and out.dtype == dtype
         out.sum().backward()
         assert torch.equal(x.grad, torch.zeros_like(x))
@@ -236,10 +250,10 @@ class RoIOpTester:
         require_cuda()
         x, rois = self.case(rng)
         k = len(rois)
-        extra = self.extra(k + len(BAD_ROIS), rng)
+        extra = self.extra(k + len(self.bad_rois), rng)
         xc = x.cuda().requires_grad_()
         ec = [e.cuda().requires_grad_() for e in extra]
-        all_rois = torch.cat([rois, torch.tensor(BAD_ROIS, dtype=rois.dtype)]).cuda()
+        all_rois = torch.cat([rois, torch.tensor(self.bad_rois, dtype=rois.dtype)]).cuda()
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
@@ -267,8 +281,8 @@ class RoIOpTester:
         x = torch.zeros(2, 3, 4, 4, device="cuda")
         extra = [e.float().cuda() for e in self.extra(1, torch.Generator())]
         with pytest.raises(RuntimeError, match=rf"{self.name}: rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"):
-            self.fn(x, torch.tensor([[5.0, 0, 0, 1, 1]], device="cuda"), *extra, variant=variant)
-        rois = torch.tensor([[0, 0, 0, float("inf"), 1]], device="cuda").bfloat16()
+            self.fn(x, torch.tensor([self.bad_batch_roi], device="cuda"), *extra, variant=variant)
+        rois = torch.tensor([self.inf_roi], device="cuda").bfloat16()
         with pytest.raises(RuntimeError, match=f"{self.name}: rois must be finite"):
             self.fn(x.bfloat16(), rois, *[e.bfloat16() for e in extra], variant=variant)
 
@@ -285,20 +299,26 @@ class RoIOpTester:
 
 def _huge_roi_case(op: str, device, _value, gen):
     """A RoI with a huge finite coordinate: the adaptive grid is capped at the map side + 1 per side, so the call is
-    quick and equals an explicit sampling_ratio of side + 1 (square map: the same on both axes). roi_pool visits only
-    the pixels of a bin inside the map."""
+    quick and equals an explicit sampling_ratio of side + 1 (square map: the same on both axes; roi_align_rotated:
+    H + W + 2, the sampled region's diagonal bound). roi_pool visits only the pixels of a bin inside the map."""
     from visdet_ops.ops.deform_roi_pool import deform_roi_pool
     from visdet_ops.ops.roi_align import roi_align
+    from visdet_ops.ops.roi_align_rotated import roi_align_rotated
     from visdet_ops.ops.roi_pool import roi_pool
     from visdet_ops.reference.deform_roi_pool import deform_roi_pool_reference
     from visdet_ops.reference.roi_align import roi_align_reference
+    from visdet_ops.reference.roi_align_rotated import roi_align_rotated_reference
 
     x = torch.rand(1, 2, 8, 8, generator=gen, dtype=torch.float64).to(device)
     rois = torch.tensor([[0, -1e9, -1e9, 1e9, 1e9], [0, 0.0, 0.0, 1e9, 3.0]], dtype=torch.float64).to(device)
+    # The same boxes as rotated RoIs (centre, size), turned a little.
+    rotated = torch.tensor([[0, 0.0, 0.0, 2e9, 2e9, 0.3], [0, 5e8, 1.5, 1e9, 3.0, 0.0]], dtype=torch.float64)
+    rotated = rotated.to(device)
     calls = {
         "roi_align": lambda sr: roi_align(x, rois, 2, 1.0, sr, "avg", True),
         "deform_roi_pool": lambda sr: deform_roi_pool(x, rois, None, 2, 1.0, sr, 0.1),
         "roi_pool": lambda sr: roi_pool(x, rois, 2, 1.0),
+        "roi_align_rotated": lambda sr: roi_align_rotated(x, rotated, 2, 1.0, sr, True, False),
     }
     fn = calls[op]
     fn(2)  # warm-up: CUDA module loading is not the kernel's time
@@ -313,16 +333,19 @@ def _huge_roi_case(op: str, device, _value, gen):
     if op == "roi_pool":
         assert torch.isfinite(got).all()
         return
-    # Row 0: both axes capped at 9. Row 1: x capped at 9, y adaptive ceil(3 / 2) = 2.
-    torch.testing.assert_close(got[:1], fn(9)[:1], rtol=0, atol=0)
+    # Row 0: both axes capped at 9 (rotated: 18). Row 1: x capped, y adaptive ceil(3 / 2) = 2.
+    cap = 18 if op == "roi_align_rotated" else 9
+    torch.testing.assert_close(got[:1], fn(cap)[:1], rtol=0, atol=0)
     if op == "roi_align":
         want = roi_align_reference(x.cpu(), rois.cpu(), (2, 2), 1.0, 0, "avg", True)
+    elif op == "roi_align_rotated":
+        want = roi_align_rotated_reference(x.cpu(), rotated.cpu(), (2, 2), 1.0, 0, True, False)
     else:
         want = deform_roi_pool_reference(x.cpu(), rois.cpu(), None, (2, 2), 1.0, 0, 0.1)
     edges.close(got, want)
 
 
-for _op in ("roi_align", "roi_pool", "deform_roi_pool"):
+for _op in ("roi_align", "roi_pool", "deform_roi_pool", "roi_align_rotated"):
     edges.register_case(f"huge_roi-{_op}", lambda device, value, gen, _op=_op: _huge_roi_case(_op, device, value, gen))
 
 

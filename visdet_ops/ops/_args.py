@@ -173,11 +173,13 @@ def check_fake(op: str, arg: str, value, bounds: tuple[int, int]) -> None:
     torch._check(value <= hi, lambda: f"{op}: {arg} must be in [{lo}, {hi}], got {value}")
 
 
-def check_rois_fake(op: str, input, rois, pooled_height, pooled_width) -> None:
-    """The input, rois and output-size checks that the fake impls of roi_align and roi_pool share."""
+def check_rois_fake(op: str, input, rois, pooled_height, pooled_width, columns: int = 5) -> None:
+    """The input, rois and output-size checks that the fake impls of roi_align, roi_pool and roi_align_rotated
+    (columns=6: rotated RoIs) share."""
     torch._check(input.dim() == 4, lambda: f"{op}: input must have 4 dimensions, got {list(input.shape)}")
     torch._check(
-        rois.dim() == 2 and rois.size(1) == 5, lambda: f"{op}: rois must have shape [K, 5], got {list(rois.shape)}"
+        rois.dim() == 2 and rois.size(1) == columns,
+        lambda: f"{op}: rois must have shape [K, {columns}], got {list(rois.shape)}",
     )
     check_fake(op, "pooled_height", pooled_height, POOLED_SIZE)
     check_fake(op, "pooled_width", pooled_width, POOLED_SIZE)

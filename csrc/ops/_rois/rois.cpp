@@ -12,6 +12,10 @@ namespace visdet_ops {
 
 void check_rois_values(const host::Tensor& rois, int64_t batch_size,
                        const char* op) {
+  VISDET_CHECK(rois.dim() == 2 && (rois.size(1) == kRoIColumns ||
+                                    rois.size(1) == kRotatedRoIColumns),
+               op, ": rois must have shape [K, 5] or [K, 6], got ",
+               host::shape_of(rois));
   if (rois.size(0) == 0) return;
   const host::Tensor rois_c = host::contiguous(rois);
   int flags = 0;

@@ -7,8 +7,10 @@
 
 namespace visdet_ops {
 
-// rois must be [K, 5] with finite values and batch indices in
-// [0, batch_size). On CUDA: one small kernel and one 4-byte copy (a sync).
+// rois must be [K, 5] (or [K, 6]: rotated RoIs; the caller has checked the
+// shape, and the columns checked are rois.size(1)) with finite values and
+// batch indices in [0, batch_size). On CUDA: one small kernel and one 4-byte
+// copy (a sync).
 void check_rois_values(const host::Tensor& rois, int64_t batch_size,
                        const char* op);
 
@@ -68,8 +70,8 @@ inline void check_rois_dtype(const host::Tensor& input,
                ") or ", roi_compute_dtype(dtype), ", got ", rois_dtype);
 }
 
-// The OR of roi_flags (rois_kernel.h) over contiguous rois [K, 5] of one
-// device, from its host file: rois_cpu_host.cpp (float32 or float64 rois; op
+// The OR of roi_flags (rois_kernel.h) over contiguous rois [K, 5] or [K, 6]
+// (rois.size(1) columns) of one device, from its host file: rois_cpu_host.cpp (float32 or float64 rois; op
 // names the op in the error for another dtype), rois_cuda_host.cpp (one small
 // kernel and a 4-byte copy: a sync).
 int rois_flags_cpu_host(const host::Tensor& rois, int64_t batch_size,

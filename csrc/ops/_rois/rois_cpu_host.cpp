@@ -16,7 +16,7 @@ int rois_flags_cpu_host(const host::Tensor& rois, int64_t batch_size,
   host::dispatch_float_double(dtype, "rois_flags_cpu", [&](auto tag) {
     using T = typename decltype(tag)::type;
     flags = rois_flags_cpu<T>(host::const_data<T>(rois), rois.size(0),
-                              batch_size);
+                              static_cast<int>(rois.size(1)), batch_size);
   });
   return flags;
 }

@@ -11,10 +11,11 @@ constexpr int kValidateThreads = 512;
 // no atomics and no zeroed output.
 template <typename T>
 __global__ void rois_flags_kernel(const T* __restrict__ rois, int64_t k,
-                                  int64_t batch_size, int* flags) {
+                                  int columns, int64_t batch_size,
+                                  int* flags) {
   int local = 0;
   for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
-    local |= roi_flags(rois + 5 * i, batch_size);
+    local |= roi_flags(rois + columns * i, batch_size, columns);
   }
   const int non_finite = __syncthreads_or(local & kRoINonFinite);
   const int bad_batch = __syncthreads_or(local & kRoIBadBatch);
@@ -26,17 +27,17 @@ __global__ void rois_flags_kernel(const T* __restrict__ rois, int64_t k,
 }  // namespace
 
 template <typename T>
-cudaError_t rois_flags_cuda_launch(const T* rois, int64_t k,
+cudaError_t rois_flags_cuda_launch(const T* rois, int64_t k, int columns,
                                    int64_t batch_size, int* flags,
                                    cudaStream_t stream) {
-  rois_flags_kernel<T><<<1, kValidateThreads, 0, stream>>>(rois, k, batch_size,
-                                                          flags);
+  rois_flags_kernel<T><<<1, kValidateThreads, 0, stream>>>(rois, k, columns,
+                                                          batch_size, flags);
   return cudaGetLastError();
 }
 
 #define VISDET_INSTANTIATE(T)                                          \
-  template cudaError_t rois_flags_cuda_launch<T>(const T*, int64_t,    \
-                                                 int64_t, int*,        \
+  template cudaError_t rois_flags_cuda_launch<T>(const T*, int64_t, int, \
+                                                 int64_t, int*,          \
                                                  cudaStream_t);
 VISDET_FOR_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE

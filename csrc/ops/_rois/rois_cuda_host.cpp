@@ -16,7 +16,8 @@ int rois_flags_cuda_host(const host::Tensor& rois, int64_t batch_size) {
       host::dtype_of(rois), "rois_flags_cuda", [&](auto tag) {
         using T = typename decltype(tag)::type;
         VISDET_CUDA_CHECK(rois_flags_cuda_launch<T>(
-            host::const_data<T>(rois), rois.size(0), batch_size,
+            host::const_data<T>(rois), rois.size(0),
+            static_cast<int>(rois.size(1)), batch_size,
             host::mutable_data<int>(flags), stream));
       });
   return host::read_scalar<int>(flags);

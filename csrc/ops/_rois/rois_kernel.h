@@ -1,4 +1,5 @@
-// Validity of RoIs [K, 5] (batch_index, x1, y1, x2, y2). Torch-free.
+// Validity of RoIs: [K, 5] (batch_index, x1, y1, x2, y2) and, for the
+// rotated ops, [K, 6] (batch_index, x, y, w, h, angle). Torch-free.
 #pragma once
 
 #include <cmath>
@@ -11,17 +12,23 @@ namespace visdet_ops {
 
 enum RoIFlags : int { kRoINonFinite = 1, kRoIBadBatch = 2 };
 
-// Flags of one RoI: a non-finite coordinate would make the sample grid
-// unbounded, a batch index outside [0, batch_size) would read outside the
-// input. Written so that NaN sets both flags it can. T is a storage type
-// (float, double; __half and __nv_bfloat16 in CUDA code), tested in acc_t<T>.
+// Values per RoI: axis-aligned boxes, and rotated boxes (roi_align_rotated).
+constexpr int kRoIColumns = 5;
+constexpr int kRotatedRoIColumns = 6;
+
+// Flags of one RoI of `columns` values, the batch index first: a non-finite
+// value would make the sample grid unbounded, a batch index outside
+// [0, batch_size) would read outside the input. Written so that NaN sets both
+// flags it can. T is a storage type (float, double; __half and __nv_bfloat16
+// in CUDA code), tested in acc_t<T>.
 //
 // The kernels of the RoI ops call this for their own RoI too: an invalid RoI
 // then gives NaN output and no gradient, never an out-of-bounds access, so
 // the host need not wait for a validation result before launching them.
 template <typename T>
 VISDET_HOST_DEVICE VISDET_INLINE int roi_flags(const T* roi,
-                                               int64_t batch_size) {
+                                               int64_t batch_size,
+                                               int columns = kRoIColumns) {
 #if defined(__CUDA_ARCH__)
   using ::isfinite;
 #else
@@ -29,7 +36,7 @@ VISDET_HOST_DEVICE VISDET_INLINE int roi_flags(const T* roi,
 #endif
   using A = acc_t<T>;
   int flags = 0;
-  for (int j = 0; j < 5; ++j) {
+  for (int j = 0; j < columns; ++j) {
     if (!isfinite(to_acc(roi[j]))) flags |= kRoINonFinite;
   }
   const A batch = to_acc(roi[0]);
