@@ -465,7 +465,8 @@ _IOU = [0.5, 0.25, 0.75, 0.0, 1.0, -0.5, 0.1]
 
 @st.composite
 def _case(draw, device):
-    fn = draw(st.sampled_from(["nms_rotated", "batched_nms_rotated"]))
+    # batched_nms: mmcv's batched_nms with nms_cfg type 'nms_rotated' (visdet_ops/ops/nms.py runs this family's op)
+    fn = draw(st.sampled_from(["nms_rotated", "batched_nms_rotated", "batched_nms"]))
     bad = core.pick_bad(draw, _BAD)
     main = draw(st.sampled_from(core.FLOATS))
     case = {
@@ -474,7 +475,16 @@ def _case(draw, device):
         "n": core.size(draw, 1, 70) if not draw(core.one_in(10)) else draw(st.integers(71, 300)),
         "iou": draw(st.sampled_from(_IOU)) if bad != "iou_nan" else float("nan"),
         "clockwise": draw(st.booleans()),
-        "labels": fn == "batched_nms_rotated" or draw(st.booleans()),
+        "labels": fn != "nms_rotated" or draw(st.booleans()),
+        "cfg": {
+            k: v
+            for k, v in (
+                ("max_num", draw(st.sampled_from([None, -1, 0, 3]))),
+                ("split_thr", draw(st.sampled_from([None, 10000, 5, 0]))),
+                ("class_agnostic", draw(st.sampled_from([None, False, True]))),
+            )
+            if v is not None
+        },
         "labels_dt": draw(st.sampled_from(["i64", "i64", "i32", "u8", "f32", "bool"])),
         "classes": draw(st.integers(1, 4)),
         "ties": draw(core.one_in(4)),
@@ -485,6 +495,7 @@ def _case(draw, device):
     }
     if bad in ("labels_len", "labels_dtype"):
         case["labels"] = True
+        case["cfg"].pop("class_agnostic", None)  # batched_nms uses (and checks) idxs only when class-aware
     lay = {"dets": ["c", "t", "s", "e"], "scores": ["c", "s", "e"]}
     case["t"], mixed = core.draw_tensors(draw, {"dets": 2, "scores": 1}, main, device, layouts=lay)
     if bad == "dets_dtype":
@@ -519,7 +530,7 @@ def _run(case):
     run = core.Run(
         case,
         core.names_for(case, "nms_rotated"),
-        {"dets", "boxes", "scores", "labels", "idxs", "iou_threshold"},
+        {"dets", "boxes", "scores", "labels", "idxs", "iou_threshold", "nms_cfg"},
     )
     boxes, scores = _values(run, case, n)
     if bad == "dets_cols":
@@ -532,14 +543,20 @@ def _run(case):
     labels = run.randint(0, case["classes"], n + (bad == "labels_len"))
     xl = core.cast(labels, case["labels_dt"]).to(xb.device) if case["labels"] else None
     iou, clockwise = case["iou"], case["clockwise"]
+    cfg = dict(case["cfg"], type="nms_rotated", iou_threshold=iou, clockwise=clockwise)
+    cfg_in = dict(cfg)
     if fn == "nms_rotated":
         call = lambda: visdet_ops.nms_rotated(xb, xs, iou, xl, clockwise)  # noqa: E731
+    elif fn == "batched_nms":
+        call = lambda: visdet_ops.batched_nms(xb, xs, xl, cfg_in)  # noqa: E731
     else:
         call = lambda: visdet_ops.batched_nms_rotated(xb, xs, xl, iou, clockwise)  # noqa: E731
     rb, rs = a_b.r(), a_s.r()
 
     def check(result):
-        if fn == "nms_rotated":
+        if cfg_in != cfg:
+            raise core.Mismatch(f"batched_nms changed its nms_cfg: {cfg} -> {cfg_in}")
+        if fn != "batched_nms_rotated":
             dets, keep = result
             if list(dets.shape) != [keep.numel(), 6]:
                 raise core.Mismatch(f"dets shape {list(dets.shape)} for {keep.numel()} kept")
@@ -559,14 +576,20 @@ def _run(case):
         if bool(((ious[torch.isfinite(ious)] - iou).abs() < 1e-4).any()):
             return  # an IoU at the threshold may fall on either side of it in float32
         classes = xl.cpu() if xl is not None else None  # the values the call saw (bool: labels > 0)
+        if fn == "batched_nms" and cfg.get("class_agnostic"):
+            classes = None
         want = nms_rotated_reference(rb, rs, iou, classes, clockwise)
+        if fn == "batched_nms" and cfg.get("max_num", -1) > 0:
+            want = want[: cfg["max_num"]]
         if keep.cpu().tolist() != want.tolist():
             raise core.Mismatch(f"{fn} kept {keep.tolist()[:30]}, the reference {want.tolist()[:30]}")
 
     run.outcome(call, check)
 
 
-FUZZ = core.family("nms_rotated", ["nms_rotated", "batched_nms_rotated"])((_case, _run))
+FUZZ = core.family("nms_rotated", ["nms_rotated", "batched_nms_rotated", "batched_nms"], ops=("nms_rotated",))(
+    (_case, _run)
+)
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
