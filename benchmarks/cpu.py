@@ -4,7 +4,8 @@
 
 The cases are the `@benchmark(..., tags=("cpu",))` functions of benchmarks/op_benchmarks/<family>.py: each is
 called with (a generator seeded 0, torchvision.ops) and yields `Case`s (name, ours, peer: None where torchvision
-has no such op).
+has no such op; a peer other than torchvision's kernels, mmcv's compiled ones say, names itself in
+`Case.peer_name`, and its rows hold `peer_ms` and `peer` instead of `torchvision_ms`).
 
 Each case times ours and torchvision's alternately, `--rounds` rounds of one call each after a warm-up, and
 reports the median of each and ratio = torchvision / ours (>= 1: ours is as fast or faster). Forward + backward
@@ -37,18 +38,23 @@ def run(families: list[str], rounds: int) -> list[dict]:
 
     results = []
     for b in tagged(TAG, families):
-        for name, ours, peer, *_ in b.run(torch.Generator().manual_seed(0), tv):
+        for case in b.run(torch.Generator().manual_seed(0), tv):
+            name, ours, peer = case.name, case.ours, case.peer
             for fn in (ours, peer):
                 if fn:
                     fn()  # warm-up
             ours_ms, peer_ms = alternating_medians(ours, peer or None, rounds, _time)
             row = {"op": b.family, "case": name, "ours_ms": ours_ms}
             if peer:
-                row["torchvision_ms"] = peer_ms
-                row["ratio"] = row["torchvision_ms"] / row["ours_ms"]
+                # A peer other than torchvision (Case.peer_name) is named in its row: peer_ms, peer.
+                key = "torchvision_ms" if case.peer_name is None else "peer_ms"
+                row[key] = peer_ms
+                row["ratio"] = peer_ms / row["ours_ms"]
+                if case.peer_name is not None:
+                    row["peer"] = case.peer_name
             results.append(row)
             ratio = f"{row['ratio']:.2f}x" if peer else "-"
-            tv_ms = f"{row['torchvision_ms']:.2f}" if peer else "-"
+            tv_ms = f"{peer_ms:.2f}" + (f" ({case.peer_name})" if case.peer_name else "") if peer else "-"
             print(f"| {b.family} | {name} | {row['ours_ms']:.2f} | {tv_ms} | {ratio} |", flush=True)
     return results
 

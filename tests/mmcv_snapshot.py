@@ -62,6 +62,7 @@ MMCV_SUBMODULE_NAMES = {
 # submodule (`from mmcv.ops.nms import batched_nms`) moves by swapping mmcv.ops for visdet_ops.
 MMCV_SUBMODULES = {
     "bbox": ["bbox_overlaps"],
+    "box_iou_rotated": ["box_iou_rotated"],
     "carafe": ["CARAFE", "CARAFENaive", "CARAFEPack", "carafe", "carafe_naive"],
     "corner_pool": ["CornerPool"],
     "deform_conv": ["DeformConv2d", "DeformConv2dPack", "deform_conv2d"],
@@ -88,6 +89,13 @@ MMCV_SUBMODULES = {
 MMCV_SIGNATURES = {
     "batched_nms": [("boxes", None), ("scores", None), ("idxs", None), ("nms_cfg", None), ("class_agnostic", "False")],
     "bbox_overlaps": [("bboxes1", None), ("bboxes2", None), ("mode", "'iou'"), ("aligned", "False"), ("offset", "0")],
+    "box_iou_rotated": [
+        ("bboxes1", None),
+        ("bboxes2", None),
+        ("mode", "'iou'"),
+        ("aligned", "False"),
+        ("clockwise", "True"),
+    ],
     "carafe": [
         ("features", None),
         ("masks", None),
@@ -247,6 +255,13 @@ MMCV_SIGNATURES = {
         ("max_num", "-1"),
     ],
     "nms_match": [("dets", None), ("iou_threshold", None)],
+    "nms_rotated": [
+        ("dets", None),
+        ("scores", None),
+        ("iou_threshold", None),
+        ("labels", "None"),
+        ("clockwise", "True"),
+    ],
     "point_sample": [("input", None), ("points", None), ("align_corners", "False")],
     "rel_roi_point_to_rel_img_point": [
         ("rois", None),

@@ -1,7 +1,7 @@
 """CUDA graphs (issue 25 item 4): every op whose output sizes do not depend on tensor values is captured in a CUDA
 graph and replays what eager computes, forward and backward ops alike; the ops whose host reads device data (the
-NMS family: how many boxes survive; masked_conv2d: where the mask is set) refuse capture with an error that names
-the op and the reason; a detector head (DCNv2 -> roi_align -> focal loss) trains under
+NMS family, rotated NMS included: how many boxes survive; masked_conv2d: where the mask is set) refuse capture with
+an error that names the op and the reason; a detector head (DCNv2 -> roi_align -> focal loss) trains under
 torch.compile(mode="reduce-overhead"), whose CUDA graphs hold our kernels.
 
 The calls are the ones each op module's example case makes (tests/memory_worker.py's capture, float32): a new op
@@ -23,6 +23,7 @@ DATA_DEPENDENT = {
     "visdet_ops::batched_nms",
     "visdet_ops::soft_nms",
     "visdet_ops::nms_match",
+    "visdet_ops::nms_rotated",
     "visdet_ops::masked_conv2d",
     "visdet_ops::_masked_conv2d_backward",
 }
@@ -82,16 +83,23 @@ def _data_dependent_calls():
     features = torch.randn(1, 3, 8, 8, generator=gen).cuda()
     mask = (torch.rand(1, 8, 8, generator=gen) > 0.5).cuda()
     weight = torch.randn(4, 3, 3, 3, generator=gen).cuda()
+    rotated = torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2], scores[:, None]], 1)
     return [
         ("nms", lambda: visdet_ops.nms(boxes, scores, 0.5)),
         ("batched_nms", lambda: visdet_ops.batched_nms(boxes, scores, idxs, dict(iou_threshold=0.5))),
         ("soft_nms", lambda: visdet_ops.soft_nms(boxes, scores)),
         ("nms_match", lambda: visdet_ops.nms_match(dets, 0.5)),
         ("masked_conv2d", lambda: visdet_ops.masked_conv2d(features, mask, weight, None, 1)),
+        ("nms_rotated", lambda: visdet_ops.nms_rotated(rotated, scores, 0.5)),
+        ("batched_nms_rotated", lambda: visdet_ops.batched_nms_rotated(rotated, scores, idxs, 0.5)),
     ]
 
 
-@pytest.mark.parametrize("index", range(5), ids=["nms", "batched_nms", "soft_nms", "nms_match", "masked_conv2d"])
+@pytest.mark.parametrize(
+    "index",
+    range(7),
+    ids=["nms", "batched_nms", "soft_nms", "nms_match", "masked_conv2d", "nms_rotated", "batched_nms_rotated"],
+)
 def test_data_dependent_ops_refuse_capture_clearly(index):
     require_cuda()
     name, call = _data_dependent_calls()[index]

@@ -337,7 +337,7 @@ def _is_tensor(argument) -> bool:
 
 # Outputs that are int64 indices; every other output of a custom node has its first tensor input's type (what the ops
 # return: tests/test_onnx.py compares each node's output types with eager's dtypes).
-_INDEX_OUTPUTS = {"nms_match": (0,), "soft_nms": (0,)}
+_INDEX_OUTPUTS = {"nms_match": (0,), "nms_rotated": (0,), "soft_nms": (0,)}
 
 
 def custom_node_schema(torch_op: torch._ops.OpOverload) -> onnx.defs.OpSchema:

@@ -32,6 +32,7 @@ class Case(NamedTuple):
     back_to_back: bool = False  # gpu_targets: time `--calls` calls between one pair of events
     compulsory_bytes: int | None = None  # gpu_targets: the bytes a call must move at least (GB/s, fraction of copy)
     setup: str = ""  # host_instructions: the code that makes the inputs of `ours`, a statement (not counted)
+    peer_name: str | None = None  # cpu: who `peer` is, where it is not torchvision (None: torchvision.ops)
 
 
 # every declared benchmark, in import order of the modules (a module may declare several)

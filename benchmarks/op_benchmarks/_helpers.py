@@ -26,6 +26,36 @@ def detection_boxes(n: int, gen: torch.Generator, image=(800, 1333)) -> tuple[to
     return boxes.cuda(), ((torch.randperm(n, generator=gen) + 0.5) / n).cuda()
 
 
+def rotated_detection_boxes(
+    n: int, gen: torch.Generator, image: int = 1024, device: str = "cuda"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clustered rotated boxes (x, y, w, h, angle in radians) like an oriented detector's proposals on a 1024 px
+    DOTA crop (many overlap their neighbours at nearby angles), and distinct scores (a shuffled k / n, as
+    detection_boxes' for the same reason)."""
+    centres = torch.rand(max(n // 20, 1), 2, generator=gen) * image
+    angles = (torch.rand(len(centres), generator=gen) - 0.5) * torch.pi
+    which = torch.randint(0, len(centres), (n,), generator=gen)
+    xy = centres[which] + torch.randn(n, 2, generator=gen) * 6
+    wh = torch.rand(n, 2, generator=gen) * 100 + 10
+    angle = angles[which] + torch.randn(n, generator=gen) * 0.1
+    boxes = torch.cat([xy, wh, angle[:, None]], 1)
+    return boxes.to(device), ((torch.randperm(n, generator=gen) + 0.5) / n).to(device)
+
+
+def mmcv_rotated_ext():
+    """mmcv's compiled rotated-box kernels as an importable module `mmcv_rotated_ext` (the lead builds it on the
+    benchmark machine from mmcv's sources: mmcv's `ext_module` functions with mmcv's names and argument order,
+    `box_iou_rotated(boxes1, boxes2, ious, mode_flag, aligned)` and `nms_rotated(dets, scores, order,
+    dets_sorted, labels, iou_threshold, multi_label)`), or None where it is not installed: those rows then have no
+    peer."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("mmcv_rotated_ext") is None:
+        return None
+    return importlib.import_module("mmcv_rotated_ext")
+
+
 def fpn_rois(k: int, stride: int, height: int, width: int, gen: torch.Generator) -> torch.Tensor:
     """k RoIs (batch index 0 or 1, x1, y1, x2, y2) on the GPU, in the image coordinates of an FPN level of
     `stride` and size height x width: corners in the first 80% of the image, sides of 1 to 29 strides."""

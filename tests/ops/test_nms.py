@@ -357,7 +357,7 @@ def test_batched_nms_soft_nms(device, rng):
 @pytest.mark.parametrize(
     "cfg, error, match",
     [
-        ({"type": "softer_nms", "iou_threshold": 0.5}, ValueError, "type must be 'nms' or 'soft_nms'"),
+        ({"type": "softer_nms", "iou_threshold": 0.5}, ValueError, "type must be 'nms', 'soft_nms' or 'nms_rotated'"),
         ({"iou_threshold": 0.5, "sigma": 0.5}, TypeError, r"keys \['sigma'\] are not understood"),
         ({"offset": 0}, TypeError, "needs iou_threshold"),
         ({"iou_thr": 0.5, "iou_threshold": 0.5}, ValueError, "both iou_thr"),

@@ -31,19 +31,23 @@ def check_boxes_fake(op: str, boxes, scores) -> None:
     torch._check(scores.dim() == 1 and scores.size(0) == boxes.size(0), lambda: f"{op}: scores must have shape [N]")
 
 
-def check_box_inputs(op: str, boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor | None = None) -> None:
+def check_box_inputs(
+    op: str, boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor | None = None, columns: int = 4
+) -> None:
     """The op's own checks of boxes, scores and idxs (csrc/ops/nms/nms.cpp check_nms_inputs, the same texts), done
     by the public functions before they touch the tensors: nms(score_threshold > 0) and batched_nms index boxes
     (and idxs) with scores first, where a mismatch gave torch's IndexError naming neither the function nor the
     argument, or a result for the first boxes only; batched_nms(nms_cfg=None) calls no op at all. A ShapeError
-    (a RuntimeError, as the op's check, and an AssertionError, as mmcv's asserts) for a shape, dtype or device."""
+    (a RuntimeError, as the op's check, and an AssertionError, as mmcv's asserts) for a shape, dtype or device.
+    columns: 5 for rotated boxes (x, y, w, h, angle: batched_nms with nms_cfg type 'nms_rotated')."""
     for arg, t in (("boxes", boxes), ("scores", scores), ("idxs", idxs)):
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"{op}: {arg} must be a Tensor, got {type(t).__name__}")
     if boxes.dim() != 2:
         raise _args.ShapeError(f"{op}: boxes must have 2 dimensions, got shape {list(boxes.shape)}")
-    if boxes.size(1) != 4:
-        raise _args.ShapeError(f"{op}: boxes must have shape [N, 4], got {list(boxes.shape)}")
+    if boxes.size(1) != columns:
+        shape = "[N, 4]" if columns == 4 else f"[N, {columns}] (x, y, w, h, angle)"
+        raise _args.ShapeError(f"{op}: boxes must have shape {shape}, got {list(boxes.shape)}")
     if not boxes.is_floating_point():
         raise _args.ShapeError(f"{op}: boxes must be a floating point tensor, got {boxes.dtype}")
     n = boxes.size(0)

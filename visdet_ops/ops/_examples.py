@@ -49,6 +49,26 @@ def boxes(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat([xy, xy + wh], 1), torch.rand(n, generator=gen, dtype=torch.float64)
 
 
+def rotated_boxes(n: int, gen: torch.Generator, span: float = 96.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """n rotated boxes (x, y, w, h, angle in radians) of 4-34 px sides, centres in [0, span), angles in
+    [-pi, pi), and n scores."""
+    xy = torch.rand(n, 2, generator=gen, dtype=torch.float64) * span
+    wh = torch.rand(n, 2, generator=gen, dtype=torch.float64) * 30 + 4
+    angle = (torch.rand(n, 1, generator=gen, dtype=torch.float64) * 2 - 1) * torch.pi
+    return torch.cat([xy, wh, angle], 1), torch.rand(n, generator=gen, dtype=torch.float64)
+
+
+def clear_threshold(ious: torch.Tensor, candidates, margin: float) -> float:
+    """The first of `candidates` that no IoU of `ious` lies within `margin` of: an IoU that close to the
+    threshold may fall on either side of it in a float32 kernel (not an error), so an NMS check against the
+    float64 reference must avoid it."""
+    finite = ious[torch.isfinite(ious)]
+    for thr in candidates:
+        if not bool(((finite - thr).abs() < margin).any()):
+            return thr
+    raise AssertionError(f"every candidate threshold has an IoU within {margin} of it")
+
+
 def tolerance(dtype: torch.dtype) -> float:
     """Loose enough for bfloat16 outputs of order 1-10 (8 significant bits), far tighter than a wrong
     sample or bin; float32/float64 get 1e-4."""

@@ -1,5 +1,6 @@
 """The NMS family with mmcv.ops semantics: nms, batched_nms, nms_match (soft_nms: visdet_ops/ops/soft_nms.py, its
-own op folder; batched_nms runs it for nms_cfg type 'soft_nms').
+own op folder; batched_nms runs it for nms_cfg type 'soft_nms', and visdet_ops/ops/nms_rotated.py's op for type
+'nms_rotated').
 
 Tensors or np.ndarrays in (NumPy in, NumPy out where mmcv does so); float16 and
 bfloat16 boxes are accepted on every device (IoUs are computed in float32)."""
@@ -110,6 +111,8 @@ def nms(boxes, scores, iou_threshold: float, offset: int = 0, score_threshold: f
 
 _NMS_KEYS = {"iou_threshold", "offset", "score_threshold"}
 _SOFT_NMS_KEYS = {"iou_threshold", "sigma", "min_score", "method", "offset"}
+# mmcv's nms_rotated(dets, scores, iou_threshold, labels=None, clockwise=True): the keys batched_nms passes on.
+_NMS_ROTATED_KEYS = {"iou_threshold", "clockwise"}
 
 
 def _nms_params(nms_cfg: Mapping, class_agnostic: bool) -> tuple[str, dict, bool, int, int]:
@@ -128,14 +131,16 @@ def _nms_params(nms_cfg: Mapping, class_agnostic: bool) -> tuple[str, dict, bool
             stacklevel=3,
         )
         cfg["iou_threshold"] = cfg.pop("iou_thr")
-    allowed = {"nms": _NMS_KEYS, "soft_nms": _SOFT_NMS_KEYS}.get(nms_type)
+    allowed = {"nms": _NMS_KEYS, "soft_nms": _SOFT_NMS_KEYS, "nms_rotated": _NMS_ROTATED_KEYS}.get(nms_type)
     if allowed is None:
-        raise _args.ArgumentError(f"batched_nms: nms_cfg type must be 'nms' or 'soft_nms', got {nms_type!r}")
+        raise _args.ArgumentError(
+            f"batched_nms: nms_cfg type must be 'nms', 'soft_nms' or 'nms_rotated', got {nms_type!r}"
+        )
     unknown = sorted(set(cfg) - allowed)
     if unknown:
         raise TypeError(f"batched_nms: nms_cfg keys {unknown} are not understood by type={nms_type!r}")
-    if "iou_threshold" not in cfg and nms_type == "nms":
-        raise TypeError("batched_nms: nms_cfg needs iou_threshold for type='nms'")
+    if "iou_threshold" not in cfg and nms_type in ("nms", "nms_rotated"):
+        raise TypeError(f"batched_nms: nms_cfg needs iou_threshold for type={nms_type!r}")
     return nms_type, cfg, class_agnostic, split_thr, max_num
 
 
@@ -163,13 +168,15 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
     by shifting coordinates, so the result is exact at any coordinate size.
 
     Args:
-        boxes: [N, 4]; scores: [N]; idxs: [N] class of each box, as mmcv's
+        boxes: [N, 4] (x1, y1, x2, y2), or [N, 5] (x, y, w, h, angle in radians) for type 'nms_rotated';
+            scores: [N]; idxs: [N] class of each box, as mmcv's
             `idxs.to(boxes)`: integer, floating point or bool, on any device
             (not used, and may be None, with nms_cfg None or class_agnostic).
             Their shapes are checked first, naming the argument.
-        nms_cfg: dict with `type` ('nms' or 'soft_nms', default 'nms'),
-            `iou_threshold` (alias `iou_thr`), the op's own keys (nms: offset,
-            score_threshold; soft_nms: sigma, min_score, method, offset),
+        nms_cfg: dict with `type` ('nms', 'soft_nms' or 'nms_rotated', default
+            'nms'), `iou_threshold` (alias `iou_thr`), the op's own keys (nms:
+            offset, score_threshold; soft_nms: sigma, min_score, method,
+            offset; nms_rotated: clockwise),
             `split_thr` (default 10000: above it, CUDA processes classes in
             chunks of at most split_thr boxes, bounding its O(N^2/8) bytes of
             scratch; the CPU kernel needs O(N) and takes all at once),
@@ -179,8 +186,8 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
         class_agnostic: ignore idxs (nms_cfg's own key wins).
 
     Returns:
-        (dets [K, 5] boxes with (decayed) scores, keep [K] indices), in
-        descending score order, ties by index.
+        (dets [K, 5] boxes with (decayed) scores ([K, 6] for rotated boxes),
+        keep [K] indices), in descending score order, ties by index.
     """
     if nms_cfg is None:
         # No op runs: the shapes are checked here (idxs is not used, as in mmcv).
@@ -191,10 +198,14 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
     if not class_agnostic:
         idxs = class_ids(idxs, boxes)  # mmcv's idxs.to(boxes): floating and bool classes, any device
     # Before scores index boxes and idxs (score_threshold); idxs only where it is used, as in mmcv.
-    check_box_inputs("batched_nms", boxes, scores, None if class_agnostic else idxs)
+    columns = 5 if nms_type == "nms_rotated" else 4
+    check_box_inputs("batched_nms", boxes, scores, None if class_agnostic else idxs, columns)
     note_device(boxes)
     refuse_graph_capture("batched_nms", boxes, KEPT_DEPENDS_ON_DATA)
-    if nms_type == "soft_nms":
+    if nms_type == "nms_rotated":
+        keep = _batched_nms_rotated(boxes, scores, idxs, cfg, class_agnostic, split_thr)
+        new_scores = scores[keep]
+    elif nms_type == "soft_nms":
         method = cfg.get("method", "linear")
         if method not in SOFT_NMS_METHODS:
             raise _args.ArgumentError(
@@ -245,6 +256,25 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, n
         count = torch.sym_min(keep.size(0), max_num)  # as nms: [:max_num] for torch.export
         keep, new_scores = keep.narrow(0, 0, count), new_scores.narrow(0, 0, count)
     return torch.cat([boxes[keep], new_scores[:, None].to(boxes.dtype)], -1), keep
+
+
+def _batched_nms_rotated(boxes, scores, idxs, cfg: dict, class_agnostic: bool, split_thr: int) -> torch.Tensor:
+    """batched_nms' type 'nms_rotated': the rotated NMS family's op (visdet_ops/ops/nms_rotated.py) with the classes
+    as its labels, one class-aware kernel instead of mmcv's offsets of the centres by idx * (max coordinate + 1),
+    which round float32 centres and widths at large coordinates; chunked by class above split_thr on CUDA, as
+    type 'nms'."""
+    iou = float(cfg["iou_threshold"])
+    clockwise = bool(cfg.get("clockwise", True))
+    op = torch.ops.visdet_ops.nms_rotated
+    if class_agnostic:
+        return op(boxes, scores, iou, None, clockwise)
+    if boxes.device.type == "cpu" or is_exporting() or boxes.size(0) < split_thr:
+        return op(boxes, scores, iou, idxs, clockwise)
+    kept = [
+        chunk[op(boxes[chunk], scores[chunk], iou, idxs[chunk], clockwise)] for chunk in _class_chunks(idxs, split_thr)
+    ]
+    keep = torch.sort(torch.cat(kept)).values  # index order: the tie-break below
+    return keep[torch.sort(scores[keep], descending=True, stable=True).indices]
 
 
 def nms_match(dets, iou_threshold: float):

@@ -1,22 +1,22 @@
 // CUDA NMS: a block-pair kernel builds the n x ceil(n/64) suppression bitmask,
 // then one block walks it on the device (no device-to-host copy of the mask),
-// 64 boxes at a time. nms_match reuses both and adds a leader pass.
+// 64 boxes at a time (the walk: ops/_boxes/boxes_cuda.cuh, shared with
+// nms_rotated). nms_match reuses both and adds a leader pass.
 #include <cstdint>
 
 #include "common/cuda_helpers.cuh"
 #include "nms_kernel.h"
 #include "nms_launch.h"
+#include "ops/_boxes/boxes_cuda.cuh"
 
 namespace visdet_ops {
 namespace {
 
-constexpr int kBoxesPerBlock = 64;  // one bit per box in a 64-bit word
-// Above this many mask words per row the "removed" bitset lives in global
-// memory instead of shared memory (48 KiB: 6144 words, 393216 boxes).
-constexpr int64_t kMaxSharedWords = 6144;
+using nms_mask::kBoxesPerBlock;
 
-// mask[i * col_blocks + c] bit b: row i claims row c * 64 + b (which comes
-// after i). Only words c >= i / 64 are written; the walk reads no others.
+// The mask of ops/_boxes/boxes_cuda.cuh: mask[i * col_blocks + c] bit b: row i
+// claims row c * 64 + b (which comes after i). Only words c >= i / 64 are
+// written; the walk reads no others.
 template <bool Inclusive, typename T>
 __global__ void nms_mask_kernel(const T* __restrict__ boxes,
                                 const int64_t* __restrict__ classes, int64_t n,
@@ -64,67 +64,6 @@ __global__ void nms_mask_kernel(const T* __restrict__ boxes,
   }
 }
 
-// Greedy walk over the mask in box order, one 64-box block at a time, in one
-// thread block. Per 64-box block: its rows' diagonal words (and their input
-// indices) are staged in shared memory, thread 0 resolves the block serially
-// from them (which rows are kept), then all threads OR the kept rows into the
-// later "removed" words, spread over (kept row, word) pairs so that the loads
-// run in parallel. Three barriers per 64 boxes, not per kept box. Being
-// sequential, thread 0 also compacts the kept indices.
-// order == nullptr writes sorted positions instead of input indices.
-__global__ void nms_walk_kernel(const uint64_t* __restrict__ mask,
-                                const int64_t* __restrict__ order, int64_t n,
-                                int64_t col_blocks, uint64_t* global_removed,
-                                int64_t* __restrict__ kept,
-                                int64_t* __restrict__ num_kept) {
-  extern __shared__ uint64_t shared_removed[];
-  __shared__ uint64_t diagonal[kBoxesPerBlock];
-  __shared__ int64_t block_order[kBoxesPerBlock];
-  __shared__ int kept_rows[kBoxesPerBlock];
-  __shared__ int num_kept_rows;
-  uint64_t* removed = global_removed != nullptr ? global_removed : shared_removed;
-  for (int64_t w = threadIdx.x; w < col_blocks; w += blockDim.x) removed[w] = 0;
-  int64_t count = 0;  // meaningful in thread 0 only
-
-  for (int64_t block = 0; block < col_blocks; ++block) {
-    const int64_t base = block * kBoxesPerBlock;
-    const int rows = static_cast<int>(min_of<int64_t>(n - base, kBoxesPerBlock));
-    if (threadIdx.x < rows) {
-      diagonal[threadIdx.x] = mask[(base + threadIdx.x) * col_blocks + block];
-      block_order[threadIdx.x] =
-          order != nullptr ? order[base + threadIdx.x] : base + threadIdx.x;
-    }
-    __syncthreads();  // staged; removed[block] final
-    if (threadIdx.x == 0) {
-      uint64_t gone = removed[block];
-      int k = 0;
-      for (int bit = 0; bit < rows; ++bit) {
-        if (gone & (1ULL << bit)) continue;
-        kept_rows[k++] = bit;
-        kept[count++] = block_order[bit];
-        gone |= diagonal[bit];
-      }
-      num_kept_rows = k;
-    }
-    __syncthreads();  // kept_rows published
-    // int: words <= 65535 (grid limit checked by the launcher), so
-    // pairs <= 64 * 65535.
-    const int64_t first = block + 1;
-    const int words = static_cast<int>(col_blocks - first);
-    const int pairs = words * num_kept_rows;
-    for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-      const int64_t w = first + p % words;
-      const uint64_t bits = mask[(base + kept_rows[p / words]) * col_blocks + w];
-      if (bits != 0) {
-        atomicOr(reinterpret_cast<unsigned long long*>(removed + w),
-                 static_cast<unsigned long long>(bits));
-      }
-    }
-    __syncthreads();  // removed[block + 1] final; staging buffers free
-  }
-  if (threadIdx.x == 0) *num_kept = count;
-}
-
 // nms_match: row j's leader is the first kept row before it that claims it
 // (mmcv's loop assigns j to the first kept box that overlaps it), j itself
 // when kept. kept: sorted positions, ascending, count in kept[n].
@@ -158,8 +97,6 @@ cudaError_t mask_and_walk(const T* boxes_sorted, const int64_t* classes_sorted,
   const int64_t col_blocks = nms_cuda_col_blocks(n);
   if (col_blocks > 65535) return cudaErrorInvalidValue;  // grid.y limit
   uint64_t* mask = static_cast<uint64_t*>(workspace);
-  uint64_t* global_removed =
-      col_blocks > kMaxSharedWords ? mask + n * col_blocks : nullptr;
 
   const dim3 grid(static_cast<unsigned int>(col_blocks),
                   static_cast<unsigned int>(col_blocks));
@@ -168,29 +105,15 @@ cudaError_t mask_and_walk(const T* boxes_sorted, const int64_t* classes_sorted,
       col_blocks);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-
-  // At least 64 threads (they stage the 64 diagonal words); up to 16 per mask
-  // word for the (kept row, word) pairs.
-  const int threads = static_cast<int>(min_of<int64_t>(
-      max_of<int64_t>((col_blocks * 16 + 31) / 32 * 32, kBoxesPerBlock), 1024));
-  const size_t shared_bytes =
-      global_removed != nullptr ? 0 : col_blocks * sizeof(uint64_t);
-  nms_walk_kernel<<<1, threads, shared_bytes, stream>>>(
-      mask, order, n, col_blocks, global_removed, kept, num_kept);
-  return cudaGetLastError();
+  return nms_mask::launch_walk(mask, order, n, kept, num_kept, stream);
 }
 
 }  // namespace
 
-int64_t nms_cuda_col_blocks(int64_t n) {
-  return (n + kBoxesPerBlock - 1) / kBoxesPerBlock;
-}
+int64_t nms_cuda_col_blocks(int64_t n) { return nms_mask::col_blocks(n); }
 
 int64_t nms_cuda_workspace_bytes(int64_t n) {
-  const int64_t col_blocks = nms_cuda_col_blocks(n);
-  int64_t words = n * col_blocks;
-  if (col_blocks > kMaxSharedWords) words += col_blocks;
-  return words * static_cast<int64_t>(sizeof(uint64_t));
+  return nms_mask::workspace_words(n) * static_cast<int64_t>(sizeof(uint64_t));
 }
 
 template <typename T>
