@@ -23,7 +23,9 @@ _OP = "roi_align_rotated"
 
 
 @torch.library.register_fake("visdet_ops::roi_align_rotated")
-def _roi_align_rotated_fake(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, aligned, clockwise):
+def _roi_align_rotated_fake(
+    input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, aligned, clockwise
+):
     _args.check_rois_fake(_OP, input, rois, pooled_height, pooled_width, columns=6)
     _args.check_fake(_OP, "sampling_ratio", sampling_ratio, _args.SAMPLING_RATIO)
     return input.new_empty((rois.size(0), input.size(1), pooled_height, pooled_width))
@@ -46,7 +48,12 @@ def _roi_align_rotated_setup_context(ctx, inputs, output):
     ctx.save_for_backward(rois)
     ctx.input_shape = input.shape
     ctx.on_cuda = input.is_cuda
-    ctx.spatial_scale, ctx.sampling_ratio, ctx.aligned, ctx.clockwise = spatial_scale, sampling_ratio, aligned, clockwise
+    ctx.spatial_scale, ctx.sampling_ratio, ctx.aligned, ctx.clockwise = (
+        spatial_scale,
+        sampling_ratio,
+        aligned,
+        clockwise,
+    )
 
 
 def _roi_align_rotated_backward(ctx, grad_output):
@@ -181,6 +188,7 @@ def _example(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> 
     )
     tol = tolerance(dtype)
     for ratio, aligned, clockwise in ((0, True, False), (2, False, True)):
+
         def call(t, r, s=ratio, a=aligned, c=clockwise):
             return roi_align_rotated(t, r, (3, 2), 1.0, s, a, c)
 
