@@ -83,7 +83,7 @@ else:
     # The package's public modules that are ours (every other public module of visdet_ops/, not a subpackage, is an
     # mmcv submodule path; tests/test_mmcv_names.py checks each against mmcv 2.2.0's submodules). mmcv_compat is
     # opt-in and imported only by its user (it touches mmcv and mmengine when install() runs).
-    _OWN_MODULES = ("doctor", "mmcv_compat", "onnx")
+    _OWN_MODULES = ("detectron2_compat", "doctor", "mmcv_compat", "onnx")
 
     def _import_mmcv_module_paths() -> tuple[str, ...]:
         import importlib

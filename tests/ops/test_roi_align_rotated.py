@@ -245,7 +245,8 @@ def test_gradcheck(device, rng, aligned):
     x = x.to(device).requires_grad_()
     rois = rois.to(device)
     fn = lambda inp: visdet_ops.roi_align_rotated(inp, rois, (3, 2), 1.0, 2, aligned, True)  # noqa: E731
-    assert torch.autograd.gradcheck(fn, (x,), eps=1e-6, atol=1e-5)
+    # The CUDA backward accumulates with atomics (docs/ops.md): two runs may round differently.
+    assert torch.autograd.gradcheck(fn, (x,), eps=1e-6, atol=1e-5, nondet_tol=1e-12)
 
 
 def test_opcheck(device, rng):
