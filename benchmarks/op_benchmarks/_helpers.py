@@ -43,11 +43,9 @@ def rotated_detection_boxes(
 
 
 def mmcv_rotated_ext():
-    """mmcv's compiled rotated-box kernels as an importable module `mmcv_rotated_ext` (the lead builds it on the
-    benchmark machine from mmcv's sources: mmcv's `ext_module` functions with mmcv's names and argument order,
-    `box_iou_rotated(boxes1, boxes2, ious, mode_flag, aligned)` and `nms_rotated(dets, scores, order,
-    dets_sorted, labels, iou_threshold, multi_label)`), or None where it is not installed: those rows then have no
-    peer."""
+    """mmcv's compiled kernels as the importable module `mmcv_rotated_ext` (`python -m ci.mmcv_peer` builds it from
+    mmcv 2.2.0's sdist: mmcv's `ext_module` functions with mmcv's names and argument order), or None where it is
+    not built: those rows then have no peer."""
     import importlib
     import importlib.util
 

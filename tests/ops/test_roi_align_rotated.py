@@ -614,6 +614,11 @@ def _roi_align_rotated_module(device, gen, output_size=3, sampling_ratio=2):
     _roi_align_rotated(device, gen, m.output_size[0], m.sampling_ratio, fn=lambda x, r, *_: m(x, r))
 
 
+INTEGER_EDGE_OP_COVERED_OTHERWISE = {
+    f"op._roi_align_rotated_backward-{arg}": "the forward input's shape, passed by autograd"
+    for arg in ("batch_size", "channels", "height", "width")
+}
+
 INTEGER_EDGE_ROWS = [
     edges.kw_row("roi_align_rotated-output_size", "output_size", _args.POOLED_SIZE, _roi_align_rotated),
     edges.kw_row(
