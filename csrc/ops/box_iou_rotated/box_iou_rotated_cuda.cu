@@ -21,11 +21,12 @@ constexpr int kThreadsY = 8;       // thread rows per block (kTile / 4 rows each
 constexpr int64_t kMaxGrid = 65535;
 
 template <typename T>
+// Flags are int, not bool: PTX loads a bool parameter as s8 on x86_64 and u8 on aarch64 (tests/test_aarch64.py).
 __global__ void geometry_kernel(const T* __restrict__ boxes, int64_t n,
-                                bool clockwise,
+                                int clockwise,
                                 RotatedBox<acc_t<T>>* __restrict__ out) {
   cuda::grid_stride_loop<int64_t>(n, [&](int64_t i) {
-    out[i] = rotated_detail::load_box(boxes + 5 * i, clockwise);
+    out[i] = rotated_detail::load_box(boxes + 5 * i, clockwise != 0);
   });
 }
 
@@ -66,7 +67,7 @@ __global__ void pairs_kernel(const RotatedBox<acc_t<T>>* __restrict__ rows_g,
 template <typename T>
 __global__ void aligned_kernel(const T* __restrict__ boxes1,
                                const T* __restrict__ boxes2, int64_t n,
-                               int mode, bool clockwise, T* __restrict__ out) {
+                               int mode, int clockwise, T* __restrict__ out) {
   cuda::grid_stride_loop<int64_t>(n, [&](int64_t i) {
     out[i] = from_acc<T>(box_iou_rotated_detail::pair_value(
         rotated_detail::load_box(boxes1 + 5 * i, clockwise),

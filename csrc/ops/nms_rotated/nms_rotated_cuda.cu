@@ -20,10 +20,11 @@ using nms_mask::kBoxesPerBlock;
 using rotated_detail::RotatedBox;
 
 template <typename T>
+// clockwise is an int, not a bool: PTX loads a bool parameter as s8 on x86_64 and u8 on aarch64.
 __global__ void geometry_kernel(const T* __restrict__ boxes, int64_t n,
-                                bool clockwise, RotatedBox<T>* __restrict__ out) {
+                                int clockwise, RotatedBox<T>* __restrict__ out) {
   cuda::grid_stride_loop<int64_t>(n, [&](int64_t i) {
-    out[i] = rotated_detail::load_box(boxes + 5 * i, clockwise);
+    out[i] = rotated_detail::load_box(boxes + 5 * i, clockwise != 0);
   });
 }
 
