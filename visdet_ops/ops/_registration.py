@@ -136,6 +136,22 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
+def rois_autocast(op_name: str) -> Callable[[str], Callable]:
+    """make_kernel for register_autocast: the RoI ops' rule for visdet_ops::<op_name>(input, rois, ...). input
+    stays in its dtype (the kernels read float16/bfloat16 directly and compute in float32: no float32 copy of the
+    feature map); rois go to the kernels' compute dtype (float32 beside a 16-bit or float32 input, float64 beside
+    float64), never to 16 bits; every other argument as is. The output has the input's dtype."""
+    op = getattr(torch.ops.visdet_ops, op_name)
+
+    def make_kernel(device_type: str):
+        def kernel(input, rois, *rest):
+            return op(input, floating_to(compute_dtype(input.dtype), rois), *rest)
+
+        return kernel
+
+    return make_kernel
+
+
 def float32_autocast(op_name: str, *names: str) -> Callable[[str], Callable]:
     """make_kernel for register_autocast: the autocast kernel of visdet_ops::<op_name> that runs the op with its
     tensor arguments `names` (schema names) cast to float32 by autocast_to (float64 stays float64) and every other

@@ -15,7 +15,13 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device, renamed_kwargs
-from ._registration import alert_not_deterministic, compute_dtype, floating_to, register_autocast, register_autograd
+from ._registration import (
+    alert_not_deterministic,
+    compute_dtype,
+    register_autocast,
+    register_autograd,
+    rois_autocast,
+)
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIAlign", "roi_align"]
@@ -103,26 +109,8 @@ def _roi_align_backward(ctx, grad_output, _grad_argmax_y, _grad_argmax_x):
 _roi_align = register_autograd("roi_align", _roi_align_backward, _roi_align_setup_context)
 
 
-def _roi_align_autocast(device_type: str):
-    # input stays in its dtype (the kernels read float16/bfloat16 directly and sample in float32: no float32 copy of
-    # the feature map); rois go to the kernels' compute dtype (float32 beside a 16-bit or float32 input, float64
-    # beside float64), never to 16 bits. The output has the input's dtype.
-    def kernel(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, pool_mode, aligned):
-        return torch.ops.visdet_ops.roi_align(
-            input,
-            floating_to(compute_dtype(input.dtype), rois),
-            pooled_height,
-            pooled_width,
-            spatial_scale,
-            sampling_ratio,
-            pool_mode,
-            aligned,
-        )
-
-    return kernel
-
-
-register_autocast("roi_align", _roi_align_autocast)
+# Autocast: the RoI ops' rule (rois_autocast: input in its dtype, rois in the compute dtype).
+register_autocast("roi_align", rois_autocast("roi_align"))
 
 
 def roi_align(

@@ -14,7 +14,12 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device, renamed_kwargs
-from ._registration import alert_not_deterministic, compute_dtype, floating_to, register_autocast, register_autograd
+from ._registration import (
+    alert_not_deterministic,
+    register_autocast,
+    register_autograd,
+    rois_autocast,
+)
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIAlignRotated", "roi_align_rotated"]
@@ -83,26 +88,8 @@ def _roi_align_rotated_backward(ctx, grad_output):
 _roi_align_rotated = register_autograd(_OP, _roi_align_rotated_backward, _roi_align_rotated_setup_context)
 
 
-def _roi_align_rotated_autocast(device_type: str):
-    # roi_align's rule: input stays in its dtype (the kernels read float16/bfloat16 directly and sample in float32:
-    # no float32 copy of the feature map); rois go to the kernels' compute dtype (float32 beside a 16-bit or float32
-    # input, float64 beside float64), never to 16 bits. The output has the input's dtype.
-    def kernel(input, rois, pooled_height, pooled_width, spatial_scale, sampling_ratio, aligned, clockwise):
-        return torch.ops.visdet_ops.roi_align_rotated(
-            input,
-            floating_to(compute_dtype(input.dtype), rois),
-            pooled_height,
-            pooled_width,
-            spatial_scale,
-            sampling_ratio,
-            aligned,
-            clockwise,
-        )
-
-    return kernel
-
-
-register_autocast(_OP, _roi_align_rotated_autocast)
+# Autocast: roi_align's rule (rois_autocast: input in its dtype, rois in the compute dtype).
+register_autocast(_OP, rois_autocast(_OP))
 
 
 def roi_align_rotated(

@@ -16,7 +16,12 @@ import torch
 from torch import nn
 
 from . import _args, example, note_device
-from ._registration import alert_not_deterministic, compute_dtype, floating_to, register_autocast, register_autograd
+from ._registration import (
+    alert_not_deterministic,
+    register_autocast,
+    register_autograd,
+    rois_autocast,
+)
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIPool", "roi_pool"]
@@ -65,19 +70,8 @@ def _roi_pool_backward(ctx, grad_output, _grad_argmax):
 _roi_pool = register_autograd("roi_pool", _roi_pool_backward, _roi_pool_setup_context)
 
 
-def _roi_pool_autocast(device_type: str):
-    # input stays in its dtype (a max over input values: exact in any dtype, read directly by the kernels); rois go
-    # to the kernels' compute dtype (float32 beside a 16-bit or float32 input), never to 16 bits. The output has
-    # the input's dtype.
-    def kernel(input, rois, pooled_height, pooled_width, spatial_scale):
-        return torch.ops.visdet_ops.roi_pool(
-            input, floating_to(compute_dtype(input.dtype), rois), pooled_height, pooled_width, spatial_scale
-        )
-
-    return kernel
-
-
-register_autocast("roi_pool", _roi_pool_autocast)
+# Autocast: the RoI ops' rule (rois_autocast); a max over input values is exact in any dtype.
+register_autocast("roi_pool", rois_autocast("roi_pool"))
 
 
 def roi_pool(
