@@ -95,6 +95,13 @@ def venv(path: Path, env: dict, sysroot: Path | None = None) -> Path:
     return path / "bin" / "python"
 
 
+def free(path: Path) -> None:
+    """Removes a venv the smoke is done with (a CUDA torch is ~5 GB; CI's disk once filled up with them) and prints
+    the disk left."""
+    shutil.rmtree(path, ignore_errors=True)
+    print(f"disk: {shutil.disk_usage(path.parent).free / 2**30:.1f} GiB free after removing {path.name}", flush=True)
+
+
 def torch_minor(variant: str) -> str:
     """pt213cpu -> "2.13"."""
     (major, minor), _ = rules.parse_variant(variant)
@@ -221,6 +228,7 @@ def check_variant(
     if res.returncode != 0:
         raise SystemExit(f"{variant} ({machine}): tests failed\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
     print(f"{variant} ({machine}) times: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()), flush=True)
+    free(py.parent.parent)
     return {"variant": variant, "machine": machine, "torch": torch_version, "modes": modes, "tests": summary,
             "seconds": {k: round(v) for k, v in times.items()}}  # fmt: skip
 
@@ -254,6 +262,7 @@ def check_mismatch(variant: str, torch_spec: str, url: str, work: Path, env: dic
         if doctor.returncode != 1 or "visdet-ops -f " not in doctor.stdout:
             raise SystemExit(f"mismatch: {cmd[1:]} exited {doctor.returncode} (expected 1) or printed no pip line")
     print(f"mismatch check: {variant} beside torch {found} fails clearly: OK")
+    free(py.parent.parent)
 
 
 def run_smoke(
