@@ -351,6 +351,29 @@ def test_degenerate_rois(device):
                 assert torch.equal(got[[0, 1, 2]].detach().cpu(), torch.zeros(3, 2, 2, 2, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("poison", [float("nan"), float("inf")], ids=["nan", "inf"])
+@pytest.mark.parametrize("sampling_ratio", [0, 2, 128], ids=["sr0", "sr2", "sr128"])
+def test_samples_outside_the_map_stay_zero_beside_non_finite_pixels(device, poison, sampling_ratio):
+    """A sample outside the map is 0 and only the pixels a sample inside touches matter: the CUDA forward loads an
+    outside sample's corners from the plane's first pixel and selects 0 (a select, not a zero weight, so a NaN or inf
+    there stays out). The first pixel of every plane is poisoned; RoIs half outside (sampled from the table and, at
+    sampling_ratio 128, where used) and one wholly outside whose samples never touch it."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 9, 11, generator=g, dtype=torch.float64)
+    x[:, :, 0, 0] = poison
+    x[:, :, 0, 1] = 1.0  # beside the poisoned pixel, read by in-map samples near the corner only
+    rois = torch.tensor(
+        [[0, 10.5, 4.0, 6, 3, 0.3], [1, 5.0, 8.8, 4, 4, -0.7], [0, -30, -30, 4, 4, 0.5], [1, 5, 4, 3, 3, 0.2]],
+        dtype=torch.float64,
+    )  # fmt: skip
+    want = roi_align_rotated_reference(x, rois, (3, 3), 1.0, sampling_ratio, True)
+    assert torch.isfinite(want).all()  # the case never touches the poisoned pixel inside the map
+    for dtype in (torch.float32, torch.float64):
+        got = visdet_ops.roi_align_rotated(x.to(device, dtype), rois.to(device, dtype), 3, 1.0, sampling_ratio, True)
+        torch.testing.assert_close(got.cpu().double(), want, **TOL[dtype])
+    assert torch.equal(want[2], torch.zeros(3, 3, 3, dtype=torch.float64))
+
+
 def test_huge_sampling_ratio_is_bounded(device, rng):
     """sampling_ratio at its bound (128): 16384 samples per bin, computed where used (too many to keep per RoI)."""
     x, rois = case(rng, channels=2, height=6, width=7, k=2, scale=1.0)
