@@ -11,53 +11,6 @@ namespace {
 using roi_align_rotated_detail::RotatedGeometry;
 using roi_align_rotated_detail::Sample;
 
-// A sample as the forward reads it: the offsets of its four corner pixels in
-// a (batch, channel) plane and their weights. An invalid sample (outside the
-// map) has o1 == -1 and the other offsets 0: tap_value loads every corner
-// unconditionally (from a valid address) and selects 0 for it. So the loop
-// over a bin's samples has no branch, and the loads of several samples are
-// in flight at once (with a branch per sample, run 28's kernel waited out
-// each sample's loads before the next: 0.84-0.94x mmcv at sampling_ratio 0,
-// where the bins have the most samples).
-template <typename A, typename I>
-struct alignas(16) Tap {
-  I o1, o2, o3, o4;
-  A w1, w2, w3, w4;
-};
-
-template <typename A, typename I>
-__device__ __forceinline__ Tap<A, I> tap_of(const Sample<A, I>& smp, I width) {
-  Tap<A, I> t;
-  if (!smp.valid()) {
-    t.o1 = I(-1);
-    t.o2 = t.o3 = t.o4 = I(0);
-    t.w1 = t.w2 = t.w3 = t.w4 = A(0);
-    return t;
-  }
-  t.o1 = smp.y_low * width + smp.x_low;
-  t.o2 = smp.y_low * width + smp.x_high;
-  t.o3 = smp.y_high * width + smp.x_low;
-  t.o4 = smp.y_high * width + smp.x_high;
-  t.w1 = smp.w1;
-  t.w2 = smp.w2;
-  t.w3 = smp.w3;
-  t.w4 = smp.w4;
-  return t;
-}
-
-// The sample's value on `plane` (0 for an invalid one, whatever the plane
-// holds: a select, not a multiplication by a zero weight, so a NaN or an
-// infinity at the substitute address stays out).
-template <typename T, typename A, typename I>
-__device__ __forceinline__ A tap_value(const T* __restrict__ plane,
-                                       const Tap<A, I>& t) {
-  const bool ok = t.o1 >= 0;
-  const A v = t.w1 * to_acc(plane[ok ? t.o1 : I(0)]) +
-              t.w2 * to_acc(plane[t.o2]) + t.w3 * to_acc(plane[t.o3]) +
-              t.w4 * to_acc(plane[t.o4]);
-  return ok ? v : A(0);
-}
-
 // Both kernels: one block per (RoI, group of channels), walked
 // channel-group-major (k = w % K), so the blocks in flight read (or add to) a
 // few channel groups' planes of every RoI, which stay in L2 while the RoIs
@@ -88,7 +41,7 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
                                      acc_t<T> spatial_scale,
                                      T* __restrict__ output) {
   using A = acc_t<T>;
-  using S = Tap<A, I>;
+  using S = Sample<A, I>;
   __shared__ __align__(16) unsigned char sample_bytes[kForwardSampleBytes];
   S* samples = reinterpret_cast<S*>(sample_bytes);
   constexpr int kCapacity = kForwardSampleBytes / static_cast<int>(sizeof(S));
@@ -128,10 +81,8 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
       const int n = static_cast<int>(total), nb = static_cast<int>(bins);
       for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const int j = i / nb;
-        samples[i] = tap_of(roi_align_rotated_detail::rotated_sample<A, I>(
-                                g, pooled_w, height, width,
-                                static_cast<I>(i - j * nb), j),
-                            width);
+        samples[i] = roi_align_rotated_detail::rotated_sample<A, I>(
+            g, pooled_w, height, width, static_cast<I>(i - j * nb), j);
       }
       __syncthreads();
     }
@@ -142,16 +93,12 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
       const I b = i - cl * bins;
       const T* plane = planes + cl * plane_size;
       A sum = A(0);
-      if (tabled) {
-        const S* tap = samples + b;
-#pragma unroll 4
-        for (int j = 0; j < per_bin; ++j) sum += tap_value(plane, tap[j * bins]);
-      } else {
-        for (int j = 0; j < per_bin; ++j) {
-          sum += tap_value(plane,
-                           tap_of(roi_align_rotated_detail::rotated_sample<A, I>(
-                                      g, pooled_w, height, width, b, j),
-                                  width));
+      for (int j = 0; j < per_bin; ++j) {
+        const S smp = tabled ? samples[static_cast<I>(j) * bins + b]
+                             : roi_align_rotated_detail::rotated_sample<A, I>(
+                                   g, pooled_w, height, width, b, j);
+        if (smp.valid()) {
+          sum += roi_align_rotated_detail::sample_value(plane, width, smp);
         }
       }
       out[i] = from_acc<T>(sum / count);
