@@ -236,7 +236,8 @@ def check_variant(
 def check_mismatch(variant: str, torch_spec: str, url: str, work: Path, env: dict) -> None:
     """`variant`'s wheel beside a torch of another minor: one clear ImportError, doctor exits 1."""
     py = venv(work / "venv-mismatch", env)
-    run([py, "-m", "pip", "install", "--quiet", torch_spec], env)
+    # Installed once: not into pip's cache too (a CUDA torch and its NVIDIA wheels are GBs of CI's disk).
+    run([py, "-m", "pip", "install", "--quiet", "--no-cache-dir", torch_spec], env)
     probe = "import json, torch; print(json.dumps([torch.__version__, torch.version.cuda]))"
     found, found_cuda = json.loads(run([py, "-c", probe], env, cwd=work).stdout)
     run(
