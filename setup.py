@@ -350,7 +350,7 @@ def extension():
         sources += map(str, cu_sources)
     else:
         sources = [s for s in sources if not s.endswith("_cuda_host.cpp")]
-    cxx_flags = ["-O3", "-g0", "-fvisibility=hidden"]
+    cxx_flags = list(variants.CXX_FLAGS)
     nvcc_flags = ["-O3", "-Xfatbin=-compress-all", "-Xcompiler=-fvisibility=hidden"]
     if STABLE_ABI:
         # Only what the floor's stable ABI offers compiles (TORCH_TARGET_VERSION hides newer API), and an unstable

@@ -5,7 +5,11 @@ The device-code test compiles every .cu file for one arch (SASS and PTX) twice w
 flags, natively and for aarch64 (Debian's aarch64 g++ as host compiler, PyPI's sbsa CUDA headers as nvcc's target
 folder), and requires the same cubins and PTX. It needs the cross compiler and nvcc: skipped without them, unless
 VISDET_OPS_REQUIRE_CROSS=1 (CI sets it), which makes their absence a failure. The wheels themselves are compared by
-`nox -s device-code` (ci/device_code.py), recorded in docs/aarch64.md."""
+`nox -s device-code` (ci/device_code.py), recorded in docs/aarch64.md.
+
+The CPU-arithmetic test builds tests/native/fp_probe.cpp (torch-free kernel headers in a program) with the build's
+C++ flags natively and for aarch64, runs the second under qemu, and requires the same digests: the CPU kernels of an
+aarch64 wheel round as the x86_64 ones the suite ran (no fused multiply-adds: visdet_build.CXX_FLAGS)."""
 
 from __future__ import annotations
 
@@ -149,3 +153,37 @@ def test_no_kernel_takes_a_bool_parameter():
             if re.search(r"\bbool\b", params):
                 found.append(f"{source.relative_to(ROOT)}: {name}")
     assert not found, f"kernels with a bool parameter: {found}"
+
+
+def _probe(tmp_path: Path, cross: bool, flags: list[str]) -> str:
+    """tests/native/fp_probe.cpp built with `flags` (natively, or statically for aarch64 and run under qemu): its
+    digests of the CPU kernels' arithmetic."""
+    cxx = toolchain.cross_compilers("aarch64")["CXX"] if cross else os.environ.get("CXX", "c++")
+    exe = tmp_path / ("probe-aarch64" if cross else "probe-native")
+    cmd = [cxx, *flags, "-std=c++20", f"-I{CSRC}", str(ROOT / "tests" / "native" / "fp_probe.cpp"), "-o", str(exe)]
+    res = subprocess.run([*cmd, *(["-static"] if cross else [])], capture_output=True, text=True)
+    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr[-3000:]}"
+    run = subprocess.run(["qemu-aarch64-static", str(exe)] if cross else [str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.count("\n") == 4, run.stdout + run.stderr
+    return run.stdout
+
+
+def test_cross_compiled_cpu_arithmetic_is_the_native_one(tmp_path: Path):
+    """The CPU kernels of an aarch64 wheel compute what the x86_64 build the suite ran computes, bit for bit: with
+    the build's C++ flags (visdet_build.CXX_FLAGS, -ffp-contract=off) the probe's digests of rotated-box IoUs and
+    rotated bilinear samples are the same natively and for aarch64 under qemu. And the probe can tell: without that
+    flag GCC fuses multiply-adds on aarch64 and the digests differ."""
+    try:
+        toolchain.cross_compilers("aarch64")
+    except toolchain.ToolchainError as exc:
+        _require(str(exc))
+    if shutil.which("qemu-aarch64-static") is None:
+        _require("no qemu-aarch64-static (Debian/Ubuntu: apt-get install qemu-user-static)")
+    flags = list(variants.rules.CXX_FLAGS)
+    native = _probe(tmp_path, cross=False, flags=flags)
+    assert _probe(tmp_path, cross=True, flags=flags) == native, "the aarch64 build's CPU arithmetic differs"
+    fused = [f for f in flags if f != "-ffp-contract=off"]
+    assert _probe(tmp_path, cross=True, flags=fused) != native, (
+        "without -ffp-contract=off the aarch64 digests match too: the probe no longer sees fused multiply-adds "
+        "(a compiler that stopped contracting by default?); find a probe that does before trusting this test"
+    )

@@ -61,7 +61,7 @@ def test_cxx_object_and_library_are_the_same_from_two_folders(tmp_path: Path):
             "-MMD", "-MF", f"{obj}.d", "-g", "-O3", "-fPIC",
             *(f"-I{p}" for p in [root / "csrc", *cpp_extension.include_paths()]),
             "-c", str(root / CXX_SOURCE), "-o", str(obj),
-            "-O3", "-g0", "-fvisibility=hidden",
+            *rules.CXX_FLAGS,
             *rules.stable_abi_flags(with_cuda=False),
             *rules.reproducible_cxx_flags(maps),
             f"-DPy_LIMITED_API={rules.PY_LIMITED_API}", "-DTORCH_EXTENSION_NAME=_C", "-std=c++20",
