@@ -2,8 +2,11 @@
 // Written against the host adapter: the same checks in both builds.
 #pragma once
 
+#include <cmath>
+
 #include "common/checks.h"
 #include "common/host.h"
+#include "rois_kernel.h"
 
 namespace visdet_ops {
 
@@ -48,6 +51,39 @@ inline void check_sampling_ratio(int64_t sampling_ratio, const char* op) {
                   int_bounds::kMaxSamplingRatio, op, "sampling_ratio");
 }
 
+// rois of an axis-aligned RoI op: [K, 5] (batch_index, x1, y1, x2, y2); of a
+// rotated one: [K, 6] (batch_index, x, y, w, h, angle).
+inline void check_rois_shape(const host::Tensor& rois, int64_t columns,
+                             const char* op) {
+  check_dim(rois, 2, op, "rois");
+  check_size(rois, 1, columns, op, "rois",
+             columns == kRotatedRoIColumns
+                 ? "[K, 6] (batch_index, x, y, w, h, angle)"
+                 : "[K, 5] (batch_index, x1, y1, x2, y2)");
+}
+
+// output_size and spatial_scale, as every RoI op words them (the integer
+// bounds and the output's size are check_roi_output_size's).
+inline void check_pooled_size(int64_t pooled_height, int64_t pooled_width,
+                              const char* op) {
+  VISDET_CHECK(pooled_height > 0 && pooled_width > 0, op,
+               ": output_size must be positive, got (", pooled_height, ", ",
+               pooled_width, ")");
+}
+
+inline void check_spatial_scale(double spatial_scale, const char* op) {
+  VISDET_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, op,
+               ": spatial_scale must be a positive finite number, got ",
+               spatial_scale);
+}
+
+inline void check_output_size_and_scale(int64_t pooled_height,
+                                        int64_t pooled_width,
+                                        double spatial_scale, const char* op) {
+  check_pooled_size(pooled_height, pooled_width, op);
+  check_spatial_scale(spatial_scale, op);
+}
+
 // The compute dtype of the RoI kernels for a storage dtype: float32 for
 // float16/bfloat16 (sample positions in max mode and gradient accumulation
 // buffers use it), the dtype itself otherwise.
@@ -68,6 +104,42 @@ inline void check_rois_dtype(const host::Tensor& input,
   VISDET_CHECK(rois_dtype == dtype || rois_dtype == roi_compute_dtype(dtype),
                op, ": rois must have the dtype of ", input_arg, " (", dtype,
                ") or ", roi_compute_dtype(dtype), ", got ", rois_dtype);
+}
+
+// What an RoI op's backward kernels want: the CPU loops (and roi_pool's CUDA
+// kernel) a contiguous grad_output and a zeroed accumulator; a CUDA launcher
+// that reads grad_output through its strides and zeroes the accumulator on
+// its stream (roi_align's, roi_align_rotated's) takes them as they are.
+enum class RoIGradLayout { kContiguousZeroed, kStridedUninitialised };
+
+// The buffers of every RoI op's backward: grad_output, rois (contiguous, in
+// the kernels' compute dtype) and the input gradient's accumulator in the
+// compute dtype (grad_input() converts it to grad_output's dtype). The ops'
+// backward structs add their shape and extras (argmax) to it.
+struct RoIGradBuffers {
+  host::Tensor grad_output, rois;
+  host::Tensor grad_accum;
+  host::Tensor grad_input() const {
+    return host::to_dtype(grad_accum, host::dtype_of(grad_output));
+  }
+};
+
+inline RoIGradBuffers roi_grad_buffers(const host::Tensor& grad_output,
+                                       const host::Tensor& rois,
+                                       int64_t batch_size, int64_t channels,
+                                       int64_t height, int64_t width,
+                                       RoIGradLayout layout) {
+  const host::ScalarType compute =
+      roi_compute_dtype(host::dtype_of(grad_output));
+  const bool strided = layout == RoIGradLayout::kStridedUninitialised;
+  RoIGradBuffers b;
+  b.grad_output = strided ? grad_output : host::contiguous(grad_output);
+  b.rois = host::contiguous(host::to_dtype(rois, compute));
+  b.grad_accum = strided ? host::empty({batch_size, channels, height, width},
+                                       compute, grad_output)
+                         : host::zeros({batch_size, channels, height, width},
+                                       compute, grad_output);
+  return b;
 }
 
 // The OR of roi_flags (rois_kernel.h) over contiguous rois [K, 5] or [K, 6]

@@ -31,18 +31,13 @@ DeformRoIPoolShape check_inputs(const Tensor& input, const Tensor& rois,
                                 int64_t pooled_width, double spatial_scale,
                                 int64_t sampling_ratio, double gamma) {
   check_dim(input, 4, kOp, "input");
-  check_dim(rois, 2, kOp, "rois");
-  check_size(rois, 1, 5, kOp, "rois", "[K, 5] (batch_index, x1, y1, x2, y2)");
+  check_rois_shape(rois, kRoIColumns, kOp);
   // float32/float64, and float16/bfloat16 (read directly, computed in float32).
   check_floating(input, kOp, "input");
   check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
-  VISDET_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
-               ": output_size must be positive, got (", pooled_height, ", ",
-               pooled_width, ")");
-  VISDET_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
-               ": spatial_scale must be a positive finite number, got ",
-               spatial_scale);
+  check_output_size_and_scale(pooled_height, pooled_width, spatial_scale,
+                              kOp);
   VISDET_CHECK(std::isfinite(gamma), kOp, ": gamma must be finite, got ",
                gamma);
   check_roi_output_size(input, rois, pooled_height, pooled_width, kOp);

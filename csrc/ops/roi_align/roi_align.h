@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/host.h"
+#include "ops/_rois/rois.h"
 #include "roi_align_launch.h"
 
 namespace visdet_ops {
@@ -35,33 +36,24 @@ RoIAlignForward roi_align_prepare_forward(const host::Tensor& input,
                                           host::StringArg pool_mode,
                                           bool aligned);
 
-// The same for the backward: the inputs and a gradient buffer in the compute
-// dtype (grad_accum; the caller converts it to grad_output's dtype), as
-// BackwardFor says. RoI values are not checked: the forward did, and the
-// kernels skip an invalid RoI anyway.
-struct RoIAlignBackward {
+// The same for the backward: the RoI ops' gradient buffers (in the layout the
+// device's kernels want) and the argmax. RoI values are not checked: the
+// forward did, and the kernels skip an invalid RoI anyway.
+struct RoIAlignBackward : RoIGradBuffers {
   RoIAlignShape shape;
-  host::Tensor grad_output, rois, argmax_y, argmax_x;
-  host::Tensor grad_accum;
+  host::Tensor argmax_y, argmax_x;
   bool is_max() const;
-  host::Tensor grad_input() const;
   RoIAlignGradStrides grad_strides() const {
     return {grad_output.stride(0), grad_output.stride(1),
             grad_output.stride(2), grad_output.stride(3)};
   }
 };
 
-// What the device's backward kernels want: the CPU loops a contiguous
-// grad_output and a zeroed grad_accum; the CUDA launcher reads any strides
-// and takes grad_accum uninitialised (it zeroes it on the stream, cheaper on
-// the host than a zeros() through the dispatcher).
-enum class BackwardFor { kCpu, kCuda };
-
 RoIAlignBackward roi_align_prepare_backward(
     const host::Tensor& grad_output, const host::Tensor& rois,
     const host::Tensor& argmax_y, const host::Tensor& argmax_x,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
     double spatial_scale, int64_t sampling_ratio, host::StringArg pool_mode,
-    bool aligned, BackwardFor device);
+    bool aligned, RoIGradLayout layout);
 
 }  // namespace visdet_ops

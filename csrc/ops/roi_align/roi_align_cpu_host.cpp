@@ -55,7 +55,7 @@ Tensor roi_align_backward_cpu_kernel(
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
       width, spatial_scale, sampling_ratio, pool_mode, aligned,
-      BackwardFor::kCpu);
+      RoIGradLayout::kContiguousZeroed);
   if (b.shape.output_numel() == 0) return b.grad_input();
   host::dispatch_floating_types<HostHalf, HostBFloat16>(
       host::dtype_of(grad_output), "roi_align_backward_cpu", [&](auto tag) {

@@ -49,7 +49,7 @@ Tensor roi_align_backward_cuda_kernel(
   const RoIAlignBackward b = roi_align_prepare_backward(
       grad_output, rois, argmax_y, argmax_x, batch_size, channels, height,
       width, spatial_scale, sampling_ratio, pool_mode, aligned,
-      BackwardFor::kCuda);
+      RoIGradLayout::kStridedUninitialised);
   // No early return for K == 0: the launcher zeroes grad_accum then.
   const cudaStream_t stream = host::current_cuda_stream(grad_output);
   host::dispatch_floating_types<__half, __nv_bfloat16>(

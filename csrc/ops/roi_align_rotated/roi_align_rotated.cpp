@@ -20,33 +20,18 @@ using host::Tensor;
 
 constexpr const char* kOp = "roi_align_rotated";
 
-void check_rois(const Tensor& rois) {
-  check_dim(rois, 2, kOp, "rois");
-  check_size(rois, 1, kRotatedRoIColumns, kOp, "rois",
-             "[K, 6] (batch_index, x, y, w, h, angle)");
-}
-
-void check_common(int64_t pooled_height, int64_t pooled_width,
-                  double spatial_scale) {
-  VISDET_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
-               ": output_size must be positive, got (", pooled_height, ", ",
-               pooled_width, ")");
-  VISDET_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
-               ": spatial_scale must be a positive finite number, got ",
-               spatial_scale);
-}
-
 RoIAlignRotatedShape check_forward(const Tensor& input, const Tensor& rois,
                                    int64_t pooled_height, int64_t pooled_width,
                                    double spatial_scale,
                                    int64_t sampling_ratio, bool aligned,
                                    bool clockwise) {
   check_dim(input, 4, kOp, "input");
-  check_rois(rois);
+  check_rois_shape(rois, kRotatedRoIColumns, kOp);
   check_floating(input, kOp, "input");
   check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
-  check_common(pooled_height, pooled_width, spatial_scale);
+  check_output_size_and_scale(pooled_height, pooled_width, spatial_scale,
+                              kOp);
   check_roi_output_size(input, rois, pooled_height, pooled_width, kOp);
   check_sampling_ratio(sampling_ratio, kOp);
   RoIAlignRotatedShape s{input.size(0), rois.size(0),   input.size(1),
@@ -69,12 +54,13 @@ RoIAlignRotatedShape check_backward(const Tensor& grad_output,
                                     int64_t width, double spatial_scale,
                                     int64_t sampling_ratio, bool aligned,
                                     bool clockwise) {
-  check_rois(rois);
+  check_rois_shape(rois, kRotatedRoIColumns, kOp);
   check_dim(grad_output, 4, kOp, "grad_output");
   check_floating(grad_output, kOp, "grad_output");
   check_rois_dtype(grad_output, rois, kOp, "grad_output");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
-  check_common(grad_output.size(2), grad_output.size(3), spatial_scale);
+  check_output_size_and_scale(grad_output.size(2), grad_output.size(3),
+                              spatial_scale, kOp);
   check_sampling_ratio(sampling_ratio, kOp);
   RoIAlignRotatedShape s{batch_size,          rois.size(0),   channels,
                          height,              width,          grad_output.size(2),
@@ -121,25 +107,14 @@ RoIAlignRotatedBackward roi_align_rotated_prepare_backward(
     const Tensor& grad_output, const Tensor& rois, int64_t batch_size,
     int64_t channels, int64_t height, int64_t width, double spatial_scale,
     int64_t sampling_ratio, bool aligned, bool clockwise,
-    RotatedBackwardFor device) {
-  RoIAlignRotatedBackward b;
-  b.shape = check_backward(grad_output, rois, batch_size, channels, height,
-                           width, spatial_scale, sampling_ratio, aligned,
-                           clockwise);
-  const ScalarType compute = roi_compute_dtype(host::dtype_of(grad_output));
-  const bool cuda = device == RotatedBackwardFor::kCuda;
-  b.grad_output = cuda ? grad_output : host::contiguous(grad_output);
-  b.rois = host::contiguous(host::to_dtype(rois, compute));
-  b.grad_accum =
-      cuda ? host::empty({batch_size, channels, height, width}, compute,
-                         grad_output)
-           : host::zeros({batch_size, channels, height, width}, compute,
-                         grad_output);
+    RoIGradLayout layout) {
+  const RoIAlignRotatedShape shape =
+      check_backward(grad_output, rois, batch_size, channels, height, width,
+                     spatial_scale, sampling_ratio, aligned, clockwise);
+  RoIAlignRotatedBackward b{roi_grad_buffers(grad_output, rois, batch_size,
+                                             channels, height, width, layout)};
+  b.shape = shape;
   return b;
-}
-
-Tensor RoIAlignRotatedBackward::grad_input() const {
-  return host::to_dtype(grad_accum, host::dtype_of(grad_output));
 }
 
 VISDET_LIBRARY_FRAGMENT(m) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/host.h"
+#include "ops/_rois/rois.h"
 #include "roi_align_rotated_launch.h"
 
 namespace visdet_ops {
@@ -27,26 +28,18 @@ RoIAlignRotatedForward roi_align_rotated_prepare_forward(
 // dtype (grad_accum; the caller converts it to grad_output's dtype), as
 // BackwardFor says. RoI values are not checked: the forward did, and the
 // kernels skip an invalid RoI anyway.
-struct RoIAlignRotatedBackward {
+struct RoIAlignRotatedBackward : RoIGradBuffers {
   RoIAlignRotatedShape shape;
-  host::Tensor grad_output, rois;
-  host::Tensor grad_accum;
-  host::Tensor grad_input() const;
   RoIAlignRotatedGradStrides grad_strides() const {
     return {grad_output.stride(0), grad_output.stride(1),
             grad_output.stride(2), grad_output.stride(3)};
   }
 };
 
-// What the device's backward kernels want: the CPU loops a contiguous
-// grad_output and a zeroed grad_accum; the CUDA launcher reads any strides
-// and takes grad_accum uninitialised (it zeroes it on the stream).
-enum class RotatedBackwardFor { kCpu, kCuda };
-
 RoIAlignRotatedBackward roi_align_rotated_prepare_backward(
     const host::Tensor& grad_output, const host::Tensor& rois,
     int64_t batch_size, int64_t channels, int64_t height, int64_t width,
     double spatial_scale, int64_t sampling_ratio, bool aligned, bool clockwise,
-    RotatedBackwardFor device);
+    RoIGradLayout layout);
 
 }  // namespace visdet_ops

@@ -47,7 +47,7 @@ Tensor roi_align_rotated_backward_cpu_kernel(
     int64_t sampling_ratio, bool aligned, bool clockwise) {
   const RoIAlignRotatedBackward b = roi_align_rotated_prepare_backward(
       grad_output, rois, batch_size, channels, height, width, spatial_scale,
-      sampling_ratio, aligned, clockwise, RotatedBackwardFor::kCpu);
+      sampling_ratio, aligned, clockwise, RoIGradLayout::kContiguousZeroed);
   if (b.shape.output_numel() == 0) return b.grad_input();
   host::dispatch_floating_types<HostHalf, HostBFloat16>(
       host::dtype_of(grad_output), "roi_align_rotated_backward_cpu",

@@ -42,7 +42,7 @@ Tensor roi_align_rotated_backward_cuda_kernel(
   const host::CudaDeviceGuard device_guard(grad_output);
   const RoIAlignRotatedBackward b = roi_align_rotated_prepare_backward(
       grad_output, rois, batch_size, channels, height, width, spatial_scale,
-      sampling_ratio, aligned, clockwise, RotatedBackwardFor::kCuda);
+      sampling_ratio, aligned, clockwise, RoIGradLayout::kStridedUninitialised);
   // No early return for K == 0: the launcher zeroes grad_accum then.
   const cudaStream_t stream = host::current_cuda_stream(grad_output);
   host::dispatch_floating_types<__half, __nv_bfloat16>(

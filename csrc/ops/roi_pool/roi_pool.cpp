@@ -20,17 +20,6 @@ using host::Tensor;
 
 constexpr const char* kOp = "roi_pool";
 
-void check_rois(const Tensor& rois) {
-  check_dim(rois, 2, kOp, "rois");
-  check_size(rois, 1, 5, kOp, "rois", "[K, 5] (batch_index, x1, y1, x2, y2)");
-}
-
-void check_output_size(int64_t pooled_height, int64_t pooled_width) {
-  VISDET_CHECK(pooled_height > 0 && pooled_width > 0, kOp,
-               ": output_size must be positive, got (", pooled_height, ", ",
-               pooled_width, ")");
-}
-
 // argmax is an int32 offset into one input plane.
 void check_plane_fits_int32(int64_t height, int64_t width) {
   // Division, not height * width: that product may wrap for the backward's
@@ -46,15 +35,13 @@ RoIPoolShape check_forward(const Tensor& input, const Tensor& rois,
                            int64_t pooled_height, int64_t pooled_width,
                            double spatial_scale) {
   check_dim(input, 4, kOp, "input");
-  check_rois(rois);
+  check_rois_shape(rois, kRoIColumns, kOp);
   check_floating(input, kOp, "input");
   check_rois_dtype(input, rois, kOp, "input");
   check_same_device(input, rois, kOp, "input", "rois");
-  check_output_size(pooled_height, pooled_width);
+  check_pooled_size(pooled_height, pooled_width, kOp);
   check_roi_output_size(input, rois, pooled_height, pooled_width, kOp);
-  VISDET_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, kOp,
-               ": spatial_scale must be a positive finite number, got ",
-               spatial_scale);
+  check_spatial_scale(spatial_scale, kOp);
   RoIPoolShape s{input.size(0), rois.size(0),  input.size(1), input.size(2),
                  input.size(3), pooled_height, pooled_width};
   VISDET_CHECK(rois.size(0) == 0 || (s.height > 0 && s.width > 0), kOp,
@@ -71,13 +58,13 @@ RoIPoolShape check_forward(const Tensor& input, const Tensor& rois,
 RoIPoolShape check_backward(const Tensor& grad_output, const Tensor& rois,
                             const Tensor& argmax, int64_t batch_size,
                             int64_t channels, int64_t height, int64_t width) {
-  check_rois(rois);
+  check_rois_shape(rois, kRoIColumns, kOp);
   check_dim(grad_output, 4, kOp, "grad_output");
   check_floating(grad_output, kOp, "grad_output");
   check_rois_dtype(grad_output, rois, kOp, "grad_output");
   check_same_device(grad_output, rois, kOp, "grad_output", "rois");
   check_same_device(grad_output, argmax, kOp, "grad_output", "argmax");
-  check_output_size(grad_output.size(2), grad_output.size(3));
+  check_pooled_size(grad_output.size(2), grad_output.size(3), kOp);
   VISDET_CHECK(batch_size >= 0 && channels >= 0 && height >= 0 && width >= 0,
                kOp, ": the input shape must be non-negative, got [",
                batch_size, ", ", channels, ", ", height, ", ", width, "]");
@@ -128,20 +115,15 @@ RoIPoolBackward roi_pool_prepare_backward(const Tensor& grad_output,
                                           const Tensor& argmax,
                                           int64_t batch_size, int64_t channels,
                                           int64_t height, int64_t width) {
-  RoIPoolBackward b;
-  b.shape = check_backward(grad_output, rois, argmax, batch_size, channels,
-                           height, width);
-  const ScalarType compute = roi_compute_dtype(host::dtype_of(grad_output));
-  b.grad_output = host::contiguous(grad_output);
-  b.rois = host::contiguous(host::to_dtype(rois, compute));
+  const RoIPoolShape shape = check_backward(
+      grad_output, rois, argmax, batch_size, channels, height, width);
+  // The CUDA kernel too reads a contiguous grad_output into a zeroed buffer.
+  RoIPoolBackward b{roi_grad_buffers(grad_output, rois, batch_size, channels,
+                                     height, width,
+                                     RoIGradLayout::kContiguousZeroed)};
+  b.shape = shape;
   b.argmax = host::contiguous(argmax);
-  b.grad_accum =
-      host::zeros({batch_size, channels, height, width}, compute, grad_output);
   return b;
-}
-
-Tensor RoIPoolBackward::grad_input() const {
-  return host::to_dtype(grad_accum, host::dtype_of(grad_output));
 }
 
 VISDET_LIBRARY_FRAGMENT(m) {

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/host.h"
+#include "ops/_rois/rois.h"
 #include "roi_pool_launch.h"
 
 namespace visdet_ops {
@@ -33,11 +34,9 @@ RoIPoolForward roi_pool_prepare_forward(const host::Tensor& input,
 // in the compute dtype (grad_accum; grad_input() converts it to grad_output's
 // dtype). RoI values are not checked: the forward did, and the kernels skip
 // an invalid RoI or argmax anyway.
-struct RoIPoolBackward {
+struct RoIPoolBackward : RoIGradBuffers {
   RoIPoolShape shape;
-  host::Tensor grad_output, rois, argmax;
-  host::Tensor grad_accum;
-  host::Tensor grad_input() const;
+  host::Tensor argmax;
 };
 
 RoIPoolBackward roi_pool_prepare_backward(const host::Tensor& grad_output,
