@@ -68,6 +68,15 @@ struct HostBFloat16 {
   uint16_t bits;
 };
 
+// MACRO(T) for every storage type a 16-bit-capable CPU kernel takes: float,
+// double, HostHalf and HostBFloat16 (such a *_cpu.cpp instantiates its loops
+// with it; cuda_helpers.cuh's VISDET_FOR_FLOATING_TYPES is the CUDA side's).
+#define VISDET_FOR_HOST_FLOATING_TYPES(MACRO) \
+  MACRO(float)                                \
+  MACRO(double)                               \
+  MACRO(HostHalf)                             \
+  MACRO(HostBFloat16)
+
 namespace scalar_detail {
 inline float float_from_bits(uint32_t w) {
   float f;

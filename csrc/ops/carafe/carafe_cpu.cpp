@@ -50,10 +50,7 @@ void carafe_grad_masks_cpu(const T* grad_output, const T* features,
   template void carafe_grad_masks_cpu<T>(const T*, const T*,                  \
                                          const CarafeShape&, int64_t,         \
                                          int64_t, T*);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(HostHalf)
-VISDET_INSTANTIATE(HostBFloat16)
+VISDET_FOR_HOST_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

@@ -132,10 +132,7 @@ void msda_backward_cpu(const T* grad_out, const T* value,
       const T*, const T*, const int64_t*, const int64_t*, const acc_t<T>*,   \
       const acc_t<T>*, const MSDAShape&, int64_t, int64_t, acc_t<T>*,        \
       acc_t<T>*, acc_t<T>*);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(HostHalf)
-VISDET_INSTANTIATE(HostBFloat16)
+VISDET_FOR_HOST_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops

@@ -152,10 +152,7 @@ void roi_align_rotated_backward_cpu(const T* grad_output, const acc_t<T>* rois,
   template void roi_align_rotated_backward_cpu<T>(                        \
       const T*, const acc_t<T>*, const RoIAlignRotatedShape&, acc_t<T>,   \
       int64_t, int64_t, acc_t<T>*);
-VISDET_INSTANTIATE(float)
-VISDET_INSTANTIATE(double)
-VISDET_INSTANTIATE(HostHalf)
-VISDET_INSTANTIATE(HostBFloat16)
+VISDET_FOR_HOST_FLOATING_TYPES(VISDET_INSTANTIATE)
 #undef VISDET_INSTANTIATE
 
 }  // namespace visdet_ops
