@@ -83,309 +83,127 @@ MMCV_SUBMODULES = {
     "saconv": ["SAConv2d"],
 }
 
-# mmcv 2.2.0's positional parameters (name, default as written in its source;
-# None: no default): functions (for mmcv's `X = XFunction.apply`, XFunction.forward
-# without ctx), module constructors (`Name`) and forwards (`Name.forward`).
-MMCV_SIGNATURES = {
-    "batched_nms": [("boxes", None), ("scores", None), ("idxs", None), ("nms_cfg", None), ("class_agnostic", "False")],
-    "bbox_overlaps": [("bboxes1", None), ("bboxes2", None), ("mode", "'iou'"), ("aligned", "False"), ("offset", "0")],
-    "box_iou_rotated": [
-        ("bboxes1", None),
-        ("bboxes2", None),
-        ("mode", "'iou'"),
-        ("aligned", "False"),
-        ("clockwise", "True"),
-    ],
-    "carafe": [
-        ("features", None),
-        ("masks", None),
-        ("kernel_size", None),
-        ("group_size", None),
-        ("scale_factor", None),
-    ],
-    "CARAFE": [("kernel_size", None), ("group_size", None), ("scale_factor", None)],
-    "CARAFE.forward": [("features", None), ("masks", None)],
-    "carafe_naive": [
-        ("features", None),
-        ("masks", None),
-        ("kernel_size", None),
-        ("group_size", None),
-        ("scale_factor", None),
-    ],
-    "CARAFENaive": [("kernel_size", None), ("group_size", None), ("scale_factor", None)],
-    "CARAFENaive.forward": [("features", None), ("masks", None)],
-    "CARAFEPack": [
-        ("channels", None),
-        ("scale_factor", None),
-        ("up_kernel", "5"),
-        ("up_group", "1"),
-        ("encoder_kernel", "3"),
-        ("encoder_dilation", "1"),
-        ("compressed_channels", "64"),
-    ],
-    "CARAFEPack.forward": [("x", None)],
-    "CornerPool": [("mode", None)],
-    "CornerPool.forward": [("x", None)],
-    "deform_conv2d": [
-        ("input", None),
-        ("offset", None),
-        ("weight", None),
-        ("stride", "1"),
-        ("padding", "0"),
-        ("dilation", "1"),
-        ("groups", "1"),
-        ("deform_groups", "1"),
-        ("bias", "False"),
-        ("im2col_step", "32"),
-    ],
-    "deform_roi_pool": [
-        ("input", None),
-        ("rois", None),
-        ("offset", None),
-        ("output_size", None),
-        ("spatial_scale", "1.0"),
-        ("sampling_ratio", "0"),
-        ("gamma", "0.1"),
-    ],
-    "DeformConv2d": [
-        ("in_channels", None),
-        ("out_channels", None),
-        ("kernel_size", None),
-        ("stride", "1"),
-        ("padding", "0"),
-        ("dilation", "1"),
-        ("groups", "1"),
-        ("deform_groups", "1"),
-        ("bias", "False"),
-        ("im2col_step", "32"),
-    ],
-    "DeformConv2d.forward": [("x", None), ("offset", None)],
-    "DeformRoIPool": [("output_size", None), ("spatial_scale", "1.0"), ("sampling_ratio", "0"), ("gamma", "0.1")],
-    "DeformRoIPool.forward": [("input", None), ("rois", None), ("offset", "None")],
-    "DeformRoIPoolPack": [
-        ("output_size", None),
-        ("output_channels", None),
-        ("deform_fc_channels", "1024"),
-        ("spatial_scale", "1.0"),
-        ("sampling_ratio", "0"),
-        ("gamma", "0.1"),
-    ],
-    "DeformRoIPoolPack.forward": [("input", None), ("rois", None)],
-    "masked_conv2d": [
-        ("features", None),
-        ("mask", None),
-        ("weight", None),
-        ("bias", None),
-        ("padding", "0"),
-        ("stride", "1"),
-    ],
-    "MaskedConv2d": [
-        ("in_channels", None),
-        ("out_channels", None),
-        ("kernel_size", None),
-        ("stride", "1"),
-        ("padding", "0"),
-        ("dilation", "1"),
-        ("groups", "1"),
-        ("bias", "True"),
-    ],
-    "MaskedConv2d.forward": [("input", None), ("mask", "None")],
-    "modulated_deform_conv2d": [
-        ("input", None),
-        ("offset", None),
-        ("mask", None),
-        ("weight", None),
-        ("bias", "None"),
-        ("stride", "1"),
-        ("padding", "0"),
-        ("dilation", "1"),
-        ("groups", "1"),
-        ("deform_groups", "1"),
-    ],
-    "ModulatedDeformConv2d": [
-        ("in_channels", None),
-        ("out_channels", None),
-        ("kernel_size", None),
-        ("stride", "1"),
-        ("padding", "0"),
-        ("dilation", "1"),
-        ("groups", "1"),
-        ("deform_groups", "1"),
-        ("bias", "True"),
-    ],
-    "ModulatedDeformConv2d.forward": [("x", None), ("offset", None), ("mask", None)],
-    "ModulatedDeformRoIPoolPack": [
-        ("output_size", None),
-        ("output_channels", None),
-        ("deform_fc_channels", "1024"),
-        ("spatial_scale", "1.0"),
-        ("sampling_ratio", "0"),
-        ("gamma", "0.1"),
-    ],
-    "ModulatedDeformRoIPoolPack.forward": [("input", None), ("rois", None)],
-    "MultiScaleDeformableAttention": [
-        ("embed_dims", "256"),
-        ("num_heads", "8"),
-        ("num_levels", "4"),
-        ("num_points", "4"),
-        ("im2col_step", "64"),
-        ("dropout", "0.1"),
-        ("batch_first", "False"),
-        ("norm_cfg", "None"),
-        ("init_cfg", "None"),
-        ("value_proj_ratio", "1.0"),
-    ],
-    "MultiScaleDeformableAttention.forward": [
-        ("query", None),
-        ("key", "None"),
-        ("value", "None"),
-        ("identity", "None"),
-        ("query_pos", "None"),
-        ("key_padding_mask", "None"),
-        ("reference_points", "None"),
-        ("spatial_shapes", "None"),
-        ("level_start_index", "None"),
-    ],
-    "nms": [
-        ("boxes", None),
-        ("scores", None),
-        ("iou_threshold", None),
-        ("offset", "0"),
-        ("score_threshold", "0"),
-        ("max_num", "-1"),
-    ],
-    "nms_match": [("dets", None), ("iou_threshold", None)],
-    "nms_rotated": [
-        ("dets", None),
-        ("scores", None),
-        ("iou_threshold", None),
-        ("labels", "None"),
-        ("clockwise", "True"),
-    ],
-    "point_sample": [("input", None), ("points", None), ("align_corners", "False")],
-    "rel_roi_point_to_rel_img_point": [
-        ("rois", None),
-        ("rel_roi_points", None),
-        ("img", None),
-        ("spatial_scale", "1.0"),
-    ],
-    "SimpleRoIAlign": [("output_size", None), ("spatial_scale", None), ("aligned", "True")],
-    "SimpleRoIAlign.forward": [("features", None), ("rois", None)],
-    "SAConv2d": [
-        ("in_channels", None),
-        ("out_channels", None),
-        ("kernel_size", None),
-        ("stride", "1"),
-        ("padding", "0"),
-        ("dilation", "1"),
-        ("groups", "1"),
-        ("bias", "True"),
-        ("use_deform", "False"),
-    ],
-    "SAConv2d.forward": [("x", None)],
-    "SumCell": [("in_channels", None), ("out_channels", None)],
-    "ConcatCell": [("in_channels", None), ("out_channels", None)],
-    "GlobalPoolingCell": [("in_channels", "None"), ("out_channels", "None")],
-    "BaseMergeCell": [
-        ("fused_channels", "256"),
-        ("out_channels", "256"),
-        ("with_out_conv", "True"),
-        ("out_conv_cfg", "{'groups': 1, 'kernel_size': 3, 'padding': 1, 'bias': True}"),
-        ("out_norm_cfg", "None"),
-        ("out_conv_order", "('act', 'conv', 'norm')"),
-        ("with_input1_conv", "False"),
-        ("with_input2_conv", "False"),
-        ("input_conv_cfg", "None"),
-        ("input_norm_cfg", "None"),
-        ("upsample_mode", "'nearest'"),
-    ],
-    "BaseMergeCell.forward": [("x1", None), ("x2", None), ("out_size", "None")],
-    "roi_align": [
-        ("input", None),
-        ("rois", None),
-        ("output_size", None),
-        ("spatial_scale", "1.0"),
-        ("sampling_ratio", "0"),
-        ("pool_mode", "'avg'"),
-        ("aligned", "True"),
-    ],
-    "roi_pool": [("input", None), ("rois", None), ("output_size", None), ("spatial_scale", "1.0")],
-    "RoIAlign": [
-        ("output_size", None),
-        ("spatial_scale", "1.0"),
-        ("sampling_ratio", "0"),
-        ("pool_mode", "'avg'"),
-        ("aligned", "True"),
-        ("use_torchvision", "False"),
-    ],
-    "RoIAlign.forward": [("input", None), ("rois", None)],
-    # mmcv/ops/roi_align_rotated.py: roi_align_rotated = RoIAlignRotatedFunction.apply.
-    "roi_align_rotated": [
-        ("input", None),
-        ("rois", None),
-        ("output_size", None),
-        ("spatial_scale", None),
-        ("sampling_ratio", "0"),
-        ("aligned", "True"),
-        ("clockwise", "False"),
-    ],
-    "RoIAlignRotated": [
-        ("output_size", None),
-        ("spatial_scale", None),
-        ("sampling_ratio", "0"),
-        ("aligned", "True"),
-        ("clockwise", "False"),
-    ],
-    "RoIAlignRotated.forward": [("input", None), ("rois", None)],
-    "RoIPool": [("output_size", None), ("spatial_scale", "1.0")],
-    "RoIPool.forward": [("input", None), ("rois", None)],
-    "sigmoid_focal_loss": [
-        ("input", None),
-        ("target", None),
-        ("gamma", "2.0"),
-        ("alpha", "0.25"),
-        ("weight", "None"),
-        ("reduction", "'mean'"),
-    ],
-    "SigmoidFocalLoss": [("gamma", None), ("alpha", None), ("weight", "None"), ("reduction", "'mean'")],
-    "SigmoidFocalLoss.forward": [("input", None), ("target", None)],
-    "soft_nms": [
-        ("boxes", None),
-        ("scores", None),
-        ("iou_threshold", "0.3"),
-        ("sigma", "0.5"),
-        ("min_score", "0.001"),
-        ("method", "'linear'"),
-        ("offset", "0"),
-    ],
-    "softmax_focal_loss": [
-        ("input", None),
-        ("target", None),
-        ("gamma", "2.0"),
-        ("alpha", "0.25"),
-        ("weight", "None"),
-        ("reduction", "'mean'"),
-    ],
-    "SoftmaxFocalLoss": [("gamma", None), ("alpha", None), ("weight", "None"), ("reduction", "'mean'")],
-    "SoftmaxFocalLoss.forward": [("input", None), ("target", None)],
-    "DeformConv2dPack.forward": [("x", None)],
-    "ModulatedDeformConv2dPack.forward": [("x", None)],
-    # From mmcv.ops.multi_scale_deform_attn (not in mmcv.ops.__all__).
-    "MultiScaleDeformableAttnFunction.apply": [
-        ("value", None),
-        ("value_spatial_shapes", None),
-        ("value_level_start_index", None),
-        ("sampling_locations", None),
-        ("attention_weights", None),
-        ("im2col_step", None),
-    ],
-    "multi_scale_deformable_attn_pytorch": [
-        ("value", None),
-        ("value_spatial_shapes", None),
-        ("sampling_locations", None),
-        ("attention_weights", None),
-    ],
-}
+
+def _parameters(signatures: dict[str, str]) -> dict[str, list[tuple[str, str | None]]]:
+    """Each signature as written in mmcv's source (positional parameters, `name` or `name=default`) -> its
+    [(name, default as written, or None)], read by Python's own parser."""
+    import ast
+
+    lists = {}
+    for name, signature in signatures.items():
+        args = ast.parse(f"def f({signature}): pass").body[0].args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+            raise ValueError(f"{name}: positional parameters only, got {signature!r}")
+        defaults = [None] * (len(args.args) - len(args.defaults)) + [ast.unparse(d) for d in args.defaults]
+        lists[name] = [(a.arg, d) for a, d in zip(args.args, defaults, strict=True)]
+    return lists
+
+
+# mmcv 2.2.0's positional parameters, as written in its source: functions (for mmcv's `X = XFunction.apply`,
+# XFunction.forward without ctx), module constructors (`Name`) and forwards (`Name.forward`).
+MMCV_SIGNATURES = _parameters({
+    "batched_nms": "boxes, scores, idxs, nms_cfg, class_agnostic=False",
+    "bbox_overlaps": "bboxes1, bboxes2, mode='iou', aligned=False, offset=0",
+    "box_iou_rotated": "bboxes1, bboxes2, mode='iou', aligned=False, clockwise=True",
+    "carafe": "features, masks, kernel_size, group_size, scale_factor",
+    "CARAFE": "kernel_size, group_size, scale_factor",
+    "CARAFE.forward": "features, masks",
+    "carafe_naive": "features, masks, kernel_size, group_size, scale_factor",
+    "CARAFENaive": "kernel_size, group_size, scale_factor",
+    "CARAFENaive.forward": "features, masks",
+    "CARAFEPack": (
+        "channels, scale_factor, up_kernel=5, up_group=1, encoder_kernel=3, encoder_dilation=1, "
+        "compressed_channels=64"
+    ),
+    "CARAFEPack.forward": "x",
+    "CornerPool": "mode",
+    "CornerPool.forward": "x",
+    "deform_conv2d": (
+        "input, offset, weight, stride=1, padding=0, dilation=1, groups=1, deform_groups=1, bias=False, "
+        "im2col_step=32"
+    ),
+    "deform_roi_pool": "input, rois, offset, output_size, spatial_scale=1.0, sampling_ratio=0, gamma=0.1",
+    "DeformConv2d": (
+        "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, deform_groups=1, "
+        "bias=False, im2col_step=32"
+    ),
+    "DeformConv2d.forward": "x, offset",
+    "DeformRoIPool": "output_size, spatial_scale=1.0, sampling_ratio=0, gamma=0.1",
+    "DeformRoIPool.forward": "input, rois, offset=None",
+    "DeformRoIPoolPack": (
+        "output_size, output_channels, deform_fc_channels=1024, spatial_scale=1.0, sampling_ratio=0, gamma=0.1"
+    ),
+    "DeformRoIPoolPack.forward": "input, rois",
+    "masked_conv2d": "features, mask, weight, bias, padding=0, stride=1",
+    "MaskedConv2d": "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True",
+    "MaskedConv2d.forward": "input, mask=None",
+    "modulated_deform_conv2d": (
+        "input, offset, mask, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, deform_groups=1"
+    ),
+    "ModulatedDeformConv2d": (
+        "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, deform_groups=1, "
+        "bias=True"
+    ),
+    "ModulatedDeformConv2d.forward": "x, offset, mask",
+    "ModulatedDeformRoIPoolPack": (
+        "output_size, output_channels, deform_fc_channels=1024, spatial_scale=1.0, sampling_ratio=0, gamma=0.1"
+    ),
+    "ModulatedDeformRoIPoolPack.forward": "input, rois",
+    "MultiScaleDeformableAttention": (
+        "embed_dims=256, num_heads=8, num_levels=4, num_points=4, im2col_step=64, dropout=0.1, batch_first=False, "
+        "norm_cfg=None, init_cfg=None, value_proj_ratio=1.0"
+    ),
+    "MultiScaleDeformableAttention.forward": (
+        "query, key=None, value=None, identity=None, query_pos=None, key_padding_mask=None, reference_points=None, "
+        "spatial_shapes=None, level_start_index=None"
+    ),
+    "nms": "boxes, scores, iou_threshold, offset=0, score_threshold=0, max_num=-1",
+    "nms_match": "dets, iou_threshold",
+    "nms_rotated": "dets, scores, iou_threshold, labels=None, clockwise=True",
+    "point_sample": "input, points, align_corners=False",
+    "rel_roi_point_to_rel_img_point": "rois, rel_roi_points, img, spatial_scale=1.0",
+    "SimpleRoIAlign": "output_size, spatial_scale, aligned=True",
+    "SimpleRoIAlign.forward": "features, rois",
+    "SAConv2d": (
+        "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True, "
+        "use_deform=False"
+    ),
+    "SAConv2d.forward": "x",
+    "SumCell": "in_channels, out_channels",
+    "ConcatCell": "in_channels, out_channels",
+    "GlobalPoolingCell": "in_channels=None, out_channels=None",
+    "BaseMergeCell": (
+        "fused_channels=256, out_channels=256, with_out_conv=True, out_conv_cfg={'groups': 1, 'kernel_size': 3, "
+        "'padding': 1, 'bias': True}, out_norm_cfg=None, out_conv_order=('act', 'conv', 'norm'), "
+        "with_input1_conv=False, with_input2_conv=False, input_conv_cfg=None, input_norm_cfg=None, "
+        "upsample_mode='nearest'"
+    ),
+    "BaseMergeCell.forward": "x1, x2, out_size=None",
+    "roi_align": "input, rois, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode='avg', aligned=True",
+    "roi_pool": "input, rois, output_size, spatial_scale=1.0",
+    "RoIAlign": (
+        "output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode='avg', aligned=True, use_torchvision=False"
+    ),
+    "RoIAlign.forward": "input, rois",
+    "roi_align_rotated": "input, rois, output_size, spatial_scale, sampling_ratio=0, aligned=True, clockwise=False",
+    "RoIAlignRotated": "output_size, spatial_scale, sampling_ratio=0, aligned=True, clockwise=False",
+    "RoIAlignRotated.forward": "input, rois",
+    "RoIPool": "output_size, spatial_scale=1.0",
+    "RoIPool.forward": "input, rois",
+    "sigmoid_focal_loss": "input, target, gamma=2.0, alpha=0.25, weight=None, reduction='mean'",
+    "SigmoidFocalLoss": "gamma, alpha, weight=None, reduction='mean'",
+    "SigmoidFocalLoss.forward": "input, target",
+    "soft_nms": "boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=0.001, method='linear', offset=0",
+    "softmax_focal_loss": "input, target, gamma=2.0, alpha=0.25, weight=None, reduction='mean'",
+    "SoftmaxFocalLoss": "gamma, alpha, weight=None, reduction='mean'",
+    "SoftmaxFocalLoss.forward": "input, target",
+    "DeformConv2dPack.forward": "x",
+    "ModulatedDeformConv2dPack.forward": "x",
+    "MultiScaleDeformableAttnFunction.apply": (
+        "value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights, im2col_step"
+    ),
+    "multi_scale_deformable_attn_pytorch": "value, value_spatial_shapes, sampling_locations, attention_weights",
+})  # fmt: skip
 
 # mmcv's *Pack classes take `(*args, **kwargs)` and hand them to their parent's constructor, as ours do: they have
 # their parent's positional parameters (checked under the parent's name) and no list of their own.
