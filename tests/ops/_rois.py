@@ -8,6 +8,8 @@ deform_roi_pool and roi_align_rotated (rotated RoIs [K, 6]) share.
 - Fuzz: the RoI cases' common strategy and inputs, the NaN rule of a bad RoI on CUDA, the comparison that allows a
   sample on a discontinuity.
 - ONNX export: RoIs with real corners, the dynamic dimensions.
+- Integer edges: the rows of an op whose function and module take output_size and sampling_ratio
+  (pooled_edge_rows); autocast: an RoI layer after a convolution stem (rois_autocast_case).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
+from visdet_ops.ops import _args
+
+from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import require_cuda
@@ -397,3 +402,49 @@ def onnx_export_and_run(onnx_table, make_heads, node: str, sizes, rng, compare) 
         got = ox.run(onnx_model, x, rois)
         for i, (g, w) in enumerate(zip(got, Heads(make_heads())(x, rois), strict=True)):
             compare(i, g, w)
+
+
+# ---------------------------------------------------------------- integer edges and autocast
+
+
+def pooled_edge_rows(function, module, call, call_module, op_call, backward_op_call, sampling_at_bound=()):
+    """The integer-edge rows (tests/integer_edge_harness.py) of an RoI op whose function and module take
+    output_size and sampling_ratio: call(device, gen, output_size=, sampling_ratio=) runs the function (named
+    `function`), call_module(...) the module (`module`), op_call(device, gen, ph=, pw=, sr=) the registered op and
+    backward_op_call(device, gen, sr) its backward op. sampling_at_bound: sampling_ratio values at the bound cheap
+    enough to run through the function."""
+    op, backward = f"op.{function}", f"op._{function}_backward"
+    return [
+        edges.kw_row(f"{function}-output_size", "output_size", _args.POOLED_SIZE, call),
+        edges.kw_row(
+            f"{function}-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, call, at_bound=sampling_at_bound
+        ),
+        edges.kw_row(f"{module}-output_size", "output_size", _args.POOLED_SIZE, call_module),
+        edges.kw_row(f"{module}-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, call_module),
+        edges.Row(
+            f"{op}-pooled_height", edges.names("pooled_height"), _args.POOLED_SIZE, lambda d, v, g: op_call(d, g, ph=v)
+        ),
+        edges.Row(
+            f"{op}-pooled_width", edges.names("pooled_width"), _args.POOLED_SIZE, lambda d, v, g: op_call(d, g, pw=v)
+        ),
+        edges.Row(
+            f"{op}-sampling_ratio", ("sampling_ratio",), _args.SAMPLING_RATIO, lambda d, v, g: op_call(d, g, sr=v)
+        ),
+        edges.Row(
+            f"{backward}-sampling_ratio",
+            ("sampling_ratio",),
+            _args.SAMPLING_RATIO,
+            lambda d, v, g: backward_op_call(d, g, v),
+        ),
+    ]
+
+
+def rois_autocast_case(gen, rois, function, layer, module=False):
+    """The autocast case (tests/autocast_harness.py) of an RoI op after a convolution stem: function(x, rois), or
+    with module=True the module `layer` (a parameter of the case either way) as layer(x, rois)."""
+
+    def body(p, img, rois):
+        x = p["stem"](img)
+        return p["layer"](x, rois) if module else function(x, rois)
+
+    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), layer=layer)

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import RoIAlign
-from visdet_ops.ops import _args
 from visdet_ops.reference.roi_align import roi_align_reference
 
 from .. import autocast_harness as amp
@@ -21,9 +20,11 @@ from ._rois import (
     RoIOpTester,
     close_up_to_edges,
     onnx_export_and_run,
+    pooled_edge_rows,
     roi_case,
     roi_inputs,
     roi_unchecked,
+    rois_autocast_case,
     tiny_inputs,
 )
 
@@ -472,36 +473,9 @@ def _roi_align_module(device, gen, output_size=3, sampling_ratio=2):
     _roi_align(device, gen, m.output_size[0], m.sampling_ratio, fn=lambda x, r, *_: m(x, r))
 
 
-INTEGER_EDGE_ROWS = [
-    edges.kw_row("roi_align-output_size", "output_size", _args.POOLED_SIZE, _roi_align),
-    edges.kw_row("roi_align-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, _roi_align, at_bound=(1, 16)),
-    edges.kw_row("RoIAlign-output_size", "output_size", _args.POOLED_SIZE, _roi_align_module),
-    edges.kw_row("RoIAlign-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, _roi_align_module),
-    edges.Row(
-        "op.roi_align-pooled_height",
-        edges.names("pooled_height"),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _roi_align_op(d, g, ph=v),
-    ),
-    edges.Row(
-        "op.roi_align-pooled_width",
-        edges.names("pooled_width"),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _roi_align_op(d, g, pw=v),
-    ),
-    edges.Row(
-        "op.roi_align-sampling_ratio",
-        ("sampling_ratio",),
-        _args.SAMPLING_RATIO,
-        lambda d, v, g: _roi_align_op(d, g, sr=v),
-    ),
-    edges.Row(
-        "op._roi_align_backward-sampling_ratio",
-        ("sampling_ratio",),
-        _args.SAMPLING_RATIO,
-        lambda d, v, g: _roi_align_backward_op(d, g, v),
-    ),
-]
+INTEGER_EDGE_ROWS = pooled_edge_rows(
+    "roi_align", "RoIAlign", _roi_align, _roi_align_module, _roi_align_op, _roi_align_backward_op, (1, 16)
+)
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
 test_public_functions_name_the_users_argument = edges.public_message_test(
     [
@@ -543,16 +517,13 @@ INTEGER_EDGE_OP_COVERED_OTHERWISE = {
 
 
 def case_roi_align(gen, mode="avg", module=False):
-    rois = amp.rois(gen, 12, 2, 4 * 28)
-    layer = visdet_ops.RoIAlign(7, 0.25, 2, mode, True)
-
-    def body(p, img, rois):
-        x = p["stem"](img)
-        if module:
-            return p["layer"](x, rois)
-        return visdet_ops.roi_align(x, rois, 7, 0.25, 2, mode, True)
-
-    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), layer=layer)
+    return rois_autocast_case(
+        gen,
+        amp.rois(gen, 12, 2, 4 * 28),
+        lambda x, rois: visdet_ops.roi_align(x, rois, 7, 0.25, 2, mode, True),
+        visdet_ops.RoIAlign(7, 0.25, 2, mode, True),
+        module,
+    )
 
 
 AUTOCAST_CASES = {

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 import visdet_ops
 from visdet_ops import RoIAlignRotated
-from visdet_ops.ops import _args
 from visdet_ops.reference.roi_align import roi_align_reference
 from visdet_ops.reference.roi_align_rotated import roi_align_rotated_reference
 
@@ -17,7 +16,15 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import require_cuda, torchvision_or_skip
-from ._rois import RoIOpTester, close_up_to_edges, roi_case, roi_inputs, roi_unchecked
+from ._rois import (
+    RoIOpTester,
+    close_up_to_edges,
+    pooled_edge_rows,
+    roi_case,
+    roi_inputs,
+    roi_unchecked,
+    rois_autocast_case,
+)
 
 
 def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator, angle=math.pi):
@@ -642,42 +649,15 @@ INTEGER_EDGE_OP_COVERED_OTHERWISE = {
     for arg in ("batch_size", "channels", "height", "width")
 }
 
-INTEGER_EDGE_ROWS = [
-    edges.kw_row("roi_align_rotated-output_size", "output_size", _args.POOLED_SIZE, _roi_align_rotated),
-    edges.kw_row(
-        "roi_align_rotated-sampling_ratio",
-        "sampling_ratio",
-        _args.SAMPLING_RATIO,
-        _roi_align_rotated,
-        at_bound=(1, 128),
-    ),
-    edges.kw_row("RoIAlignRotated-output_size", "output_size", _args.POOLED_SIZE, _roi_align_rotated_module),
-    edges.kw_row("RoIAlignRotated-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, _roi_align_rotated_module),
-    edges.Row(
-        "op.roi_align_rotated-pooled_height",
-        edges.names("pooled_height"),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _roi_align_rotated_op(d, g, ph=v),
-    ),
-    edges.Row(
-        "op.roi_align_rotated-pooled_width",
-        edges.names("pooled_width"),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _roi_align_rotated_op(d, g, pw=v),
-    ),
-    edges.Row(
-        "op.roi_align_rotated-sampling_ratio",
-        ("sampling_ratio",),
-        _args.SAMPLING_RATIO,
-        lambda d, v, g: _roi_align_rotated_op(d, g, sr=v),
-    ),
-    edges.Row(
-        "op._roi_align_rotated_backward-sampling_ratio",
-        ("sampling_ratio",),
-        _args.SAMPLING_RATIO,
-        lambda d, v, g: _roi_align_rotated_backward_op(d, g, v),
-    ),
-]
+INTEGER_EDGE_ROWS = pooled_edge_rows(
+    "roi_align_rotated",
+    "RoIAlignRotated",
+    _roi_align_rotated,
+    _roi_align_rotated_module,
+    _roi_align_rotated_op,
+    _roi_align_rotated_backward_op,
+    (1, 128),
+)
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
 
 
@@ -694,16 +674,13 @@ def _amp_rotated_rois(gen, k, batch, size):
 
 
 def case_roi_align_rotated(gen, module=False):
-    rois = _amp_rotated_rois(gen, 12, 2, 4 * 28)
-    layer = visdet_ops.RoIAlignRotated(7, 0.25, 2, True, False)
-
-    def body(p, img, rois):
-        x = p["stem"](img)
-        if module:
-            return p["layer"](x, rois)
-        return visdet_ops.roi_align_rotated(x, rois, 7, 0.25, 2, True, False)
-
-    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), layer=layer)
+    return rois_autocast_case(
+        gen,
+        _amp_rotated_rois(gen, 12, 2, 4 * 28),
+        lambda x, rois: visdet_ops.roi_align_rotated(x, rois, 7, 0.25, 2, True, False),
+        visdet_ops.RoIAlignRotated(7, 0.25, 2, True, False),
+        module,
+    )
 
 
 AUTOCAST_CASES = {

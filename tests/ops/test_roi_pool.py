@@ -14,7 +14,15 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ._rois import RoIOpTester, onnx_export_and_run, roi_case, roi_inputs, roi_unchecked, tiny_inputs
+from ._rois import (
+    RoIOpTester,
+    onnx_export_and_run,
+    roi_case,
+    roi_inputs,
+    roi_unchecked,
+    rois_autocast_case,
+    tiny_inputs,
+)
 
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 
@@ -389,13 +397,13 @@ INTEGER_EDGE_OP_COVERED_OTHERWISE = {
 
 
 def case_roi_pool(gen, module=False):
-    rois = amp.rois(gen, 12, 2, 4 * 28)
-
-    def body(p, img, rois):
-        x = p["stem"](img)
-        return visdet_ops.RoIPool(5, 0.25)(x, rois) if module else visdet_ops.roi_pool(x, rois, 5, 0.25)
-
-    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen))
+    return rois_autocast_case(
+        gen,
+        amp.rois(gen, 12, 2, 4 * 28),
+        lambda x, rois: visdet_ops.roi_pool(x, rois, 5, 0.25),
+        visdet_ops.RoIPool(5, 0.25),
+        module,
+    )
 
 
 AUTOCAST_CASES = {
