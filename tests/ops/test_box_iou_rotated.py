@@ -113,6 +113,23 @@ def test_hard_cases_match_reference(device, dtype, rng, mode):
     )
 
 
+def test_thin_boxes_keep_float32_precision(device, rng):
+    """A pair is clipped in the frame of the box with the shorter side, so a thin box's width stays exact: a 60 x 0.05
+    box against large boxes tens of pixels away keeps float32's precision in its IoF (clipped in the large box's
+    frame it was off by up to 4e-5), and the matrix of a set of boxes with distinct short sides is symmetric to the
+    bit."""
+    thin = torch.tensor([[40.0, 40, 60, 0.05, 0.3], [40, 40, 0.05, 60, 0.3], [20, 50, 0.02, 45, -1.2]]).double()
+    large = random_boxes(200, rng, span=80, turns=2)
+    large[:, 2:4] += 20  # short sides of at least 22 px: never a tie with the thin ones
+    got = iou(thin, large, "iof", device=device, dtype=torch.float32)
+    want = box_iou_rotated_reference(thin.float().double(), large.float().double(), "iof")
+    assert (want > 0.05).sum() > 20, "too few overlapping pairs to measure"
+    torch.testing.assert_close(got, want, rtol=0, atol=5e-6)
+    boxes = torch.cat([thin, large[:40]])
+    m = iou(boxes, boxes, device=device, dtype=torch.float32)
+    assert torch.equal(m, m.T)
+
+
 # ---------------------------------------------------------------- exact where the geometry is exact
 
 

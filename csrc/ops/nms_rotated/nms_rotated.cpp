@@ -26,24 +26,9 @@ NmsRotatedPrepared nms_rotated_prepare(const Tensor& dets, const Tensor& scores,
                                        double iou_threshold,
                                        const std::optional<Tensor>& labels) {
   check_rotated_boxes(kOp, dets, "dets", "[N, 5]");
-  check_dim(scores, 1, kOp, "scores");
-  VISDET_CHECK(scores.size(0) == dets.size(0), kOp,
-               ": scores must have shape [N] with N = dets.size(0) = ",
-               dets.size(0), ", got ", host::shape_of(scores));
-  // scores only order the boxes, so they may differ in dtype from dets
-  // (float32 boxes beside 16-bit scores is what an AMP step produces).
-  check_floating(scores, kOp, "scores");
-  check_same_device(dets, scores, kOp, "dets", "scores");
+  check_scores(kOp, dets, "dets", scores);
   check_threshold(kOp, iou_threshold);
-  if (labels.has_value()) {
-    const Tensor& classes = *labels;
-    check_dim(classes, 1, kOp, "labels");
-    VISDET_CHECK(classes.size(0) == dets.size(0), kOp,
-                 ": labels must have shape [N] with N = dets.size(0) = ",
-                 dets.size(0), ", got ", host::shape_of(classes));
-    check_integer(classes, kOp, "labels");
-    check_same_device(dets, classes, kOp, "dets", "labels");
-  }
+  check_classes(kOp, dets, "dets", labels, "labels");
   NmsRotatedPrepared p;
   p.n = dets.size(0);
   if (p.n == 0) return p;
