@@ -27,9 +27,7 @@ NAMING_FAMILIES = {
     # Not yet folded into the families' files (issue 38, left).
     "tests/test_cuda_graphs.py": "the ops whose host reads device data, named with why",
     "tests/test_loader.py": "an op call as the smoke test of a load",
-    "tests/test_bench_compare.py": "compare.py's selftest rows",
     "tests/test_op_registry.py": "the eager entry point checked on one RoI op and one DCN module",
-    "benchmarks/compare_builds.py": "its default timer list",
 }
 
 
