@@ -27,7 +27,6 @@ NAMING_FAMILIES = {
     # Not yet folded into the families' files (issue 38, left).
     "tests/test_cuda_graphs.py": "the ops whose host reads device data, named with why",
     "tests/test_loader.py": "an op call as the smoke test of a load",
-    "tests/test_op_registry.py": "the eager entry point checked on one RoI op and one DCN module",
 }
 
 
