@@ -26,7 +26,6 @@ NAMING_FAMILIES = {
     "tests/test_autocast.py": "a small detector step under GradScaler",
     # Not yet folded into the families' files (issue 38, left).
     "tests/test_cuda_graphs.py": "the ops whose host reads device data, named with why",
-    "tests/test_loader.py": "an op call as the smoke test of a load",
 }
 
 
