@@ -23,9 +23,8 @@ NAMING_FAMILIES = {
     "tests/test_mmcv_names.py": "mmcv's assert-compatible argument errors, one call per family (to fold in)",
     # Whole-model steps: several families at once, by design.
     "benchmarks/e2e.py": "whole torchvision detector steps with our ops swapped in",
-    "tests/test_autocast.py": "a small detector step under GradScaler",
+    "tests/test_autocast.py": "small detector models: a step under GradScaler, the head test_cuda_graphs compiles",
     # Not yet folded into the families' files (issue 38, left).
-    "tests/test_cuda_graphs.py": "the ops whose host reads device data, named with why",
 }
 
 
