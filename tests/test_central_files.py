@@ -20,11 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMING_FAMILIES = {
     # External facts and what is generated from them.
     "tests/mmcv_snapshot.py": "mmcv 2.2.0's names and signatures: the one snapshot of external facts",
-    "tests/test_mmcv_names.py": "mmcv's assert-compatible argument errors, one call per family (to fold in)",
     # Whole-model steps: several families at once, by design.
     "benchmarks/e2e.py": "whole torchvision detector steps with our ops swapped in",
     "tests/test_autocast.py": "small detector models: a step under GradScaler, the head test_cuda_graphs compiles",
-    # Not yet folded into the families' files (issue 38, left).
 }
 
 
