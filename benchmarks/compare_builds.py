@@ -1,6 +1,6 @@
 """Times two builds of visdet-ops against each other in lockstep: every bench.py timer, call batch by call batch.
 
-  python benchmarks/compare_builds.py --a classic=/path/to/tree --b stable=/path/to/site [--only FAMILY ...]
+  python benchmarks/compare_builds.py --a classic=/path/to/tree --b stable=/path/to/site [--only FAMILY ... | selftest]
       [--rounds 12] [--calls 10] [--limit 0.03] [--json OUT.json] [--md OUT.md]
 
 Issue 23 asks whether the stable-ABI wheel's benchmarks are within 3% of the per-minor (classic) build's. Two
@@ -92,31 +92,20 @@ def _lockstep_timer(channel: _Channel, kind: str):
     return timer
 
 
-class _SelfTest:
-    """`--only selftest`: one CPU row (roi_align against its pure-PyTorch reference), so that the protocol runs
-    without a GPU (tests/test_benchmarks.py)."""
+# `--only selftest`: the cases tagged "compare_builds" in benchmarks/op_benchmarks/<family>.py, CPU calls each with
+# its peer (the control), so that the protocol runs without a GPU (tests/test_bench_compare.py). Each such function
+# is called with a generator seeded 0 and yields `Case`s (name, ours, peer, peer_name); each becomes a row of its
+# family, timed by cpu_time_ms as a bench.py row is.
+TAG = "compare_builds"
 
-    family = "selftest"
 
-    @staticmethod
-    def run(bench) -> None:
-        import torch
-
-        from visdet_ops import roi_align
-        from visdet_ops.reference.roi_align import roi_align_reference
-
-        x = torch.randn(1, 4, 16, 16, generator=bench.gen)
-        rois = torch.tensor([[0, 1.0, 1.0, 9.0, 9.0], [0, 0.0, 2.0, 12.0, 7.0]])
-        args = ((3, 3), 0.5, 2, "avg", True)
-        bench.results.append(
-            {
-                "op": "roi_align",
-                "case": "selftest 1x4x16x16, 2 RoIs",
-                "ours": bench.cpu_time_ms(lambda: roi_align(x, rois, *args)),
-                "peer": bench.cpu_time_ms(lambda: roi_align_reference(x, rois, *args)),
-                "peer_name": "reference",
-            }
-        )
+def _selftest_rows(b, run) -> None:
+    for case in b.run(run.gen):
+        row = {"op": b.family, "case": case.name, "ours": run.cpu_time_ms(case.ours)}
+        if case.peer is not None:
+            row["peer"] = run.cpu_time_ms(case.peer)
+            row["peer_name"] = case.peer_name
+        run.results.append(row)
 
 
 def worker(only: list[str] | None) -> int:
@@ -137,13 +126,17 @@ def worker(only: list[str] | None) -> int:
     failed: list[str] = []
     cpu_timer = _lockstep_timer(channel, "cpu")
     copy_gbs = bench.copy_bandwidth_gbs() if cuda else 0.0
-    for b in [_SelfTest()] if only == ["selftest"] else bench.benchmarks(only):
+    selftest = only == ["selftest"]
+    for b in bench.tagged(TAG) if selftest else bench.benchmarks(only):
         # As bench.py: each benchmark its own generator (seed 0), so the inputs are bench.py's.
         run = bench.BenchRun(torch.Generator().manual_seed(0), tv, copy_gbs, results)
         run.cuda_time_ms = cuda_timer if cuda else cpu_timer
         run.cpu_time_ms = cpu_timer
         try:
-            b.run(run)
+            if selftest:
+                _selftest_rows(b, run)
+            else:
+                b.run(run)
         except Exception as exc:  # noqa: BLE001
             failed.append(f"{b.family} {b.run.__name__}: {type(exc).__name__}: {exc}")
             print(f"FAILED {failed[-1]}", file=sys.stderr)
@@ -298,7 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--a", type=_build, help="NAME=PATH: the reference build (its tree or site directory)")
     parser.add_argument("--b", type=_build, help="NAME=PATH: the build judged against it")
-    parser.add_argument("--only", nargs="+", metavar="FAMILY", help="only these op families' benchmarks")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="FAMILY",
+        help="only these op families' benchmarks (selftest: the CPU cases tagged compare_builds)",
+    )
     parser.add_argument("--rounds", type=int, default=12, help="alternating rounds per timer (default 12)")
     parser.add_argument("--calls", type=int, default=10, help="timed calls per round and build (default 10)")
     parser.add_argument("--limit", type=float, default=0.03, help="allowed slowdown of B's rows (default 0.03)")

@@ -89,6 +89,22 @@ class TinyDetector(nn.Module):
         return self.cls(self.roi(x, rois).flatten(1))
 
 
+class ReduceOverheadHead(nn.Module):
+    """ModulatedDeformConv2dPack -> roi_align -> a linear classifier -> sigmoid focal loss: the detector head that
+    tests/test_cuda_graphs.py trains under torch.compile(mode="reduce-overhead") (the small detector models live
+    here, the one central test file that names families for them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dcn = visdet_ops.ModulatedDeformConv2dPack(8, 8, 3, padding=1)
+        self.roi = visdet_ops.RoIAlign(4, 0.25, 2)
+        self.cls = nn.Linear(8 * 4 * 4, 5)
+
+    def forward(self, x, rois, labels):
+        feats = self.roi(torch.relu(self.dcn(x)), rois)
+        return visdet_ops.sigmoid_focal_loss(self.cls(feats.flatten(1)), labels, 2.0, 0.25, None, "mean")
+
+
 @pytest.mark.parametrize("device_name, dtype", amp.AMP)
 def test_detector_step_trains_under_grad_scaler(rng, device_name, dtype):
     device = amp.device_for(device_name)

@@ -20,16 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMING_FAMILIES = {
     # External facts and what is generated from them.
     "tests/mmcv_snapshot.py": "mmcv 2.2.0's names and signatures: the one snapshot of external facts",
-    "tests/test_mmcv_names.py": "mmcv's assert-compatible argument errors, one call per family (to fold in)",
     # Whole-model steps: several families at once, by design.
     "benchmarks/e2e.py": "whole torchvision detector steps with our ops swapped in",
-    "tests/test_autocast.py": "a small detector step under GradScaler",
-    # Not yet folded into the families' files (issue 38, left).
-    "tests/test_cuda_graphs.py": "the ops whose host reads device data, named with why",
-    "tests/test_loader.py": "an op call as the smoke test of a load",
-    "tests/test_bench_compare.py": "compare.py's selftest rows",
-    "tests/test_op_registry.py": "the eager entry point checked on one RoI op and one DCN module",
-    "benchmarks/compare_builds.py": "its default timer list",
+    "tests/test_autocast.py": "small detector models: a step under GradScaler, the head test_cuda_graphs compiles",
 }
 
 

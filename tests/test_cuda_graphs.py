@@ -1,32 +1,76 @@
 """CUDA graphs (issue 25 item 4): every op whose output sizes do not depend on tensor values is captured in a CUDA
-graph and replays what eager computes, forward and backward ops alike; the ops whose host reads device data (the
-NMS family, rotated NMS included: how many boxes survive; masked_conv2d: where the mask is set) refuse capture with
-an error that names the op and the reason; a detector head (DCNv2 -> roi_align -> focal loss) trains under
-torch.compile(mode="reduce-overhead"), whose CUDA graphs hold our kernels.
+graph and replays what eager computes, forward and backward ops alike; the ops whose host reads device data (each
+family's test file declares them, with why: CUDA_GRAPH_DATA_DEPENDENT) refuse capture with an error that names the op
+and the reason (each public function that calls one: its CUDA_GRAPH_REFUSALS); a small detector head
+(tests/test_autocast.py's ReduceOverheadHead) trains under torch.compile(mode="reduce-overhead"), whose CUDA graphs
+hold our kernels.
 
 The calls are the ones each op module's example case makes (tests/memory_worker.py's capture, float32): a new op
-is captured without anyone adding it here. GPU only."""
+is captured without anyone adding it here. GPU only, but for the check that the declarations match the op modules."""
 
 from __future__ import annotations
+
+import ast
+import importlib
+import inspect
 
 import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-import visdet_ops
+from visdet_ops import _loader
 
-from .conftest import require_cuda
+from .conftest import op_modules, op_test_module, require_cuda
 
-# Ops whose host reads device data: they raise (through the public functions) instead of being captured.
+
+def _declared(name: str) -> dict[str, dict]:
+    """family -> its test file's declaration `name` (empty where it has none)."""
+    return {family: getattr(op_test_module(family), name, {}) for family in op_modules()}
+
+
+# registered op -> why its host reads device data: they raise (through the public functions) instead of being captured.
 DATA_DEPENDENT = {
-    "visdet_ops::nms",
-    "visdet_ops::batched_nms",
-    "visdet_ops::soft_nms",
-    "visdet_ops::nms_match",
-    "visdet_ops::nms_rotated",
-    "visdet_ops::masked_conv2d",
-    "visdet_ops::_masked_conv2d_backward",
+    op: why for declared in _declared("CUDA_GRAPH_DATA_DEPENDENT").values() for op, why in declared.items()
 }
+REFUSALS = [
+    pytest.param(family, name, id=name)
+    for family, declared in _declared("CUDA_GRAPH_REFUSALS").items()
+    for name in declared
+]
+
+
+def _refusing_functions(family: str) -> set[str]:
+    """The names visdet_ops/ops/<family>.py passes to refuse_graph_capture (the public functions that refuse)."""
+    tree = ast.parse(inspect.getsource(importlib.import_module(f"visdet_ops.ops.{family}")))
+    return {
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) == "refuse_graph_capture"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    }
+
+
+def test_the_declarations_match_the_op_modules():
+    """Each public function that refuses capture (refuse_graph_capture) has its CUDA_GRAPH_REFUSALS call in its
+    family's test file and no other; a family with such functions declares the registered ops behind them, with why,
+    in CUDA_GRAPH_DATA_DEPENDENT, and each is a registered op. On the CPU: what the GPU tests below rely on."""
+    registered, wrong = set(_loader.op_names()), []
+    refusals, data_dependent = _declared("CUDA_GRAPH_REFUSALS"), _declared("CUDA_GRAPH_DATA_DEPENDENT")
+    for family in op_modules():
+        refusing = _refusing_functions(family)
+        if set(refusals[family]) != refusing:
+            wrong.append(
+                f"tests/ops/test_{family}.py: CUDA_GRAPH_REFUSALS {sorted(refusals[family])}, the op module "
+                f"refuses capture in {sorted(refusing)}"
+            )
+        if bool(data_dependent[family]) != bool(refusing):
+            wrong.append(f"tests/ops/test_{family}.py: CUDA_GRAPH_DATA_DEPENDENT {sorted(data_dependent[family])}")
+        for op, why in data_dependent[family].items():
+            if op not in registered or not (isinstance(why, str) and why):
+                wrong.append(f"tests/ops/test_{family}.py: CUDA_GRAPH_DATA_DEPENDENT[{op!r}] = {why!r}")
+    assert not wrong, "\n".join(wrong)
 
 
 def _tensors(out) -> list[torch.Tensor]:
@@ -38,7 +82,7 @@ def test_every_op_replays_in_a_cuda_graph():
     from .memory_worker import capture
 
     calls = capture(torch.device("cuda"))
-    assert DATA_DEPENDENT <= set(calls), "an op listed as data-dependent is no longer registered or called"
+    assert set(DATA_DEPENDENT) <= set(calls), "an op listed as data-dependent is no longer registered or called"
     failures = []
     for qualname, (func, args, kwargs) in sorted(calls.items()):
         if qualname in DATA_DEPENDENT:
@@ -73,36 +117,10 @@ def test_every_op_replays_in_a_cuda_graph():
     assert not failures, "\n".join(failures)
 
 
-def _data_dependent_calls():
-    gen = torch.Generator().manual_seed(0)
-    boxes = torch.rand(20, 4, generator=gen) * 50
-    boxes[:, 2:] += boxes[:, :2] + 1
-    boxes, scores = boxes.cuda(), torch.rand(20, generator=gen).cuda()
-    idxs = torch.randint(0, 3, (20,), generator=gen).cuda()
-    dets = torch.cat([boxes, scores[:, None]], 1)
-    features = torch.randn(1, 3, 8, 8, generator=gen).cuda()
-    mask = (torch.rand(1, 8, 8, generator=gen) > 0.5).cuda()
-    weight = torch.randn(4, 3, 3, 3, generator=gen).cuda()
-    rotated = torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2], scores[:, None]], 1)
-    return [
-        ("nms", lambda: visdet_ops.nms(boxes, scores, 0.5)),
-        ("batched_nms", lambda: visdet_ops.batched_nms(boxes, scores, idxs, dict(iou_threshold=0.5))),
-        ("soft_nms", lambda: visdet_ops.soft_nms(boxes, scores)),
-        ("nms_match", lambda: visdet_ops.nms_match(dets, 0.5)),
-        ("masked_conv2d", lambda: visdet_ops.masked_conv2d(features, mask, weight, None, 1)),
-        ("nms_rotated", lambda: visdet_ops.nms_rotated(rotated, scores, 0.5)),
-        ("batched_nms_rotated", lambda: visdet_ops.batched_nms_rotated(rotated, scores, idxs, 0.5)),
-    ]
-
-
-@pytest.mark.parametrize(
-    "index",
-    range(7),
-    ids=["nms", "batched_nms", "soft_nms", "nms_match", "masked_conv2d", "nms_rotated", "batched_nms_rotated"],
-)
-def test_data_dependent_ops_refuse_capture_clearly(index):
+@pytest.mark.parametrize("family, name", REFUSALS)
+def test_data_dependent_ops_refuse_capture_clearly(family, name):
     require_cuda()
-    name, call = _data_dependent_calls()[index]
+    call = op_test_module(family).CUDA_GRAPH_REFUSALS[name](torch.Generator().manual_seed(0))
     call()  # eager works
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -114,21 +132,10 @@ def test_data_dependent_ops_refuse_capture_clearly(index):
 
 
 def test_detector_head_trains_under_reduce_overhead():
-    """ModulatedDeformConv2dPack -> roi_align -> a linear classifier -> sigmoid focal loss, compiled with
-    mode='reduce-overhead' (CUDA graphs), three steps against eager from the same weights."""
+    """tests/test_autocast.py's ReduceOverheadHead (a deformable conv -> RoI pooling -> a linear classifier -> a focal
+    loss), compiled with mode='reduce-overhead' (CUDA graphs), three steps against eager from the same weights."""
     require_cuda()
-    from torch import nn
-
-    class Head(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.dcn = visdet_ops.ModulatedDeformConv2dPack(8, 8, 3, padding=1)
-            self.roi = visdet_ops.RoIAlign(4, 0.25, 2)
-            self.cls = nn.Linear(8 * 4 * 4, 5)
-
-        def forward(self, x, rois, labels):
-            feats = self.roi(torch.relu(self.dcn(x)), rois)
-            return visdet_ops.sigmoid_focal_loss(self.cls(feats.flatten(1)), labels, 2.0, 0.25, None, "mean")
+    from .test_autocast import ReduceOverheadHead as Head
 
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)

@@ -3,9 +3,11 @@ doctored _build_info or a broken _C, imported in a fresh interpreter."""
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +19,7 @@ import torch
 
 import visdet_ops
 import visdet_ops_doctor
-from visdet_ops import _build_rules
+from visdet_ops import _build_rules, _loader
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,13 +158,14 @@ def test_only_the_doctor_starts_without_the_ops(package_copy):
         assert res.returncode != 0 and error in res.stderr, (args, res.stderr)
         assert res.stdout == "" and res.stderr.count("Traceback") == 1, args
     # Importing the launcher changes nothing; only its running main() makes the package keep the error, and then
-    # an op looked up by anyone else names it.
+    # an op looked up by anyone else names it (an op function the package exports here, where it loads).
     res = _python(package_copy, "-c", "import visdet_ops_doctor, visdet_ops")
     assert res.returncode != 0 and error in res.stderr
+    op = next(n for n in sorted(visdet_ops.__all__) if inspect.isfunction(getattr(visdet_ops, n)))
     res = _python(
-        package_copy, "-c", "import visdet_ops_doctor as d; d.RUNNING = True; import visdet_ops; visdet_ops.nms"
+        package_copy, "-c", f"import visdet_ops_doctor as d; d.RUNNING = True; import visdet_ops; visdet_ops.{op}"
     )
-    assert "AttributeError: module 'visdet_ops' has no attribute 'nms': its compiled ops did not load (" in res.stderr
+    assert f"AttributeError: module 'visdet_ops' has no attribute '{op}': its compiled ops did not load (" in res.stderr
     assert "visdet-ops 0.1.0+pt299cpu was built for torch 2.99.0" in res.stderr
 
 
@@ -219,18 +222,26 @@ def test_doctor_passes_here():
     )
     report = json.loads(res.stdout)
     assert res.returncode == 0, res.stdout
-    assert report["ops"]["nms"]["smoke"]["cpu"] == "OK"
-    assert report["ops"]["roi_align"]["smoke"]["cpu"] == "OK"
+    # The smoke run reports every public registered op, and each ran (its example case, on the CPU).
+    public = {n.split("::")[1] for n in _loader.op_names() if not n.split("::")[1].startswith("_")}
+    assert public and public <= set(report["ops"]), sorted(public - set(report["ops"]))
+    failed = {name: row["smoke"] for name, row in report["ops"].items() if row["smoke"].get("cpu") != "OK"}
+    assert not failed, failed
     assert report["install"].startswith("pip install --force-reinstall --no-deps visdet-ops -f ")
 
 
 def test_cpu_only_build_answers_cuda_dispatch_clearly():
-    """What a CUDA tensor would reach in a CPU-only build: a message, not 'no kernel'."""
+    """What a CUDA tensor would reach in a CPU-only build: a message naming the op, not 'no kernel', from every
+    registered op (backward ops too), each given the arguments its module's example case passes it."""
     if visdet_ops.BUILD_INFO["WITH_CUDA"]:
         pytest.skip("this build has CUDA kernels")
-    boxes, scores = torch.zeros(2, 4), torch.zeros(2)
+    from .memory_worker import capture
+
+    calls = capture(torch.device("cpu"))
+    assert sorted(calls) == _loader.op_names()
     cuda_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
-    with pytest.raises(
-        RuntimeError, match=r"visdet_ops::nms: visdet-ops .* is a CPU-only build and has no CUDA kernels"
-    ):
-        torch.ops.visdet_ops.nms.default.redispatch(cuda_keys, boxes, scores, 0.5, 0)
+    for qualname, (func, args, kwargs) in sorted(calls.items()):
+        with pytest.raises(
+            RuntimeError, match=rf"{re.escape(qualname)}: visdet-ops .* is a CPU-only build and has no CUDA kernels"
+        ):
+            func.redispatch(cuda_keys, *args, **kwargs)

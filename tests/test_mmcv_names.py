@@ -17,6 +17,7 @@ import torch
 
 import visdet_ops
 
+from .conftest import composite_modules, op_modules, op_test_module
 from .mmcv_snapshot import (
     INHERITED_CONSTRUCTORS,
     MMCV_OPS_ALL,
@@ -32,12 +33,21 @@ IMPLEMENTED_FUNCTIONS, IMPLEMENTED_MODULES = implemented()
 IMPLEMENTED = IMPLEMENTED_FUNCTIONS + IMPLEMENTED_MODULES
 ROOT = Path(__file__).resolve().parent.parent
 
-# Where visdet_ops' default is written differently from mmcv's on purpose.
-SAME_MEANING_DEFAULTS = {
-    # None means mmcv's False; it lets an explicit aligned=False be told apart
-    # from the default when mmdet's is_aligned= is given too.
-    ("bbox_overlaps", "aligned"): (None, False),
-}
+
+def _declared(name: str) -> dict:
+    """The declaration `name` of every op and composite module's test file (tests/ops/test_<module>.py), merged."""
+    found: dict = {}
+    for module in [*op_modules(), *composite_modules()]:
+        declared = getattr(op_test_module(module), name, {})
+        twice = sorted(set(found) & set(declared))
+        assert not twice, f"{name}: {twice} declared twice (again in tests/ops/test_{module}.py)"
+        found.update(declared)
+    return found
+
+
+# Where visdet_ops' default is written differently from mmcv's on purpose: (name, parameter) -> (ours, mmcv's), each
+# test file's MMCV_SAME_MEANING_DEFAULTS.
+SAME_MEANING_DEFAULTS = _declared("MMCV_SAME_MEANING_DEFAULTS")
 
 
 def _resolve(qualname: str):
@@ -90,30 +100,39 @@ def test_mmcv_submodule_names_import_from_the_top(name):
 def test_mmcv_module_paths_hold_mmcvs_names(path):
     module = importlib.import_module(f"visdet_ops.{path}")
     want = sorted(set(MMCV_SUBMODULES.get(path, ())) & (set(IMPLEMENTED) | set(MMCV_SUBMODULE_NAMES)))
-    # mmcv's names, and any extra is one of visdet_ops' own (multi_scale_deformable_attn, the registered op)
+    # mmcv's names, and any extra is one of visdet_ops' own (a registered op's function, say)
     assert want and set(want) <= set(module.__all__) <= set(visdet_ops.__all__)
     for name in module.__all__:
         assert getattr(module, name) is getattr(visdet_ops, name), f"visdet_ops.{path}.{name}"
-    # Where a function has the submodule's name (nms, roi_align, ...), the package attribute stays the function.
+    # Where a function has the submodule's name, the package attribute stays the function.
     if path in visdet_ops.__all__:
         assert callable(getattr(visdet_ops, path)) and not inspect.ismodule(getattr(visdet_ops, path))
 
 
 def test_mmcv_module_paths_in_a_fresh_process():
-    """Imported first thing, in mmcv's spellings: the submodule imports work and leave the functions in place."""
-    code = """
-import inspect
-from visdet_ops.nms import batched_nms, soft_nms
-from visdet_ops.roi_align import RoIAlign, roi_align
-import visdet_ops.carafe
-import visdet_ops.deform_roi_pool as drp
-import visdet_ops.point_sample
-import visdet_ops
-for name in ("nms", "roi_align", "roi_pool", "carafe", "deform_roi_pool", "point_sample"):
-    assert inspect.isfunction(getattr(visdet_ops, name)), (name, getattr(visdet_ops, name))
-assert roi_align is visdet_ops.roi_align and inspect.isfunction(drp)
-"""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    """Imported first thing, in mmcv's spellings (`from visdet_ops.<path> import <name>`, `import visdet_ops.<path>`,
+    `import visdet_ops.<path> as m`), every module path, those named like a function first: the submodule imports
+    work and leave the functions in place (the package attribute, and what `import ... as` binds)."""
+    paths = sorted(visdet_ops.MMCV_MODULE_PATHS, key=lambda path: (path not in visdet_ops.__all__, path))
+    shadowed = [path for path in paths if path in visdet_ops.__all__]
+    assert shadowed, "no module path is named like a function: nothing to check the import order of"
+    lines, names = ["import inspect, sys"], []
+    for path in paths:
+        exported = importlib.import_module(f"visdet_ops.{path}").__all__
+        lines.append(
+            f"from visdet_ops.{path} import " + ", ".join(f"{n} as _n{len(names) + j}" for j, n in enumerate(exported))
+        )
+        names += exported
+    for i, path in enumerate(paths):
+        lines += [f"import visdet_ops.{path}", f"import visdet_ops.{path} as _m{i}"]
+    lines.append("import visdet_ops")
+    for i, path in enumerate(paths):
+        if path in shadowed:
+            lines.append(f"assert inspect.isfunction(visdet_ops.{path}) and _m{i} is visdet_ops.{path}, {path!r}")
+        else:
+            lines.append(f"assert _m{i} is sys.modules['visdet_ops.{path}'], {path!r}")
+    lines += [f"assert _n{j} is visdet_ops.{n}, {n!r}" for j, n in enumerate(names)]
+    done = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -153,6 +172,16 @@ def test_positional_parameters_and_defaults_match_mmcv(qualname):
         )
 
 
+def test_same_meaning_defaults_are_mmcv_parameters():
+    """Each MMCV_SAME_MEANING_DEFAULTS entry names a parameter of MMCV_SIGNATURES with mmcv's default as it is there,
+    and our default as the signature has it (no entry outlives the difference it explains)."""
+    for (qualname, name), (ours, mmcv) in SAME_MEANING_DEFAULTS.items():
+        defaults = dict(MMCV_SIGNATURES[qualname])
+        assert name in defaults and ast.literal_eval(defaults[name]) == mmcv, (qualname, name)
+        param = {p.name: p for p in _positional(_resolve(qualname), qualname)}[name]
+        assert param.default == ours and param.default != mmcv, (qualname, name)
+
+
 def test_migration_page_names_table_is_generated():
     """docs/migration.md's names table (and its counts) is what tests/mmcv_snapshot.py generates from mmcv's names
     and the package's exports."""
@@ -170,22 +199,18 @@ def test_migration_page_names_the_module_paths():
     )
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda: visdet_ops.CornerPool("corner"),
-        lambda: visdet_ops.DeformConv2d(1, 1, 2, bias=True),
-        lambda: visdet_ops.DeformConv2d(3, 2, 3, groups=2),
-        lambda: visdet_ops.DeformConv2d(3, 4, 3, groups=3),
-        lambda: visdet_ops.ModulatedDeformConv2d(3, 2, 3, groups=2),
-        lambda: visdet_ops.RoIAlign(7, 1.0, pool_mode="sum"),
-        lambda: visdet_ops.sigmoid_focal_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), reduction="all"),
-        lambda: visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), mode="dice"),
-    ],
-)
-def test_argument_errors_are_also_assertion_errors(call):
+ASSERTION_ERRORS = _declared("MMCV_ASSERTION_ERRORS")
+
+
+def test_there_are_assertion_error_calls():
+    assert ASSERTION_ERRORS, "no test file declares MMCV_ASSERTION_ERRORS"
+
+
+@pytest.mark.parametrize("name", sorted(ASSERTION_ERRORS))
+def test_argument_errors_are_also_assertion_errors(name):
     """mmcv checks these arguments with `assert`: our errors name the argument and are ValueErrors, and also
-    AssertionErrors, so code written against mmcv (and mmcv's own tests) that catches AssertionError keeps working."""
+    AssertionErrors, so code written against mmcv (and mmcv's own tests) that catches AssertionError keeps working.
+    The calls: each test file's MMCV_ASSERTION_ERRORS."""
     with pytest.raises(ValueError) as info:
-        call()
+        ASSERTION_ERRORS[name]()
     assert isinstance(info.value, AssertionError)

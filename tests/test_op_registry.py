@@ -9,6 +9,7 @@ tests/ops/test_<module>.py, its docs section the `## <module>` section of docs/o
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import re
@@ -22,6 +23,7 @@ from torch._library.simple_registry import singleton
 import visdet_ops
 from visdet_ops import _loader
 from visdet_ops.ops import EXAMPLES
+from visdet_ops.ops._registration import EAGER_ENTRY_POINTS
 
 from .conftest import composite_modules
 
@@ -166,23 +168,99 @@ def test_autograd_formula_has_one_home(qualname):
         assert has_formula == (name in EAGER_ENTRY_POINTS), f"{qualname}: autograd not registered by register_autograd"
 
 
-def test_eager_entry_point_equals_the_registered_formula():
-    """The same formula twice: the public function (eager entry point) and a direct torch.ops call (the registered
-    formula) give the same output and gradients, and autocast regions take the registered path."""
-    import torch
+@functools.cache
+def _example_calls_on_the_cpu() -> dict[str, tuple]:
+    """qualname -> (op, args, kwargs): the call each op module's example case makes of it (tests/memory_worker.py)."""
+    from .memory_worker import capture
 
-    x = torch.randn(2, 3, 9, 11, dtype=torch.float64, requires_grad=True)
-    rois = torch.tensor([[0, 1, 1, 7, 6.0], [1, 0.5, 2, 8, 9]], dtype=torch.float64)
-    eager = visdet_ops.roi_align(x, rois, 3, 0.5, 2, "avg", True)
-    assert eager.grad_fn.name() == "roi_align_eagerBackward"
+    return capture(torch.device("cpu"))
+
+
+def _first_differentiable(out) -> torch.Tensor:
+    from torch.utils._pytree import tree_flatten
+
+    return next(t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad)
+
+
+@pytest.mark.parametrize("name", sorted(EAGER_ENTRY_POINTS))
+def test_eager_entry_point_equals_the_registered_formula(name):
+    """The same formula twice, for every op with an eager entry point: the entry point (what the op's public functions
+    and modules call) and a direct torch.ops call (the registered formula) give the same output and gradients on the
+    call the op's example case makes, and an autocast region takes the registered path."""
+    op, args, kwargs = _example_calls_on_the_cpu()[f"visdet_ops::{name}"]
+    # The entry point takes the schema's arguments positionally (as register_autocast's wrapper passes them).
+    args = [
+        args[i] if i < len(args) else kwargs.get(a.name, a.default_value) for i, a in enumerate(op._schema.arguments)
+    ]
+    # The first floating tensor asks for a gradient (the features, the boxes, the logits), as a training step's does.
+    first = next(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point())
+    x = args[first].clone().requires_grad_()
+    args[first] = x
+    eager = _first_differentiable(EAGER_ENTRY_POINTS[name](*args))
+    assert eager.grad_fn.name() == f"{name}_eagerBackward"
     (g_eager,) = torch.autograd.grad(eager.sum(), x)
-    direct = torch.ops.visdet_ops.roi_align(x, rois, 3, 3, 0.5, 2, "avg", True)[0]
-    assert "GeneratedBackwardFor_visdet_ops_roi_align" in direct.grad_fn.name()
+    direct = _first_differentiable(op(*args))
+    assert f"GeneratedBackwardFor_visdet_ops_{name}" in direct.grad_fn.name()
     (g_direct,) = torch.autograd.grad(direct.sum(), x)
     assert torch.equal(eager, direct) and torch.equal(g_eager, g_direct)
-    # A module's parameters take the eager path too.
-    conv = visdet_ops.ModulatedDeformConv2dPack(2, 3, 3, padding=1)
-    assert conv(torch.randn(1, 2, 5, 5)).grad_fn.name() == "deform_conv2d_eagerBackward"
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        under = visdet_ops.roi_align(x.float(), rois.float(), 3, 0.5, 2, "avg", True)
-    assert "GeneratedBackwardFor_visdet_ops_roi_align" in under.grad_fn.name()
+        under = _first_differentiable(EAGER_ENTRY_POINTS[name](*args))
+    assert f"GeneratedBackwardFor_visdet_ops_{name}" in under.grad_fn.name()
+    # Whichever tensor alone asks for a gradient, a module's parameter included, the entry point records its own node
+    # (or refuses as the registered formula does: a focal loss's per-class weight).
+    detached = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    for i, a in enumerate(detached):
+        if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
+            continue
+        one = [torch.nn.Parameter(a.clone()) if j == i else b for j, b in enumerate(detached)]
+        try:
+            out = EAGER_ENTRY_POINTS[name](*one)
+        except RuntimeError as exc:
+            with pytest.raises(RuntimeError, match=re.escape(str(exc))):
+                op(*one)
+            continue
+        assert _first_differentiable(out).grad_fn.name() == f"{name}_eagerBackward", f"argument {i} as a parameter"
+
+
+def _our_backward_nodes(out: torch.Tensor) -> tuple[set[str], set[str]]:
+    """The ops whose backward nodes the graph of `out` holds: (through an eager entry point, through the registered
+    formula)."""
+    eager, registered, seen, stack = set(), set(), set(), [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        stack += [n for n, _ in node.next_functions]
+        node_name = node.name()
+        if node_name.endswith("_eagerBackward") and node_name[: -len("_eagerBackward")] in EAGER_ENTRY_POINTS:
+            eager.add(node_name[: -len("_eagerBackward")])
+        elif node_name.startswith("GeneratedBackwardFor_visdet_ops_"):
+            registered.add(node_name[len("GeneratedBackwardFor_visdet_ops_") :].removesuffix("Backward"))
+    return eager, {n.removesuffix("_default") for n in registered}
+
+
+def test_public_functions_and_modules_take_the_eager_entry_point():
+    """Every public function and module, as each op's test file calls it in its AUTOCAST_CASES (a small model per
+    public name, parameters included), reaches our ops through their eager entry points outside autocast and
+    through the registered formulas inside it; every op with an eager entry point is reached so by some case."""
+    from .conftest import op_test_module
+
+    reached, wrong = set(), []
+    for family in sorted(EXAMPLES):
+        for case_name, make_case in getattr(op_test_module(family), "AUTOCAST_CASES", {}).items():
+            case = make_case(torch.Generator().manual_seed(0))
+            eager, registered = _our_backward_nodes(case(*case.inputs))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                eager_under, registered_under = _our_backward_nodes(case(*case.inputs))
+            if registered:
+                wrong.append(f"{family} {case_name}: the registered formula of {sorted(registered)} outside autocast")
+            if eager_under or registered_under != eager:
+                wrong.append(
+                    f"{family} {case_name}: under autocast eager {sorted(eager_under)}, registered "
+                    f"{sorted(registered_under)} (outside it eager {sorted(eager)})"
+                )
+            reached |= eager
+    assert not wrong, "\n".join(wrong)
+    missing = sorted(set(EAGER_ENTRY_POINTS) - reached)
+    assert not missing, f"no AUTOCAST_CASES model reaches the eager entry point of {missing}"

@@ -1,8 +1,9 @@
 """The op benchmarks: one module per op family (benchmarks/op_benchmarks/<family>.py, the family being the op
 module visdet_ops/ops/<family>.py), each declaring its `@benchmark`s, every case of every report. Not shipped in the
 wheel: benchmarks/bench.py loads them all (load_all) and runs those tagged "bench" on a GPU (tests/test_op_registry.py
-requires one per family); the other reports (benchmarks/gpu_targets.py, cpu.py, host_time.py, host_instructions.py)
-select theirs by tag through bench.tagged and keep only their format, timing loop and command line."""
+requires one per family); the other reports (benchmarks/gpu_targets.py, cpu.py, host_time.py, host_instructions.py,
+compare_builds.py's selftest) select theirs by tag through bench.tagged and keep only their format, timing loop and
+command line."""
 
 from __future__ import annotations
 

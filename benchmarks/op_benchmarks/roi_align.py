@@ -189,3 +189,20 @@ def _host_instructions():
         "fwd_bwd(lambda t: visdet_ops.roi_align(t, rois, 7, 1.0, 2, 'avg', True), x)",
         setup=_TINY_MAP,
     )
+
+
+@benchmark("roi_align", tags=("compare_builds",))
+def _compare_builds_selftest(gen):
+    """benchmarks/compare_builds.py's CPU selftest row: a tiny call against the pure-PyTorch reference (the peer:
+    the same code in both builds, the row's control)."""
+    from visdet_ops.reference.roi_align import roi_align_reference
+
+    x = torch.randn(1, 4, 16, 16, generator=gen)
+    rois = torch.tensor([[0, 1.0, 1.0, 9.0, 9.0], [0, 0.0, 2.0, 12.0, 7.0]])
+    args = ((3, 3), 0.5, 2, "avg", True)
+    yield Case(
+        "selftest 1x4x16x16, 2 RoIs",
+        lambda: roi_align(x, rois, *args),
+        lambda: roi_align_reference(x, rois, *args),
+        peer_name="reference",
+    )

@@ -1,5 +1,6 @@
 """The box family's test-side home (as csrc/ops/_boxes for the kernels): what the tests of nms and soft_nms share.
-Fuzz: dyadic IoU thresholds, the boxes and scores of a case, the structure of a (dets, inds) answer.
+Fuzz: dyadic IoU thresholds, the boxes and scores of a case, the structure of a (dets, inds) answer. CUDA graphs: the
+CUDA boxes the NMS family's refused captures are called on (nms_rotated's too).
 """
 
 from __future__ import annotations
@@ -35,3 +36,13 @@ def check_keep(inds, dets, boxes, scores, n):
         want_boxes = boxes.detach().cpu().double()[inds.cpu()]
         if not torch.equal(got_boxes.nan_to_num(-7.0), want_boxes.nan_to_num(-7.0)):
             raise core.Mismatch("dets[:, :4] are not boxes[inds]")
+
+
+def cuda_graph_boxes(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """20 boxes (x1 < x2, y1 < y2), their scores and class ids in [0, 3), on CUDA: what the NMS family's
+    CUDA_GRAPH_REFUSALS calls take (tests/test_cuda_graphs.py)."""
+    boxes = torch.rand(20, 4, generator=gen) * 50
+    boxes[:, 2:] += boxes[:, :2] + 1
+    boxes, scores = boxes.cuda(), torch.rand(20, generator=gen).cuda()
+    idxs = torch.randint(0, 3, (20,), generator=gen).cuda()
+    return boxes, scores, idxs

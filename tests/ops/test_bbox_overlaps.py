@@ -482,3 +482,20 @@ ONNX_CUSTOM_CASES = {
         {"mode": "giou", "aligned": 0, "offset": 1, "eps": 1e-6},
     ),
 }
+
+
+# ---------------------------------------------------------------- mmcv's names (tests/test_mmcv_names.py)
+
+# Where visdet_ops' default is written differently from mmcv's on purpose: (name, parameter) -> (ours, mmcv's)
+# (test_positional_parameters_and_defaults_match_mmcv).
+MMCV_SAME_MEANING_DEFAULTS = {
+    # None means mmcv's False; it lets an explicit aligned=False be told apart
+    # from the default when mmdet's is_aligned= is given too.
+    ("bbox_overlaps", "aligned"): (None, False),
+}
+
+# Arguments mmcv checks with `assert`: each call raises our ValueError, which is also an AssertionError
+# (test_argument_errors_are_also_assertion_errors)
+MMCV_ASSERTION_ERRORS = {
+    "bbox_overlaps-mode": lambda: visdet_ops.bbox_overlaps(torch.zeros(1, 4), torch.zeros(1, 4), mode="dice")
+}

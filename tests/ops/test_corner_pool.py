@@ -368,3 +368,10 @@ ONNX_CUSTOM_CASES = {
         {"mode": "left"},
     ),
 }
+
+
+# ---------------------------------------------------------------- mmcv's names (tests/test_mmcv_names.py)
+
+# Arguments mmcv checks with `assert`: each call raises our ValueError, which is also an AssertionError
+# (test_argument_errors_are_also_assertion_errors)
+MMCV_ASSERTION_ERRORS = {"CornerPool-mode": lambda: visdet_ops.CornerPool("corner")}

@@ -1516,3 +1516,15 @@ def test_onnx_deform_conv(onnx_table, rng):
         want = model(*args)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- mmcv's names (tests/test_mmcv_names.py)
+
+# Arguments mmcv checks with `assert`: each call raises our ValueError, which is also an AssertionError
+# (test_argument_errors_are_also_assertion_errors)
+MMCV_ASSERTION_ERRORS = {
+    "DeformConv2d-bias": lambda: visdet_ops.DeformConv2d(1, 1, 2, bias=True),
+    "DeformConv2d-in_channels-groups": lambda: visdet_ops.DeformConv2d(3, 2, 3, groups=2),
+    "DeformConv2d-out_channels-groups": lambda: visdet_ops.DeformConv2d(3, 4, 3, groups=3),
+    "ModulatedDeformConv2d-groups": lambda: visdet_ops.ModulatedDeformConv2d(3, 2, 3, groups=2),
+}

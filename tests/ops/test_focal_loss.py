@@ -840,3 +840,14 @@ ONNX_CUSTOM_CASES = {
         {"gamma": 1.5, "alpha": 0.5, "reduction": "none"},
     ),
 }
+
+
+# ---------------------------------------------------------------- mmcv's names (tests/test_mmcv_names.py)
+
+# Arguments mmcv checks with `assert`: each call raises our ValueError, which is also an AssertionError
+# (test_argument_errors_are_also_assertion_errors)
+MMCV_ASSERTION_ERRORS = {
+    "sigmoid_focal_loss-reduction": lambda: visdet_ops.sigmoid_focal_loss(
+        torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), reduction="all"
+    ),
+}

@@ -593,3 +593,25 @@ ONNX_CUSTOM_CASES = {
         {"pad_h": 1, "pad_w": 1},
     ),
 }
+
+
+# ---------------------------------------------------------------- CUDA graphs (tests/test_cuda_graphs.py)
+
+# The registered ops whose host reads device data, with why: they are not captured in a CUDA graph (the replay test
+# leaves them out), and the public functions that call them refuse capture instead (CUDA_GRAPH_REFUSALS).
+CUDA_GRAPH_DATA_DEPENDENT = {
+    "visdet_ops::masked_conv2d": "where the mask is set",
+    "visdet_ops::_masked_conv2d_backward": "where the mask is set",
+}
+
+
+def _refused_masked_conv2d(gen):
+    features = torch.randn(1, 3, 8, 8, generator=gen).cuda()
+    mask = (torch.rand(1, 8, 8, generator=gen) > 0.5).cuda()
+    weight = torch.randn(4, 3, 3, 3, generator=gen).cuda()
+    return lambda: visdet_ops.masked_conv2d(features, mask, weight, None, 1)
+
+
+# public function -> gen -> its call on CUDA inputs, which raises "<name> cannot be captured in a CUDA graph: ..."
+# inside a capture and works before and after it (test_data_dependent_ops_refuse_capture_clearly, CUDA only)
+CUDA_GRAPH_REFUSALS = {"masked_conv2d": _refused_masked_conv2d}

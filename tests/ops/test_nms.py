@@ -17,7 +17,7 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ._boxes import IOU, check_keep, nms_values
+from ._boxes import IOU, check_keep, cuda_graph_boxes, nms_values
 
 
 def random_boxes(n: int, rng: torch.Generator, quantized: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1052,3 +1052,35 @@ def test_onnx_nms_match_fails_clearly(onnx_table):
     model = ox.CallModel(lambda d: visdet_ops.nms_match(d, 0.5))
     message = ox.conversion_message(onnx_table, model, (torch.tensor([[0, 0, 4, 4, 0.5], [1, 1, 4, 4, 0.25]]),))
     assert "nms_match: its result is a list of groups" in message
+
+
+# ---------------------------------------------------------------- CUDA graphs (tests/test_cuda_graphs.py)
+
+# The registered ops whose host reads device data, with why: they are not captured in a CUDA graph (the replay test
+# leaves them out), and the public functions that call them refuse capture instead (CUDA_GRAPH_REFUSALS).
+CUDA_GRAPH_DATA_DEPENDENT = {
+    "visdet_ops::nms": "how many boxes survive",
+    "visdet_ops::batched_nms": "how many boxes survive",
+    "visdet_ops::nms_match": "how many boxes survive",
+}
+
+
+def _refused_nms(gen):
+    boxes, scores, _ = cuda_graph_boxes(gen)
+    return lambda: visdet_ops.nms(boxes, scores, 0.5)
+
+
+def _refused_batched_nms(gen):
+    boxes, scores, idxs = cuda_graph_boxes(gen)
+    return lambda: visdet_ops.batched_nms(boxes, scores, idxs, dict(iou_threshold=0.5))
+
+
+def _refused_nms_match(gen):
+    boxes, scores, _ = cuda_graph_boxes(gen)
+    dets = torch.cat([boxes, scores[:, None]], 1)
+    return lambda: visdet_ops.nms_match(dets, 0.5)
+
+
+# public function -> gen -> its call on CUDA inputs, which raises "<name> cannot be captured in a CUDA graph: ..."
+# inside a capture and works before and after it (test_data_dependent_ops_refuse_capture_clearly, CUDA only)
+CUDA_GRAPH_REFUSALS = {"nms": _refused_nms, "batched_nms": _refused_batched_nms, "nms_match": _refused_nms_match}

@@ -15,7 +15,7 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import require_cuda
-from ._boxes import check_keep
+from ._boxes import check_keep, cuda_graph_boxes
 
 
 def random_boxes(n: int, rng: torch.Generator, density: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -603,3 +603,32 @@ ONNX_CUSTOM_CASES = {
         {"iou_threshold": 0.375, "clockwise": 0},
     ),
 }
+
+
+# ---------------------------------------------------------------- CUDA graphs (tests/test_cuda_graphs.py)
+
+# The registered ops whose host reads device data, with why: they are not captured in a CUDA graph (the replay test
+# leaves them out), and the public functions that call them refuse capture instead (CUDA_GRAPH_REFUSALS).
+CUDA_GRAPH_DATA_DEPENDENT = {"visdet_ops::nms_rotated": "how many boxes survive"}
+
+
+def _cuda_graph_rotated(gen):
+    """The box family's CUDA boxes as rotated ones (centre, size, the score as the angle), their scores, class ids."""
+    boxes, scores, idxs = cuda_graph_boxes(gen)
+    rotated = torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2], scores[:, None]], 1)
+    return rotated, scores, idxs
+
+
+def _refused_nms_rotated(gen):
+    rotated, scores, _ = _cuda_graph_rotated(gen)
+    return lambda: visdet_ops.nms_rotated(rotated, scores, 0.5)
+
+
+def _refused_batched_nms_rotated(gen):
+    rotated, scores, idxs = _cuda_graph_rotated(gen)
+    return lambda: visdet_ops.batched_nms_rotated(rotated, scores, idxs, 0.5)
+
+
+# public function -> gen -> its call on CUDA inputs, which raises "<name> cannot be captured in a CUDA graph: ..."
+# inside a capture and works before and after it (test_data_dependent_ops_refuse_capture_clearly, CUDA only)
+CUDA_GRAPH_REFUSALS = {"nms_rotated": _refused_nms_rotated, "batched_nms_rotated": _refused_batched_nms_rotated}

@@ -660,3 +660,10 @@ def test_onnx_roi_align_max_adaptive_fails_clearly(onnx_table):
     message = ox.conversion_message(onnx_table, model, (torch.randn(1, 2, 8, 8), torch.tensor([[0, 1.0, 1, 5, 5]])))
     assert "roi_align: pool_mode='max' with adaptive sampling" in message
     assert "sampling_ratio > 0" in message
+
+
+# ---------------------------------------------------------------- mmcv's names (tests/test_mmcv_names.py)
+
+# Arguments mmcv checks with `assert`: each call raises our ValueError, which is also an AssertionError
+# (test_argument_errors_are_also_assertion_errors)
+MMCV_ASSERTION_ERRORS = {"RoIAlign-pool_mode": lambda: visdet_ops.RoIAlign(7, 1.0, pool_mode="sum")}

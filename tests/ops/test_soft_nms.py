@@ -12,7 +12,7 @@ from visdet_ops.reference.nms import soft_nms_reference
 
 from .. import fuzz_core as core
 from .. import onnx_harness as ox
-from ._boxes import check_keep, nms_values
+from ._boxes import check_keep, cuda_graph_boxes, nms_values
 from .test_nms import random_boxes, random_classes
 
 
@@ -264,3 +264,20 @@ ONNX_CUSTOM_CASES = {
         {"iou_threshold": 0.25, "sigma": 0.5, "min_score": 0.125, "method": "gaussian", "offset": 0},
     ),
 }
+
+
+# ---------------------------------------------------------------- CUDA graphs (tests/test_cuda_graphs.py)
+
+# The registered ops whose host reads device data, with why: they are not captured in a CUDA graph (the replay test
+# leaves them out), and the public functions that call them refuse capture instead (CUDA_GRAPH_REFUSALS).
+CUDA_GRAPH_DATA_DEPENDENT = {"visdet_ops::soft_nms": "how many boxes survive"}
+
+
+def _refused_soft_nms(gen):
+    boxes, scores, _ = cuda_graph_boxes(gen)
+    return lambda: visdet_ops.soft_nms(boxes, scores)
+
+
+# public function -> gen -> its call on CUDA inputs, which raises "<name> cannot be captured in a CUDA graph: ..."
+# inside a capture and works before and after it (test_data_dependent_ops_refuse_capture_clearly, CUDA only)
+CUDA_GRAPH_REFUSALS = {"soft_nms": _refused_soft_nms}
