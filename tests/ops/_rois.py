@@ -239,6 +239,22 @@ class RoIOpTester:
         assert torch.equal(x.grad, torch.zeros_like(x))
         assert all(e.grad.shape == e.shape for e in extra)
 
+    @pytest.mark.parametrize("dtype16", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+    def test_half_input_takes_float32_rois(self, device, rng, variant, dtype16):
+        """float32 RoIs beside a 16-bit input (what AMP produces) are used unrounded: the same result as the input
+        in float32 with the same RoIs, up to the output's rounding; float64 RoIs beside it are refused."""
+        x, rois = self.case(rng)
+        x16 = x.to(device, dtype16)
+        extra = [e.to(device, dtype16) for e in self.extra(len(rois), rng)]
+        r32 = rois.to(device, torch.float32)
+        got = self.fn(x16, r32, *extra, variant=variant)
+        want = self.fn(x16.float(), r32, *[e.float() for e in extra], variant=variant)
+        assert got.dtype == dtype16
+        torch.testing.assert_close(got.float(), want.to(dtype16).float(), rtol=0, atol=0)
+        name = {torch.bfloat16: "BFloat16", torch.float16: "Half"}[dtype16]
+        with pytest.raises(RuntimeError, match=rf"rois must have the dtype of input \({name}\) or Float, got Double"):
+            self.fn(x16, rois.to(device), *extra, variant=variant)
+
     def test_double_backward_is_refused(self, rng, variant):
         x, rois = self.case(rng)
         x = x.requires_grad_()

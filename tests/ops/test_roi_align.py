@@ -330,19 +330,6 @@ assert len(wrong) == 0, f"{{len(wrong)}} values not exact, first at {{wrong[:3].
     assert torch.equal(got.view(torch.int16), want.to(dtype16).view(torch.int16))
 
 
-def test_half_input_takes_float32_rois(device, rng):
-    """float32 RoIs beside a 16-bit input (what AMP produces) are used unrounded: the same
-    result as the input in float32 with the same RoIs, up to the output's rounding."""
-    x, rois = case(rng)
-    x16 = x.to(device, torch.bfloat16)
-    got = visdet_ops.roi_align(x16, rois.to(device, torch.float32), 7, 0.5, 2)
-    want = visdet_ops.roi_align(x16.float(), rois.to(device, torch.float32), 7, 0.5, 2)
-    assert got.dtype == torch.bfloat16
-    torch.testing.assert_close(got.float(), want.to(torch.bfloat16).float(), rtol=0, atol=0)
-    with pytest.raises(RuntimeError, match=r"rois must have the dtype of input \(BFloat16\) or Float, got Double"):
-        visdet_ops.roi_align(x16, rois.to(device), 7)
-
-
 def test_backward_op_skips_invalid_rois(device):
     """The backward op is callable directly and trusts the forward's RoI check: a RoI with a
     batch index outside [0, N) or a non-finite value adds nothing (and touches nothing out

@@ -90,14 +90,6 @@ def test_half_matches_reference(device, rng, dtype16, output_size):
     run_and_compare(x, rois, output_size, 0.5, device, dtype16, rng)
 
 
-def test_half_input_takes_float32_rois(device, rng):
-    x, rois = case(rng, scale=0.5)
-    x16 = x.to(device, torch.float16)
-    got = visdet_ops.roi_pool(x16, rois.to(device, torch.float32), 3, 0.5)
-    assert got.dtype == torch.float16
-    assert torch.equal(got.float(), visdet_ops.roi_pool(x16.float(), rois.to(device, torch.float32), 3, 0.5))
-
-
 def test_hand_computed():
     """mmcv's rule on a case small enough to do by hand: no rounding of the corners, the
     far corner inclusive, bins floor/ceil. RoI (x 0.5..2.4, y 1..1) at scale 1 spans
