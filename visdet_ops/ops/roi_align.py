@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _args, example, note_device, renamed_kwargs
+from . import _args, attributes_repr, example, note_device, renamed_kwargs
 from ._registration import (
     compute_dtype,
     register_autocast,
@@ -151,10 +151,8 @@ class RoIAlign(nn.Module):
         )
 
     def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
-            f"sampling_ratio={self.sampling_ratio}, pool_mode={self.pool_mode}, aligned={self.aligned}, "
-            f"use_torchvision={self.use_torchvision})"
+        return attributes_repr(
+            self, "output_size", "spatial_scale", "sampling_ratio", "pool_mode", "aligned", "use_torchvision"
         )
 
 

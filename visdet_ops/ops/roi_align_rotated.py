@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _args, example, note_device, renamed_kwargs
+from . import _args, attributes_repr, example, note_device, renamed_kwargs
 from ._registration import register_autocast, register_autograd, rois_autocast, rois_grad_input, rois_setup_context
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
@@ -118,10 +118,7 @@ class RoIAlignRotated(nn.Module):
         )
 
     def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
-            f"sampling_ratio={self.sampling_ratio}, aligned={self.aligned}, clockwise={self.clockwise})"
-        )
+        return attributes_repr(self, "output_size", "spatial_scale", "sampling_ratio", "aligned", "clockwise")
 
 
 # Rotated RoIs the CUDA kernels must refuse on their own (no host check there): a batch index outside [0, 2) and a

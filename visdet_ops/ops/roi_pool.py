@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _args, example, note_device
+from . import _args, attributes_repr, example, note_device
 from ._registration import register_autocast, register_autograd, rois_autocast, rois_grad_input, rois_setup_context
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
@@ -96,7 +96,7 @@ class RoIPool(nn.Module):
         return roi_pool(input, rois, self.output_size, self.spatial_scale)
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale})"
+        return attributes_repr(self, "output_size", "spatial_scale")
 
 
 @example("roi_pool")
