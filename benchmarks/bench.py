@@ -161,6 +161,13 @@ def copy_bandwidth_gbs() -> float:
     return 2 * src.numel() * 4 / (t * 1e-3) / 1e9
 
 
+def write_json(path: str | None, data) -> None:
+    """What the timing scripts' `--json OUT` writes: data as indented JSON at path; nothing without a path."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1)
+
+
 @dataclass
 class BenchRun:
     """What a benchmark function (visdet_ops.ops.benchmark) is called with. Row keys that markdown() reads:

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 
 import torch
-from bench import alternating_medians, device_kernels, wall_time_per_call  # benchmarks/bench.py: the harness's timing
+from bench import alternating_medians, device_kernels, wall_time_per_call, write_json  # benchmarks/bench.py: timing
 
 import visdet_ops
 
@@ -233,9 +232,7 @@ def main(argv: list[str]) -> int:
             if args.profile:
                 for who, fn in (("ours", ours), ("theirs", theirs)):
                     _print_profile(who, fn, args.profile)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    write_json(args.json, rows)
     return 0
 
 

@@ -20,7 +20,6 @@ cudnn.benchmark stays off. Needs a CUDA GPU and torchvision.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 
@@ -32,6 +31,7 @@ from bench import (  # benchmarks/bench.py: the harness's timing and case discov
     device_kernels,
     tagged,
     tagged_names,
+    write_json,
 )
 
 import visdet_ops
@@ -98,9 +98,7 @@ def main(argv: list[str]) -> int:
                 for who, fn in (("ours", ours), ("peer", peer)):
                     for kname, us, _ in device_kernels(fn)[:8]:
                         print(f"|   {who}: {kname[:90]} | {us:.1f} us | | |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    write_json(args.json, rows)
     return 0
 
 

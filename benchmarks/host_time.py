@@ -13,11 +13,10 @@ time per call is the host's. Rounds alternate ours and the peer; the median roun
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import torch
-from bench import alternating_medians, tagged, wall_time_per_call  # benchmarks/bench.py: timing, case discovery
+from bench import alternating_medians, tagged, wall_time_per_call, write_json  # benchmarks/bench.py: timing, cases
 
 import visdet_ops
 
@@ -67,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             for who in ("ours_top", "peer_top"):
                 print(f"    {who}: " + ", ".join(f"{k} {v}" for k, v in row[who]), flush=True)
         results.append(row)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": args.device, "build": build, "torch": torch.__version__, "rows": results}, f, indent=1)
+    write_json(args.json, {"device": args.device, "build": build, "torch": torch.__version__, "rows": results})
     return 0
 
 

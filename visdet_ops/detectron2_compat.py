@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from .ops import _args
+from .ops import _args, attributes_repr
 from .ops.box_iou_rotated import box_iou_rotated
 from .ops.nms_rotated import batched_nms_rotated as _batched_nms_rotated
 from .ops.nms_rotated import nms_rotated as _nms_rotated
@@ -97,7 +97,4 @@ class ROIAlignRotated(nn.Module):
         )
 
     def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
-            f"sampling_ratio={self.sampling_ratio})"
-        )
+        return attributes_repr(self, "output_size", "spatial_scale", "sampling_ratio")

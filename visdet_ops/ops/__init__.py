@@ -74,6 +74,12 @@ def renamed_kwargs(who: str, renames: dict[str, str]):
     return decorate
 
 
+def attributes_repr(module, *names: str) -> str:
+    """The repr that mmcv's modules (and detectron2's) write by hand: the class name and the named attributes as
+    name=value, in order, e.g. `RoIPool(output_size=(7, 7), spatial_scale=0.25)`."""
+    return f"{type(module).__name__}(" + ", ".join(f"{name}={getattr(module, name)}" for name in names) + ")"
+
+
 def refuse_graph_capture(op: str, tensor: torch.Tensor, why: str) -> None:
     """A clear error for an op whose host reads device data (why) when a CUDA graph is being captured on the current
     stream: the read would invalidate the capture with a CUDA error that names neither the op nor the cause."""

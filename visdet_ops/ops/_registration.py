@@ -152,6 +152,27 @@ def rois_autocast(op_name: str) -> Callable[[str], Callable]:
     return make_kernel
 
 
+def rois_setup_context(ctx, input: torch.Tensor, saved: tuple, backward_args: tuple) -> None:
+    """What the RoI ops' setup_context keeps for rois_grad_input: the tensors that their backward op takes after
+    grad_output (`saved`: rois, then the op's argmax outputs if it has any), the input's shape and device, and the
+    backward op's arguments after that shape (`backward_args`: spatial_scale, ..., in the schema's order)."""
+    ctx.save_for_backward(*saved)
+    ctx.input_shape = input.shape
+    ctx.on_cuda = input.is_cuda
+    ctx.backward_args = backward_args
+
+
+def rois_grad_input(op_name: str, ctx, grad_output: torch.Tensor) -> torch.Tensor:
+    """The input gradient of the RoI op visdet_ops::<op_name> from what rois_setup_context kept: its backward op,
+    _<op_name>_backward(grad_output, *saved, batch_size, channels, height, width, *backward_args), after the
+    determinism alert on CUDA (its kernels add with atomicAdd: the summation order, and so the last bits, vary)."""
+    if ctx.on_cuda:
+        alert_not_deterministic(f"visdet_ops::{op_name} backward (CUDA)", stacklevel=4)  # as from the op's backward
+    batch_size, channels, height, width = ctx.input_shape
+    backward_op = getattr(torch.ops.visdet_ops, f"_{op_name}_backward")
+    return backward_op(grad_output, *ctx.saved_tensors, batch_size, channels, height, width, *ctx.backward_args)
+
+
 def float32_autocast(op_name: str, *names: str) -> Callable[[str], Callable]:
     """make_kernel for register_autocast: the autocast kernel of visdet_ops::<op_name> that runs the op with its
     tensor arguments `names` (schema names) cast to float32 by autocast_to (float64 stays float64) and every other
@@ -171,9 +192,10 @@ def float32_autocast(op_name: str, *names: str) -> Callable[[str], Callable]:
     return make_kernel
 
 
-def alert_not_deterministic(caller: str) -> None:
+def alert_not_deterministic(caller: str, stacklevel: int = 3) -> None:
     """torch's alertNotDeterministic from Python: under torch.use_deterministic_algorithms(True) an error, with
-    warn_only=True a UserWarning, otherwise nothing; the message is torch's own."""
+    warn_only=True a UserWarning, otherwise nothing; the message is torch's own. The warning names the frame
+    `stacklevel` up from here (3: the caller of the backward that calls this)."""
     if not torch.are_deterministic_algorithms_enabled():
         return
     message = (
@@ -184,7 +206,7 @@ def alert_not_deterministic(caller: str) -> None:
         "this operation."
     )
     if torch.is_deterministic_algorithms_warn_only_enabled():
-        warnings.warn(message, UserWarning, stacklevel=3)
+        warnings.warn(message, UserWarning, stacklevel=stacklevel)
     else:
         raise RuntimeError(message)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _args, example, note_device
+from . import _args, attributes_repr, example, note_device
 from ._registration import autocast_to, float32_autocast, register_autocast, register_autograd
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
@@ -272,7 +272,7 @@ class _FocalLoss(nn.Module):
         )
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(gamma={self.gamma}, alpha={self.alpha}, reduction={self.reduction})"
+        return attributes_repr(self, "gamma", "alpha", "reduction")
 
 
 class SigmoidFocalLoss(_FocalLoss):

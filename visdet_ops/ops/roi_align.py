@@ -3,24 +3,24 @@
 
 float32, float64, float16 and bfloat16 on CPU and CUDA (16-bit computed in
 float32, gradients accumulated in a float32 buffer; rois may be float32 beside a
-16-bit input). On CUDA the RoI values
-are not checked on the host (that would wait for the GPU): a RoI with a
-non-finite coordinate or a batch index outside [0, N) gives NaN output and no
-gradient. VISDET_OPS_SYNC_ROI_CHECKS=1 turns the synchronising check (a clear
-exception) back on; CPU RoIs are always checked."""
+16-bit input).
+
+The RoI ops' rules apply (docs/ops.md, roi_align): RoI validation (on CUDA a bad RoI gives NaN output and
+no gradient, without a host sync, unless VISDET_OPS_SYNC_ROI_CHECKS=1), 16-bit inputs, determinism."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from . import _args, example, note_device, renamed_kwargs
+from . import _args, attributes_repr, example, note_device, renamed_kwargs
 from ._registration import (
-    alert_not_deterministic,
     compute_dtype,
     register_autocast,
     register_autograd,
     rois_autocast,
+    rois_grad_input,
+    rois_setup_context,
 )
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
@@ -70,40 +70,13 @@ def _roi_align_setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(argmax_y, argmax_x)
     # Their gradients are never read: no zero-filled tensors of their size for them in every backward.
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(rois, argmax_y, argmax_x)
-    ctx.input_shape = input.shape
-    ctx.on_cuda = input.is_cuda
-    ctx.spatial_scale, ctx.sampling_ratio, ctx.pool_mode, ctx.aligned = (
-        spatial_scale,
-        sampling_ratio,
-        pool_mode,
-        aligned,
-    )
+    rois_setup_context(ctx, input, (rois, argmax_y, argmax_x), (spatial_scale, sampling_ratio, pool_mode, aligned))
 
 
 def _roi_align_backward(ctx, grad_output, _grad_argmax_y, _grad_argmax_x):
     if grad_output is None:  # set_materialize_grads(False): no gradient reached the output
         return (None,) * 8
-    if ctx.on_cuda:
-        # atomicAdd: the summation order, and so the last bits, vary.
-        alert_not_deterministic("visdet_ops::roi_align backward (CUDA)")
-    rois, argmax_y, argmax_x = ctx.saved_tensors
-    batch_size, channels, height, width = ctx.input_shape
-    grad_input = torch.ops.visdet_ops._roi_align_backward(
-        grad_output,
-        rois,
-        argmax_y,
-        argmax_x,
-        batch_size,
-        channels,
-        height,
-        width,
-        ctx.spatial_scale,
-        ctx.sampling_ratio,
-        ctx.pool_mode,
-        ctx.aligned,
-    )
-    return grad_input, None, None, None, None, None, None, None
+    return rois_grad_input("roi_align", ctx, grad_output), None, None, None, None, None, None, None
 
 
 _roi_align = register_autograd("roi_align", _roi_align_backward, _roi_align_setup_context)
@@ -178,10 +151,8 @@ class RoIAlign(nn.Module):
         )
 
     def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
-            f"sampling_ratio={self.sampling_ratio}, pool_mode={self.pool_mode}, aligned={self.aligned}, "
-            f"use_torchvision={self.use_torchvision})"
+        return attributes_repr(
+            self, "output_size", "spatial_scale", "sampling_ratio", "pool_mode", "aligned", "use_torchvision"
         )
 
 

@@ -3,23 +3,18 @@ angle) with the angle in radians, counter-clockwise unless `clockwise`; `aligned
 sampling_ratio=0; average pooling.
 
 float32, float64, float16 and bfloat16 on CPU and CUDA (16-bit computed in float32, gradients accumulated in a
-float32 buffer; rois may be float32 beside a 16-bit input). The gradient is for `input` only, as mmcv's. On CUDA the
-RoI values are not checked on the host (that would wait for the GPU): a RoI with a non-finite value or a batch index
-outside [0, N) gives NaN output and no gradient. VISDET_OPS_SYNC_ROI_CHECKS=1 turns the synchronising check (a clear
-exception) back on; CPU RoIs are always checked."""
+float32 buffer; rois may be float32 beside a 16-bit input). The gradient is for `input` only, as mmcv's.
+
+The RoI ops' rules apply (docs/ops.md, roi_align): RoI validation (on CUDA a bad RoI gives NaN output and
+no gradient, without a host sync, unless VISDET_OPS_SYNC_ROI_CHECKS=1), 16-bit inputs, determinism."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from . import _args, example, note_device, renamed_kwargs
-from ._registration import (
-    alert_not_deterministic,
-    register_autocast,
-    register_autograd,
-    rois_autocast,
-)
+from . import _args, attributes_repr, example, note_device, renamed_kwargs
+from ._registration import register_autocast, register_autograd, rois_autocast, rois_grad_input, rois_setup_context
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIAlignRotated", "roi_align_rotated"]
@@ -50,39 +45,14 @@ def _roi_align_rotated_backward_fake(
 
 def _roi_align_rotated_setup_context(ctx, inputs, output):
     input, rois, _pooled_height, _pooled_width, spatial_scale, sampling_ratio, aligned, clockwise = inputs
-    ctx.save_for_backward(rois)
-    ctx.input_shape = input.shape
-    ctx.on_cuda = input.is_cuda
-    ctx.spatial_scale, ctx.sampling_ratio, ctx.aligned, ctx.clockwise = (
-        spatial_scale,
-        sampling_ratio,
-        aligned,
-        clockwise,
-    )
+    rois_setup_context(ctx, input, (rois,), (spatial_scale, sampling_ratio, aligned, clockwise))
 
 
 def _roi_align_rotated_backward(ctx, grad_output):
     # No gradient for rois, as mmcv (and torchvision's roi_align) give none.
     if not ctx.needs_input_grad[0]:
         return (None,) * 8
-    if ctx.on_cuda:
-        # atomicAdd: the summation order, and so the last bits, vary.
-        alert_not_deterministic("visdet_ops::roi_align_rotated backward (CUDA)")
-    (rois,) = ctx.saved_tensors
-    batch_size, channels, height, width = ctx.input_shape
-    grad_input = torch.ops.visdet_ops._roi_align_rotated_backward(
-        grad_output,
-        rois,
-        batch_size,
-        channels,
-        height,
-        width,
-        ctx.spatial_scale,
-        ctx.sampling_ratio,
-        ctx.aligned,
-        ctx.clockwise,
-    )
-    return grad_input, None, None, None, None, None, None, None
+    return rois_grad_input(_OP, ctx, grad_output), None, None, None, None, None, None, None
 
 
 _roi_align_rotated = register_autograd(_OP, _roi_align_rotated_backward, _roi_align_rotated_setup_context)
@@ -148,10 +118,7 @@ class RoIAlignRotated(nn.Module):
         )
 
     def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
-            f"sampling_ratio={self.sampling_ratio}, aligned={self.aligned}, clockwise={self.clockwise})"
-        )
+        return attributes_repr(self, "output_size", "spatial_scale", "sampling_ratio", "aligned", "clockwise")
 
 
 # Rotated RoIs the CUDA kernels must refuse on their own (no host check there): a batch index outside [0, 2) and a

@@ -4,24 +4,18 @@ bin edges floor/ceil, empty bin -> 0.
 
 float32, float64, float16 and bfloat16 on CPU and CUDA (16-bit: bin edges in
 float32, gradients accumulated in a float32 buffer; rois may be float32 beside a
-16-bit input). On CUDA the RoI values
-are not checked on the host (that would wait for the GPU): a RoI with a
-non-finite coordinate or a batch index outside [0, N) gives NaN output and no
-gradient. VISDET_OPS_SYNC_ROI_CHECKS=1 turns the synchronising check (a clear
-exception) back on; CPU RoIs are always checked."""
+16-bit input).
+
+The RoI ops' rules apply (docs/ops.md, roi_align): RoI validation (on CUDA a bad RoI gives NaN output and
+no gradient, without a host sync, unless VISDET_OPS_SYNC_ROI_CHECKS=1), 16-bit inputs, determinism."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from . import _args, example, note_device
-from ._registration import (
-    alert_not_deterministic,
-    register_autocast,
-    register_autograd,
-    rois_autocast,
-)
+from . import _args, attributes_repr, example, note_device
+from ._registration import register_autocast, register_autograd, rois_autocast, rois_grad_input, rois_setup_context
 
 # The public names: visdet_ops exports these (visdet_ops/__init__.py gathers every op module's).
 __all__ = ["RoIPool", "roi_pool"]
@@ -49,22 +43,14 @@ def _roi_pool_setup_context(ctx, inputs, output):
     # argmax (int32, the size of the output) has no gradient: without this, autograd would allocate and zero-fill a
     # tensor of its size for it in every backward (a fill kernel of K * C * PH * PW elements).
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(rois, argmax)
-    ctx.input_shape = input.shape
-    ctx.on_cuda = input.is_cuda
+    rois_setup_context(ctx, input, (rois, argmax), ())
 
 
 def _roi_pool_backward(ctx, grad_output, _grad_argmax):
     if grad_output is None:  # set_materialize_grads(False): no gradient reached the output
         return (None,) * 5
-    if ctx.on_cuda:
-        # atomicAdd: the summation order, and so the last bits, vary where bins of overlapping RoIs share their
-        # maximum.
-        alert_not_deterministic("visdet_ops::roi_pool backward (CUDA)")
-    rois, argmax = ctx.saved_tensors
-    batch_size, channels, height, width = ctx.input_shape
-    grad_input = torch.ops.visdet_ops._roi_pool_backward(grad_output, rois, argmax, batch_size, channels, height, width)
-    return grad_input, None, None, None, None
+    # On CUDA not deterministic where bins of overlapping RoIs share their maximum (rois_grad_input's alert).
+    return rois_grad_input("roi_pool", ctx, grad_output), None, None, None, None
 
 
 _roi_pool = register_autograd("roi_pool", _roi_pool_backward, _roi_pool_setup_context)
@@ -110,7 +96,7 @@ class RoIPool(nn.Module):
         return roi_pool(input, rois, self.output_size, self.spatial_scale)
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale})"
+        return attributes_repr(self, "output_size", "spatial_scale")
 
 
 @example("roi_pool")
