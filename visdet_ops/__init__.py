@@ -76,7 +76,8 @@ else:
 
     # mmcv's submodule paths (`from mmcv.ops.nms import batched_nms` becomes `from visdet_ops.nms import
     # batched_nms`): modules of this package, imported before the ops are exported, as mmcv's own __init__ does.
-    # Six share a name with an op function (nms, roi_align, roi_pool, carafe, deform_roi_pool, point_sample):
+    # Nine share a name with an op function (box_iou_rotated, carafe, corner_pool, deform_roi_pool, nms,
+    # point_sample, roi_align, roi_align_rotated, roi_pool):
     # importing a submodule sets the package's attribute of that name to the module, so the export below must come
     # after, and later imports find them in sys.modules and leave the attribute alone: visdet_ops.nms stays the
     # function.
