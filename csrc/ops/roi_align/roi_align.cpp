@@ -3,7 +3,6 @@
 // and roi_align_cuda_host.cpp. One source for the classic and the stable build
 // (common/host.h). Autograd, autocast and the CUDA backward's determinism
 // alert are registered in visdet_ops/ops/roi_align.py.
-#include <cmath>
 #include <string>
 
 #include "common/checks.h"

@@ -4,8 +4,6 @@
 // source for the classic and the stable build (common/host.h). Autograd,
 // autocast and the CUDA backward's determinism alert are registered in
 // visdet_ops/ops/roi_align_rotated.py.
-#include <cmath>
-
 #include "common/checks.h"
 #include "common/host.h"
 #include "ops/_rois/rois.h"

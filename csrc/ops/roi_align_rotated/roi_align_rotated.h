@@ -24,10 +24,9 @@ RoIAlignRotatedForward roi_align_rotated_prepare_forward(
     int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
     bool aligned, bool clockwise);
 
-// The same for the backward: the inputs and a gradient buffer in the compute
-// dtype (grad_accum; the caller converts it to grad_output's dtype), as
-// BackwardFor says. RoI values are not checked: the forward did, and the
-// kernels skip an invalid RoI anyway.
+// The same for the backward: the RoI ops' gradient buffers, in the layout the
+// device's kernels want (RoIGradLayout). RoI values are not checked: the
+// forward did, and the kernels skip an invalid RoI anyway.
 struct RoIAlignRotatedBackward : RoIGradBuffers {
   RoIAlignRotatedShape shape;
   RoIAlignRotatedGradStrides grad_strides() const {
