@@ -95,15 +95,6 @@ def _sh(command: str, env: dict, cwd: Path | None = None) -> None:
     subprocess.run(["sh", "-c", command], env=env, cwd=cwd, check=True)
 
 
-def free(*paths: Path) -> None:
-    """Removes what a step is done with (a venv holds a torch, a CUDA one ~5 GB; a fat build's objects are GBs) and
-    prints the disk left: CI's disk is finite, and the rehearsal's venvs together once filled it (ENOSPC)."""
-    for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
-    print(f"disk: {shutil.disk_usage(ROOT).free / 2**30:.1f} GiB free after removing "
-          + ", ".join(p.name for p in paths), flush=True)  # fmt: skip
-
-
 def _venv(python: str, path: Path, base_env: dict) -> dict:
     """A fresh venv; returns the environment that activates it."""
     shutil.rmtree(path, ignore_errors=True)
@@ -163,7 +154,7 @@ def test_wheel(python: str, project: Path, wheel: Path, variant_env: dict, work:
     env = dict(env, VISDET_OPS_SCRATCH_SUITE="installed")
     with tempfile.TemporaryDirectory(prefix="cibw-test-") as cwd:
         _sh(_command(config["test-command"], project=str(project)), env, cwd=Path(cwd))
-    free(work / "test-venv")
+    smoke.free(work / "test-venv")
 
 
 def publish(wheelhouse: Path, site: Path, site_url: str, tag: str, assets: Path, assets_url: str) -> None:
@@ -341,7 +332,7 @@ def rehearsal(args: argparse.Namespace) -> int:
                 print(wheel_check.describe(summary), flush=True)
                 audit_stable(stable_wheel, stable_project, work)
                 # Only release 1 builds it: its venv (a CUDA torch) and its objects go now, not at the end.
-                free(work / "build-venv-stable", stable_project / "build")
+                smoke.free(work / "build-venv-stable", stable_project / "build")
             if n == 0 and aarch64:
                 step = time.monotonic()
                 _set_version(aarch64_project, version)
@@ -354,10 +345,10 @@ def rehearsal(args: argparse.Namespace) -> int:
                 aarch64_wheel = Path(shutil.move(aarch64_wheel, house / aarch64_variant / aarch64_wheel.name))
                 summary = wheel_check.check(aarch64_wheel, aarch64, aarch64_torch)
                 print(wheel_check.describe(summary), flush=True)
-                free(work / "build-venv-aarch64", aarch64_project / "build")
+                smoke.free(work / "build-venv-aarch64", aarch64_project / "build")
                 print(f"aarch64 cross build of {aarch64_variant}: {time.monotonic() - step:.0f} s", flush=True)
             publish(house, site, site_url, f"v{version}", assets, assets_url)
-        free(work / "build-venv")
+        smoke.free(work / "build-venv")
         manifest = json.loads((site / "manifest.json").read_text())["wheels"]
         want = expected_listing(variant, versions, stable.name if stable else None, aarch64_variant)
         listed = {v: sorted(e["version"] for e in manifest if e["variant"] == v) for v in want}
@@ -376,8 +367,6 @@ def rehearsal(args: argparse.Namespace) -> int:
         )
     finally:
         server.shutdown()
-    # The smoke's venvs (each step removed its own build and test venvs): keep the wheels, the site and the project.
-    free(*work.glob("build-venv*"), work / "test-venv", *(work / "smoke").glob("venv-*"))
     print(f"release rehearsal OK: {variant}{also}, releases {versions}, {time.monotonic() - started:.0f} s")
     return 0
 

@@ -95,11 +95,13 @@ def venv(path: Path, env: dict, sysroot: Path | None = None) -> Path:
     return path / "bin" / "python"
 
 
-def free(path: Path) -> None:
-    """Removes a venv the smoke is done with (a CUDA torch is ~5 GB; CI's disk once filled up with them) and prints
-    the disk left."""
-    shutil.rmtree(path, ignore_errors=True)
-    print(f"disk: {shutil.disk_usage(path.parent).free / 2**30:.1f} GiB free after removing {path.name}", flush=True)
+def free(*paths: Path) -> None:
+    """Removes what a step is done with (a venv holds a torch, a CUDA one ~5 GB; a fat build's objects are GBs) and
+    prints the disk left: CI's disk is finite, and the release rehearsal's venvs together once filled it (ENOSPC)."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+    left = shutil.disk_usage(paths[0].parent).free / 2**30
+    print(f"disk: {left:.1f} GiB free after removing {', '.join(p.name for p in paths)}", flush=True)
 
 
 def torch_minor(variant: str) -> str:
