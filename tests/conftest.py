@@ -118,6 +118,12 @@ def op_test_module(family: str):
     return importlib.import_module(f"{__package__}.ops.test_{family}")
 
 
+def declarations(name: str, families: list[str] | None = None) -> dict[str, dict]:
+    """family -> its test file's declaration `name` (a dict; empty where the file has none), for every op module or
+    the given `families` (tests/ops/test_<family>.py each)."""
+    return {family: getattr(op_test_module(family), name, {}) for family in families or op_modules()}
+
+
 @pytest.fixture(scope="session")
 def onnx_table():
     """visdet_ops.onnx.custom_translation_table, or a skip where torch is too old or onnx, onnxscript or

@@ -20,21 +20,15 @@ from torch.utils._pytree import tree_flatten
 
 from visdet_ops import _loader
 
-from .conftest import op_modules, op_test_module, require_cuda
-
-
-def _declared(name: str) -> dict[str, dict]:
-    """family -> its test file's declaration `name` (empty where it has none)."""
-    return {family: getattr(op_test_module(family), name, {}) for family in op_modules()}
-
+from .conftest import declarations, op_modules, op_test_module, require_cuda
 
 # registered op -> why its host reads device data: they raise (through the public functions) instead of being captured.
 DATA_DEPENDENT = {
-    op: why for declared in _declared("CUDA_GRAPH_DATA_DEPENDENT").values() for op, why in declared.items()
+    op: why for declared in declarations("CUDA_GRAPH_DATA_DEPENDENT").values() for op, why in declared.items()
 }
 REFUSALS = [
     pytest.param(family, name, id=name)
-    for family, declared in _declared("CUDA_GRAPH_REFUSALS").items()
+    for family, declared in declarations("CUDA_GRAPH_REFUSALS").items()
     for name in declared
 ]
 
@@ -57,7 +51,7 @@ def test_the_declarations_match_the_op_modules():
     family's test file and no other; a family with such functions declares the registered ops behind them, with why,
     in CUDA_GRAPH_DATA_DEPENDENT, and each is a registered op. On the CPU: what the GPU tests below rely on."""
     registered, wrong = set(_loader.op_names()), []
-    refusals, data_dependent = _declared("CUDA_GRAPH_REFUSALS"), _declared("CUDA_GRAPH_DATA_DEPENDENT")
+    refusals, data_dependent = declarations("CUDA_GRAPH_REFUSALS"), declarations("CUDA_GRAPH_DATA_DEPENDENT")
     for family in op_modules():
         refusing = _refusing_functions(family)
         if set(refusals[family]) != refusing:

@@ -17,7 +17,7 @@ import torch
 
 import visdet_ops
 
-from .conftest import composite_modules, op_modules, op_test_module
+from .conftest import composite_modules, declarations, op_modules
 from .mmcv_snapshot import (
     INHERITED_CONSTRUCTORS,
     MMCV_OPS_ALL,
@@ -37,8 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _declared(name: str) -> dict:
     """The declaration `name` of every op and composite module's test file (tests/ops/test_<module>.py), merged."""
     found: dict = {}
-    for module in [*op_modules(), *composite_modules()]:
-        declared = getattr(op_test_module(module), name, {})
+    for module, declared in declarations(name, [*op_modules(), *composite_modules()]).items():
         twice = sorted(set(found) & set(declared))
         assert not twice, f"{name}: {twice} declared twice (again in tests/ops/test_{module}.py)"
         found.update(declared)
