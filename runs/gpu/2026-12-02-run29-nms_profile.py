@@ -1,5 +1,6 @@
 """Run 29: where nms_rotated's time goes at 2000 boxes (the row nearest its 2x goal): torch.profiler's CUDA kernel
 times and the host-side wall time per call, beside mmcv's. Run from anywhere; imports benchmarks/op_benchmarks."""
+
 import sys
 import time
 from pathlib import Path
