@@ -52,8 +52,15 @@ def test_every_op_with_cuda_has_both_halves():
         assert (cu.parent / cu.name.replace("_cuda.cu", "_cuda_host.cpp")).exists(), cu
 
 
-IMPL = re.compile(r"VISDET_LIBRARY_IMPL\((\w+),")
+IMPL = re.compile(r"VISDET_(?:LIBRARY_IMPL|IMPL_WITH_BACKWARD)\((\w+),")
 REGISTERED = re.compile(r'm\.impl\(\s*"(\w+)"')
+WITH_BACKWARD = re.compile(r"VISDET_IMPL_WITH_BACKWARD\(\s*\w+,\s*(\w+),")
+
+
+def registered(text: str) -> list[str]:
+    """The op names a host file registers: m.impl's, and VISDET_IMPL_WITH_BACKWARD's op and its `_<op>_backward`."""
+    pairs = WITH_BACKWARD.findall(text)
+    return sorted(REGISTERED.findall(text) + pairs + [f"_{op}_backward" for op in pairs])
 
 
 def test_each_device_registers_from_its_own_host_file():
@@ -66,7 +73,7 @@ def test_each_device_registers_from_its_own_host_file():
         assert cpu_host.exists(), f"{cuda_host.name} has no CPU mirror {cpu_host.name}"
         cpu_text, cuda_text = cpu_host.read_text(), cuda_host.read_text()
         assert set(IMPL.findall(cpu_text)) <= {"CPU"} and set(IMPL.findall(cuda_text)) <= {"CUDA"}, cuda_host.name
-        assert sorted(REGISTERED.findall(cpu_text)) == sorted(REGISTERED.findall(cuda_text)), cuda_host.name
+        assert registered(cpu_text) == registered(cuda_text), cuda_host.name
     for cpu_host in CSRC.rglob("*_cpu_host.cpp"):
         assert cpu_host.with_name(cpu_host.name.replace("_cpu_host.cpp", "_cuda_host.cpp")).exists(), cpu_host
     for folder in sorted((CSRC / "ops").iterdir()):
@@ -77,7 +84,7 @@ def test_each_device_registers_from_its_own_host_file():
         shared = folder / f"{folder.name}.cpp"
         assert "VISDET_LIBRARY_FRAGMENT" in shared.read_text(), shared
         assert not IMPL.search(shared.read_text()), f"{shared.name} registers a device: move it to a host file"
-        assert REGISTERED.findall((folder / f"{folder.name}_cpu_host.cpp").read_text()), folder.name
+        assert registered((folder / f"{folder.name}_cpu_host.cpp").read_text()), folder.name
 
 
 @pytest.mark.parametrize("source", CU_SOURCES, ids=lambda p: p.name)

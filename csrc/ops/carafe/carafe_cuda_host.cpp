@@ -69,15 +69,11 @@ std::tuple<Tensor, Tensor> carafe_backward_cuda_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("carafe",
-         VISDET_KERNEL(carafe_forward_cuda_kernel<CarafeOp::kCarafe>));
-  m.impl("_carafe_backward",
-         VISDET_KERNEL(carafe_backward_cuda_kernel<CarafeOp::kCarafe>));
-  m.impl("carafe_naive",
-         VISDET_KERNEL(carafe_forward_cuda_kernel<CarafeOp::kCarafeNaive>));
-  m.impl("_carafe_naive_backward",
-         VISDET_KERNEL(carafe_backward_cuda_kernel<CarafeOp::kCarafeNaive>));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, carafe,
+                          carafe_forward_cuda_kernel<CarafeOp::kCarafe>,
+                          carafe_backward_cuda_kernel<CarafeOp::kCarafe>)
+VISDET_IMPL_WITH_BACKWARD(CUDA, carafe_naive,
+                          carafe_forward_cuda_kernel<CarafeOp::kCarafeNaive>,
+                          carafe_backward_cuda_kernel<CarafeOp::kCarafeNaive>)
 
 }  // namespace visdet_ops

@@ -70,10 +70,7 @@ Tensor corner_pool_backward_cpu_kernel(const Tensor& grad_output,
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("corner_pool", VISDET_KERNEL(corner_pool_forward_cpu_kernel));
-  m.impl("_corner_pool_backward",
-         VISDET_KERNEL(corner_pool_backward_cpu_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CPU, corner_pool, corner_pool_forward_cpu_kernel,
+                          corner_pool_backward_cpu_kernel)
 
 }  // namespace visdet_ops

@@ -50,10 +50,7 @@ Tensor corner_pool_backward_cuda_kernel(const Tensor& grad_output,
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("corner_pool", VISDET_KERNEL(corner_pool_forward_cuda_kernel));
-  m.impl("_corner_pool_backward",
-         VISDET_KERNEL(corner_pool_backward_cuda_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, corner_pool, corner_pool_forward_cuda_kernel,
+                          corner_pool_backward_cuda_kernel)
 
 }  // namespace visdet_ops

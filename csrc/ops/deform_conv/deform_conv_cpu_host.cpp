@@ -70,10 +70,7 @@ struct Cpu {
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("deform_conv2d", VISDET_KERNEL(deform_conv2d_forward_kernel<Cpu>));
-  m.impl("_deform_conv2d_backward",
-         VISDET_KERNEL(deform_conv2d_backward_kernel<Cpu>));
-}
+VISDET_IMPL_WITH_BACKWARD(CPU, deform_conv2d, deform_conv2d_forward_kernel<Cpu>,
+                          deform_conv2d_backward_kernel<Cpu>)
 
 }  // namespace visdet_ops

@@ -146,10 +146,8 @@ struct Cuda {
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("deform_conv2d", VISDET_KERNEL(deform_conv2d_forward_kernel<Cuda>));
-  m.impl("_deform_conv2d_backward",
-         VISDET_KERNEL(deform_conv2d_backward_kernel<Cuda>));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, deform_conv2d,
+                          deform_conv2d_forward_kernel<Cuda>,
+                          deform_conv2d_backward_kernel<Cuda>)
 
 }  // namespace visdet_ops

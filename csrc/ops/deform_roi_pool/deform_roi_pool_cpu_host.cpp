@@ -86,10 +86,8 @@ std::tuple<Tensor, Tensor> deform_roi_pool_backward_cpu_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("deform_roi_pool", VISDET_KERNEL(deform_roi_pool_forward_cpu_kernel));
-  m.impl("_deform_roi_pool_backward",
-         VISDET_KERNEL(deform_roi_pool_backward_cpu_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CPU, deform_roi_pool,
+                          deform_roi_pool_forward_cpu_kernel,
+                          deform_roi_pool_backward_cpu_kernel)
 
 }  // namespace visdet_ops

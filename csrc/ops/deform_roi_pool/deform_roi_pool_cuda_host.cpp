@@ -73,10 +73,8 @@ std::tuple<Tensor, Tensor> deform_roi_pool_backward_cuda_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("deform_roi_pool", VISDET_KERNEL(deform_roi_pool_forward_cuda_kernel));
-  m.impl("_deform_roi_pool_backward",
-         VISDET_KERNEL(deform_roi_pool_backward_cuda_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, deform_roi_pool,
+                          deform_roi_pool_forward_cuda_kernel,
+                          deform_roi_pool_backward_cuda_kernel)
 
 }  // namespace visdet_ops

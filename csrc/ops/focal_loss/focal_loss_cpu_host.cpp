@@ -204,16 +204,14 @@ VISDET_LIBRARY_IMPL(CPU, m) {
                        focal_loss_forward_cpu<FocalKind::kSoftmax>>));
   m.impl("_focal_loss_scale_grad_",
          VISDET_KERNEL(focal_loss_scale_grad_cpu_kernel));
-  m.impl("sigmoid_focal_loss",
-         VISDET_KERNEL(focal_loss_forward_kernel<
-                       focal_loss_forward_cpu<FocalKind::kSigmoid>>));
-  m.impl("_sigmoid_focal_loss_backward",
-         VISDET_KERNEL(focal_loss_backward_cpu_kernel<FocalKind::kSigmoid>));
-  m.impl("softmax_focal_loss",
-         VISDET_KERNEL(focal_loss_forward_kernel<
-                       focal_loss_forward_cpu<FocalKind::kSoftmax>>));
-  m.impl("_softmax_focal_loss_backward",
-         VISDET_KERNEL(focal_loss_backward_cpu_kernel<FocalKind::kSoftmax>));
 }
+VISDET_IMPL_WITH_BACKWARD(
+    CPU, sigmoid_focal_loss,
+    focal_loss_forward_kernel<focal_loss_forward_cpu<FocalKind::kSigmoid>>,
+    focal_loss_backward_cpu_kernel<FocalKind::kSigmoid>)
+VISDET_IMPL_WITH_BACKWARD(
+    CPU, softmax_focal_loss,
+    focal_loss_forward_kernel<focal_loss_forward_cpu<FocalKind::kSoftmax>>,
+    focal_loss_backward_cpu_kernel<FocalKind::kSoftmax>)
 
 }  // namespace visdet_ops

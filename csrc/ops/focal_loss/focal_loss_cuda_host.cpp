@@ -153,16 +153,14 @@ VISDET_LIBRARY_IMPL(CUDA, m) {
                        focal_loss_forward_cuda<FocalKind::kSoftmax>>));
   m.impl("_focal_loss_scale_grad_",
          VISDET_KERNEL(focal_loss_scale_grad_cuda_kernel));
-  m.impl("sigmoid_focal_loss",
-         VISDET_KERNEL(focal_loss_forward_kernel<
-                       focal_loss_forward_cuda<FocalKind::kSigmoid>>));
-  m.impl("_sigmoid_focal_loss_backward",
-         VISDET_KERNEL(focal_loss_backward_cuda_kernel<FocalKind::kSigmoid>));
-  m.impl("softmax_focal_loss",
-         VISDET_KERNEL(focal_loss_forward_kernel<
-                       focal_loss_forward_cuda<FocalKind::kSoftmax>>));
-  m.impl("_softmax_focal_loss_backward",
-         VISDET_KERNEL(focal_loss_backward_cuda_kernel<FocalKind::kSoftmax>));
 }
+VISDET_IMPL_WITH_BACKWARD(
+    CUDA, sigmoid_focal_loss,
+    focal_loss_forward_kernel<focal_loss_forward_cuda<FocalKind::kSigmoid>>,
+    focal_loss_backward_cuda_kernel<FocalKind::kSigmoid>)
+VISDET_IMPL_WITH_BACKWARD(
+    CUDA, softmax_focal_loss,
+    focal_loss_forward_kernel<focal_loss_forward_cuda<FocalKind::kSoftmax>>,
+    focal_loss_backward_cuda_kernel<FocalKind::kSoftmax>)
 
 }  // namespace visdet_ops

@@ -62,10 +62,7 @@ struct Cpu {
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("masked_conv2d", VISDET_KERNEL(masked_conv2d_kernel<Cpu>));
-  m.impl("_masked_conv2d_backward",
-         VISDET_KERNEL(masked_conv2d_backward_kernel<Cpu>));
-}
+VISDET_IMPL_WITH_BACKWARD(CPU, masked_conv2d, masked_conv2d_kernel<Cpu>,
+                          masked_conv2d_backward_kernel<Cpu>)
 
 }  // namespace visdet_ops

@@ -86,10 +86,7 @@ struct Cuda {
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("masked_conv2d", VISDET_KERNEL(masked_conv2d_kernel<Cuda>));
-  m.impl("_masked_conv2d_backward",
-         VISDET_KERNEL(masked_conv2d_backward_kernel<Cuda>));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, masked_conv2d, masked_conv2d_kernel<Cuda>,
+                          masked_conv2d_backward_kernel<Cuda>)
 
 }  // namespace visdet_ops

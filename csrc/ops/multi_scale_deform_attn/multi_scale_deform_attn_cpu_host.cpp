@@ -86,10 +86,7 @@ std::tuple<Tensor, Tensor, Tensor> msda_backward_cpu_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("multi_scale_deformable_attn", VISDET_KERNEL(msda_forward_cpu_kernel));
-  m.impl("_multi_scale_deformable_attn_backward",
-         VISDET_KERNEL(msda_backward_cpu_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CPU, multi_scale_deformable_attn,
+                          msda_forward_cpu_kernel, msda_backward_cpu_kernel)
 
 }  // namespace visdet_ops

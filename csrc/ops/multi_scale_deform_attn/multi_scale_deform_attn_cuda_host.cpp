@@ -94,11 +94,7 @@ std::tuple<Tensor, Tensor, Tensor> msda_backward_cuda_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("multi_scale_deformable_attn",
-         VISDET_KERNEL(msda_forward_cuda_kernel));
-  m.impl("_multi_scale_deformable_attn_backward",
-         VISDET_KERNEL(msda_backward_cuda_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, multi_scale_deformable_attn,
+                          msda_forward_cuda_kernel, msda_backward_cuda_kernel)
 
 }  // namespace visdet_ops

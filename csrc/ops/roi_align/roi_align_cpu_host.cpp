@@ -82,9 +82,7 @@ Tensor roi_align_backward_cpu_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("roi_align", VISDET_KERNEL(roi_align_forward_cpu_kernel));
-  m.impl("_roi_align_backward", VISDET_KERNEL(roi_align_backward_cpu_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CPU, roi_align, roi_align_forward_cpu_kernel,
+                          roi_align_backward_cpu_kernel)
 
 }  // namespace visdet_ops

@@ -68,9 +68,7 @@ Tensor roi_align_backward_cuda_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("roi_align", VISDET_KERNEL(roi_align_forward_cuda_kernel));
-  m.impl("_roi_align_backward", VISDET_KERNEL(roi_align_backward_cuda_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, roi_align, roi_align_forward_cuda_kernel,
+                          roi_align_backward_cuda_kernel)
 
 }  // namespace visdet_ops

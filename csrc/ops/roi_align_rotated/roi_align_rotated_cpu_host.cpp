@@ -73,11 +73,8 @@ Tensor roi_align_rotated_backward_cpu_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("roi_align_rotated",
-         VISDET_KERNEL(roi_align_rotated_forward_cpu_kernel));
-  m.impl("_roi_align_rotated_backward",
-         VISDET_KERNEL(roi_align_rotated_backward_cpu_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CPU, roi_align_rotated,
+                          roi_align_rotated_forward_cpu_kernel,
+                          roi_align_rotated_backward_cpu_kernel)
 
 }  // namespace visdet_ops

@@ -60,11 +60,8 @@ Tensor roi_align_rotated_backward_cuda_kernel(
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("roi_align_rotated",
-         VISDET_KERNEL(roi_align_rotated_forward_cuda_kernel));
-  m.impl("_roi_align_rotated_backward",
-         VISDET_KERNEL(roi_align_rotated_backward_cuda_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, roi_align_rotated,
+                          roi_align_rotated_forward_cuda_kernel,
+                          roi_align_rotated_backward_cuda_kernel)
 
 }  // namespace visdet_ops

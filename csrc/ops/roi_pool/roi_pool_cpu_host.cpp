@@ -70,9 +70,7 @@ Tensor roi_pool_backward_cpu_kernel(const Tensor& grad_output,
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CPU, m) {
-  m.impl("roi_pool", VISDET_KERNEL(roi_pool_forward_cpu_kernel));
-  m.impl("_roi_pool_backward", VISDET_KERNEL(roi_pool_backward_cpu_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CPU, roi_pool, roi_pool_forward_cpu_kernel,
+                          roi_pool_backward_cpu_kernel)
 
 }  // namespace visdet_ops

@@ -58,9 +58,7 @@ Tensor roi_pool_backward_cuda_kernel(const Tensor& grad_output,
 
 }  // namespace
 
-VISDET_LIBRARY_IMPL(CUDA, m) {
-  m.impl("roi_pool", VISDET_KERNEL(roi_pool_forward_cuda_kernel));
-  m.impl("_roi_pool_backward", VISDET_KERNEL(roi_pool_backward_cuda_kernel));
-}
+VISDET_IMPL_WITH_BACKWARD(CUDA, roi_pool, roi_pool_forward_cuda_kernel,
+                          roi_pool_backward_cuda_kernel)
 
 }  // namespace visdet_ops
