@@ -27,6 +27,7 @@ shapes: an error must be clear, a result must match the reference). A *clear err
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -77,7 +78,10 @@ BAD_MARKERS = (
     "misaligned address",
 )
 # Argument names too common in torch's own messages to count as naming the call.
-GENERIC_WORDS = {"input", "value", "weight", "mask", "target", "offset", "bias", "output", "features", "x", "query"}
+GENERIC_WORDS = {
+    *("input", "value", "weight", "mask", "target", "offset", "bias", "output", "features", "x", "query"),
+    *("key", "identity"),  # a transformer layer's forward arguments: words any message may use
+}
 
 
 class Mismatch(AssertionError):
@@ -479,8 +483,38 @@ def pick_bad(draw, mutations) -> str | None:
     return draw(st.sampled_from(list(mutations)))
 
 
-def names_for(case: dict, fam: str, *extra: str) -> set[str]:
-    return {case["fn"], *FAMILIES[fam].ops, *extra}
+def public_parameters(fam: str) -> set[str]:
+    """Every parameter name of the family's public names, from their signatures: a function's, a class's own
+    __init__, forward and apply (mmcv's autograd Function names), and the old keyword names a renamed_kwargs
+    wrapper still takes (mmcv's out_size, ...)."""
+    import importlib
+
+    import visdet_ops
+
+    module = importlib.import_module(f"visdet_ops.ops.{fam}")
+    found: set[str] = set()
+    for name in FAMILIES[fam].fns:
+        obj = getattr(module, name, None) or getattr(visdet_ops, name)
+        if isinstance(obj, type):  # the methods the package defines: __init__, forward, a Function's apply
+            own = [vars(k) for k in obj.__mro__ if k.__module__.startswith("visdet_ops")]
+            targets = [next((d[m] for d in own if m in d), None) for m in ("__init__", "forward", "apply")]
+            targets = [getattr(f, "__func__", f) for f in targets if f is not None]
+        else:
+            targets = [obj]
+        for target in targets:
+            found.update(getattr(target, "renamed_kwargs", {}))
+            for p in inspect.signature(target).parameters.values():
+                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in ("self", "ctx"):
+                    found.add(p.name)
+    return found
+
+
+def family_run(case: dict, fam: str, *extra_args: str) -> Run:
+    """The Run of a case of family `fam`: a clear error names the call (the case's public name, any public name or
+    registered op of the family) or one of its arguments (public_parameters, and `extra_args`: the keys of a
+    config dict argument, or an old keyword name read from **kwargs, which no signature shows)."""
+    family = FAMILIES[fam]
+    return Run(case, {case["fn"], *family.fns, *family.ops}, public_parameters(fam) | set(extra_args))
 
 
 def rand_grad(run: Run, out: torch.Tensor) -> torch.Tensor:

@@ -6,10 +6,10 @@ deform_roi_pool and roi_align_rotated (rotated RoIs [K, 6]) share.
   errors, a RoI with a huge coordinate (the adaptive grid cap, in the integer-edge worker). The compile and
   determinism tests are tests/test_compile_determinism.py's, the CUDA graph capture tests/test_cuda_graphs.py's.
 - Fuzz: the RoI cases' common strategy and inputs, the NaN rule of a bad RoI on CUDA, the comparison that allows a
-  sample on a discontinuity.
+  sample on a discontinuity, the runner of the sampled ops (roi_align, roi_align_rotated: sampled_roi_run).
 - ONNX export: RoIs with real corners, the dynamic dimensions.
 - Integer edges: the rows of an op whose function and module take output_size and sampling_ratio
-  (pooled_edge_rows); autocast: an RoI layer after a convolution stem (rois_autocast_case).
+  (pooled_edge_rows); autocast: an RoI layer after a convolution stem (rois_autocast_cases).
 """
 
 from __future__ import annotations
@@ -189,6 +189,45 @@ def close_up_to_edges(out, want, rois, reference, dt) -> bool:
     return True
 
 
+def sampled_roi_run(case, family, module_cls, function, arg_names, reference, ctor_bad, rotated=False, hooks=None):
+    """The fuzz runner of an RoI op with output_size and sampling_ratio (roi_align, roi_align_rotated): the call
+    of `function(input, rois, *args)` or of `module_cls(**kwargs)(input, rois)` with `arg_names` drawn in the case
+    (the module takes mmcv's old names out_size / sample_num when the case says old_names), judged against
+    `reference(input, rois, output_size pair, *args[1:])` up to the samples on a discontinuity. `ctor_bad`: the bad
+    mutations the constructor refuses. `hooks` (optional): `kwargs(case) -> dict`, more constructor arguments, and
+    `values(case, a_in) -> bool`, whether the input gradient's values are compared (else only its presence)."""
+    hooks = hooks or {}
+    run = core.family_run(case, family)
+    a_in, a_rois = roi_inputs(run, case, rotated=rotated)
+    roi_unchecked(run, case)
+    xi, xr = a_in.x(grad=True), a_rois.x()
+    args = tuple(case[name] for name in arg_names)
+    dt = a_in.dt
+    if case["fn"] == module_cls.__name__:
+        kwargs = {**dict(zip(arg_names, args, strict=True)), **hooks.get("kwargs", lambda case: {})(case)}
+        if case.get("old_names"):
+            kwargs["out_size"], kwargs["sample_num"] = kwargs.pop("output_size"), kwargs.pop("sampling_ratio")
+        mod = run.construct(lambda: module_cls(**kwargs), expect="error" if case["bad"] in ctor_bad else "ok")
+        if mod is None:
+            return
+        call = lambda: mod(xi, xr)  # noqa: E731
+    else:
+        call = lambda: function(xi, xr, *args)  # noqa: E731
+
+    def check(out):
+        rl, r = a_in.ref(grad=True)
+        size = core.pair(case["output_size"])
+        want = reference(r, a_rois.r(), size, *args[1:])
+        edge = close_up_to_edges(out, want, a_rois.r(), lambda rois: reference(r, rois, size, *args[1:]), dt)
+        core.out_dtype_ok(out, dt, False)
+        if run.grads and out.numel() and not edge:
+            core.backward_both(run, out, want)
+            values = hooks.get("values", lambda case, a_in: True)(case, a_in)
+            core.check_grads([("input", a_in, rl)], dt, check_values=values)
+
+    run.outcome(call, check)
+
+
 # ----------------------------------------------------------------- RoIOpTester
 
 # Invalid RoIs: a batch index past N, a negative one, a NaN and an infinite coordinate.
@@ -201,6 +240,8 @@ class RoIOpTester:
     - `fn(x, rois, *extra, variant)`: the public call with the subclass's other arguments (`variant`: the value of
       the `variant` fixture, which a subclass may override with params, e.g. roi_align's pool modes);
     - `reference(x, rois, *extra, variant)`: its float64 reference;
+    - `call(**arguments)`: the public function by keyword, `valid` its arguments other than input and rois (what
+      test_shared_checks changes one at a time);
     - `case(rng)`: a float64 input and 4 valid RoIs; `extra(k, rng)`: further float64 inputs with a gradient, one
       row per RoI (deform_roi_pool's offsets; none by default); `tol`: the tolerance against the reference;
     - for RoIs of another layout than (batch_index, x1, y1, x2, y2) (roi_align_rotated's [K, 6]): `roi_columns`,
@@ -209,6 +250,7 @@ class RoIOpTester:
 
     name = ""
     tol: dict = {}
+    valid: dict = {}  # the public function's valid keyword arguments beside input and rois (test_shared_checks)
     roi_columns = 5
     bad_rois = BAD_ROIS
     bad_batch_roi = [5.0, 0, 0, 1, 1]
@@ -229,6 +271,46 @@ class RoIOpTester:
 
     def extra(self, k, rng):
         return ()
+
+    def call(self, **arguments):
+        raise NotImplementedError
+
+    # The argument checks every RoI op shares (csrc/ops/_rois/rois.h, visdet_ops/ops/_args.py): a kind of bad
+    # argument -> (the change to a valid call on a [2, 3, 4, 4] input and one RoI, the message after "<name>: ").
+    SHARED_CHECKS = {
+        "rois_columns": lambda c, bad: (dict(rois=torch.zeros(3, c - 1)), rf"rois must have shape \[K, {c}\]"),
+        "input_ndim": lambda c, bad: (dict(input=torch.zeros(2, 3, 4)), "input must have 4 dimensions"),
+        "batch_index_past_n": lambda c, bad: (dict(rois=bad[0]), r"rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"),
+        "batch_index_negative": lambda c, bad: (dict(rois=bad[1]), r"rois\[:, 0\] \(batch index\) must lie in"),
+        "nan_coordinate": lambda c, bad: (dict(rois=bad[2]), "rois must be finite"),
+        "inf_coordinate": lambda c, bad: (dict(rois=bad[3]), "rois must be finite"),
+        "rois_dtype": lambda c, bad: (
+            dict(rois=torch.zeros(1, c, dtype=torch.float64)),
+            r"rois must have the dtype of input \(Float\) or Float, got Double",
+        ),
+        "output_size": lambda c, bad: (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
+        "spatial_scale_zero": lambda c, bad: (
+            dict(spatial_scale=0.0),
+            "spatial_scale must be a positive finite number, got 0",
+        ),
+        "spatial_scale_nan": lambda c, bad: (
+            dict(spatial_scale=float("nan")),
+            "spatial_scale must be a positive finite number, got nan",
+        ),
+        "integer_input": lambda c, bad: (
+            dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, c, dtype=torch.int64)),
+            "input must be a floating point tensor",
+        ),
+        "empty_map": lambda c, bad: (dict(input=torch.zeros(2, 3, 0, 4)), "input must have a non-empty spatial size"),
+    }
+
+    @pytest.mark.parametrize("kind", list(SHARED_CHECKS))
+    def test_shared_checks(self, kind):
+        bad = [torch.tensor([row], dtype=torch.float32) for row in self.bad_rois]
+        change, message = self.SHARED_CHECKS[kind](self.roi_columns, bad)
+        arguments = dict(input=torch.zeros(2, 3, 4, 4), rois=torch.zeros(1, self.roi_columns), **self.valid)
+        with pytest.raises(RuntimeError, match=rf"{self.name}: {message}"):
+            self.call(**{**arguments, **change})
 
     def test_empty_rois(self, device, dtype, variant):
         x = torch.randn(2, 4, 5, 5, device=device, dtype=dtype, requires_grad=True)
@@ -464,3 +546,14 @@ def rois_autocast_case(gen, rois, function, layer, module=False):
         return p["layer"](x, rois) if module else function(x, rois)
 
     return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), layer=layer)
+
+
+def rois_autocast_cases(make_rois, modules: dict, **functions) -> dict:
+    """An RoI op's AUTOCAST_CASES, each rois_autocast_case over the RoIs make_rois(gen): each of `functions` (name
+    -> function(x, rois)) and each of `modules` (class name -> a factory of the module). A function's case carries
+    the first module as its parameter."""
+    first = next(iter(modules.values()))
+    cases = {name: lambda g, f=f: rois_autocast_case(g, make_rois(g), f, first()) for name, f in functions.items()}
+    for name, factory in modules.items():
+        cases[name] = lambda g, factory=factory: rois_autocast_case(g, make_rois(g), None, factory(), module=True)
+    return cases

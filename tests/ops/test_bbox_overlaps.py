@@ -412,9 +412,7 @@ def _bbox_case(draw, device):
 
 
 def _bbox_run(case):
-    run = core.Run(
-        case, core.names_for(case, "bbox_overlaps"), {"bboxes1", "bboxes2", "mode", "aligned", "offset", "eps"}
-    )
+    run = core.family_run(case, "bbox_overlaps")
     bad, batch, m, n = case["bad"], list(case["batch"]), case["m"], case["n"]
     shape1, shape2 = [*batch, m, 4], [*batch, n, 4]
     if bad == "batch":

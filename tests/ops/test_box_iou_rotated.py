@@ -495,7 +495,7 @@ def _case(draw, device):
 
 
 def _run(case):
-    run = core.Run(case, core.names_for(case, "box_iou_rotated"), {"bboxes1", "bboxes2", "mode", "aligned"})
+    run = core.family_run(case, "box_iou_rotated")
     bad, m, n = case["bad"], case["m"], case["n"]
     b1 = rotated_values(run, m, case["degenerate"], case["special"])
     b2 = rotated_values(run, n, case["degenerate"], False)

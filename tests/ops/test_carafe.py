@@ -537,23 +537,7 @@ def _carafe_case(draw, device):
 
 def _carafe_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = core.Run(
-        case,
-        core.names_for(case, "carafe", "carafe_naive", "CARAFE", "CARAFENaive"),
-        {
-            "features",
-            "masks",
-            "kernel_size",
-            "group_size",
-            "scale_factor",
-            "channels",
-            "up_kernel",
-            "up_group",
-            "encoder_kernel",
-            "encoder_dilation",
-            "compressed_channels",
-        },
-    )
+    run = core.family_run(case, "carafe")
     n, c, h, w, k, g, s = (case[key] for key in "nchwkgs")
     if fn == "CARAFEPack":
         kwargs = dict(case["ctor"])

@@ -305,7 +305,7 @@ def _corner_case(draw, device):
 
 
 def _corner_run(case):
-    run = core.Run(case, core.names_for(case, "corner_pool", "CornerPool"), {"input", "mode"})
+    run = core.family_run(case, "corner_pool")
     shape = case["shape"]
     if case["values"] == "ties":
         base = run.randint(-3, 4, *shape)

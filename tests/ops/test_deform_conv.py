@@ -1245,25 +1245,8 @@ def _dcn_reference(x, offset, mask, weight, bias, stride, padding, dilation, gro
 
 def _dcn_run(case):
     fn, bad = case["fn"], case["bad"]
-    args = {
-        "input",
-        "offset",
-        "mask",
-        "weight",
-        "bias",
-        "stride",
-        "padding",
-        "dilation",
-        "groups",
-        "deform_groups",
-        "im2col_step",
-        "in_channels",
-        "out_channels",
-        "kernel_size",
-        "deformable_groups",
-        "x",
-    }
-    run = core.Run(case, core.names_for(case, "deform_conv", *_DCN_FNS, *_DCN_MODS), args)
+    # deformable_groups: the modules' old keyword name, read from **kwargs (no signature shows it).
+    run = core.family_run(case, "deform_conv", "deformable_groups")
     (kh, kw), stride, padding, dilation, oh, ow = _dcn_shapes(case)
     n, c, cout, g, dg = case["n"], case["c"], case["cout"], case["groups"], case["deform_groups"]
     kk = kh * kw

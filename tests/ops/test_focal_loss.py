@@ -755,11 +755,7 @@ def _focal_case(draw, device):
 def _focal_run(case):
     fn, bad = case["fn"], case["bad"]
     softmax = "oftmax" in fn
-    run = core.Run(
-        case,
-        core.names_for(case, "focal_loss", *_FOCAL_FNS, *_FOCAL_MODS),
-        {"input", "target", "gamma", "alpha", "weight", "reduction"},
-    )
+    run = core.family_run(case, "focal_loss")
     n, c = case["n"], case["c"]
     ishape = [n, c]
     if bad == "input_ndim":

@@ -468,23 +468,7 @@ def _masked_case(draw, device):
 
 def _masked_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = core.Run(
-        case,
-        core.names_for(case, "masked_conv", "masked_conv2d", "MaskedConv2d"),
-        {
-            "features",
-            "mask",
-            "weight",
-            "bias",
-            "padding",
-            "stride",
-            "in_channels",
-            "out_channels",
-            "kernel_size",
-            "dilation",
-            "groups",
-        },
-    )
+    run = core.family_run(case, "masked_conv")
     n, cin, cout, h, w = case["n"], case["cin"], case["cout"], case["h"], case["w"]
     kh, kw = case["k"]
     ph, pw = core.pair(case["padding"]) if bad != "padding" else (0, 0)

@@ -903,27 +903,7 @@ def _msda_reference(value, shapes, starts, loc, attn):
 
 def _msda_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = core.Run(
-        case,
-        core.names_for(
-            case, "multi_scale_deform_attn", "multi_scale_deformable_attn", *_MSDA_FNS, "MultiScaleDeformableAttention"
-        ),
-        {
-            "value",
-            "value_spatial_shapes",
-            "value_level_start_index",
-            "sampling_locations",
-            "attention_weights",
-            "im2col_step",
-            "embed_dims",
-            "num_heads",
-            "num_levels",
-            "num_points",
-            "reference_points",
-            "spatial_shapes",
-            "level_start_index",
-        },
-    )
+    run = core.family_run(case, "multi_scale_deform_attn")
     if fn == "MultiScaleDeformableAttention":
         return _msda_module_run(case, run)
     bs, heads, dim, q, points = case["bs"], case["heads"], case["dim"], case["q"], case["points"]

@@ -807,25 +807,7 @@ def _nms_case(draw, device):
 
 def _nms_run(case):
     fn, bad = case["fn"], case["bad"]
-    run = core.Run(
-        case,
-        core.names_for(case, "nms", "nms", "batched_nms", "nms_match", "soft_nms"),
-        {
-            "boxes",
-            "scores",
-            "idxs",
-            "nms_cfg",
-            "iou_threshold",
-            "iou_thr",
-            "offset",
-            "score_threshold",
-            "max_num",
-            "dets",
-            "split_thr",
-            "class_agnostic",
-            "method",
-        },
-    )
+    run = core.family_run(case, "nms", "iou_thr", "split_thr", "method")
     n = case["n"]
     boxes, scores = nms_values(run, case, n)
     if fn == "nms_match":

@@ -527,11 +527,7 @@ def _values(run: core.Run, case: dict, n: int) -> tuple[torch.Tensor, torch.Tens
 
 def _run(case):
     fn, bad, n = case["fn"], case["bad"], case["n"]
-    run = core.Run(
-        case,
-        core.names_for(case, "nms_rotated"),
-        {"dets", "boxes", "scores", "labels", "idxs", "iou_threshold", "nms_cfg"},
-    )
+    run = core.family_run(case, "nms_rotated")
     boxes, scores = _values(run, case, n)
     if bad == "dets_cols":
         boxes = boxes[:, :4]

@@ -18,13 +18,11 @@ from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
 from ._rois import (
     RoIOpTester,
-    close_up_to_edges,
     onnx_export_and_run,
     pooled_edge_rows,
     roi_case,
-    roi_inputs,
-    roi_unchecked,
-    rois_autocast_case,
+    rois_autocast_cases,
+    sampled_roi_run,
     tiny_inputs,
 )
 
@@ -238,34 +236,6 @@ def test_large_random_float32_matches_reference(device, rng):
     assert ((got.cpu().double() - want).norm() / want.norm()).item() < 1e-5
 
 
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        (dict(rois=torch.zeros(3, 4)), r"rois must have shape \[K, 5\]"),
-        (dict(input=torch.zeros(2, 3, 4)), "input must have 4 dimensions"),
-        (dict(rois=torch.tensor([[2.0, 0, 0, 1, 1]])), r"rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"),
-        (dict(rois=torch.tensor([[-1.0, 0, 0, 1, 1]])), r"batch index\) must lie in"),
-        (dict(rois=torch.tensor([[0.0, 0, float("nan"), 1, 1]])), "rois must be finite"),
-        (dict(rois=torch.tensor([[0.0, 0, 0, float("inf"), 1]])), "rois must be finite"),
-        (
-            dict(rois=torch.zeros(1, 5, dtype=torch.float64)),
-            r"rois must have the dtype of input \(Float\) or Float, got Double",
-        ),
-        (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
-        (dict(spatial_scale=0.0), "spatial_scale must be a positive finite number, got 0"),
-        (
-            dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, 5, dtype=torch.int64)),
-            "input must be a floating point tensor",
-        ),
-    ],
-)
-def test_bad_inputs(kwargs, match):
-    args = dict(input=torch.zeros(2, 3, 4, 4), rois=torch.zeros(1, 5), output_size=2, spatial_scale=1.0)
-    args.update(kwargs)
-    with pytest.raises(RuntimeError, match=match):
-        visdet_ops.roi_align(**args)
-
-
 def test_bad_inputs_cuda():
     require_cuda()
     x = torch.zeros(2, 3, 4, 4, device="cuda")
@@ -402,6 +372,8 @@ class TestRoIOp(RoIOpTester):
     """tests/ops/_rois.py's RoI tests, in both pool modes."""
 
     name = "roi_align"
+    call = staticmethod(visdet_ops.roi_align)
+    valid = dict(output_size=2, spatial_scale=1.0)
     tol = TOL[torch.float64]
 
     @pytest.fixture(params=["avg", "max"])
@@ -503,21 +475,12 @@ INTEGER_EDGE_OP_COVERED_OTHERWISE = {
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
 
 
-def case_roi_align(gen, mode="avg", module=False):
-    return rois_autocast_case(
-        gen,
-        amp.rois(gen, 12, 2, 4 * 28),
-        lambda x, rois: visdet_ops.roi_align(x, rois, 7, 0.25, 2, mode, True),
-        visdet_ops.RoIAlign(7, 0.25, 2, mode, True),
-        module,
-    )
-
-
-AUTOCAST_CASES = {
-    "roi_align": lambda g: case_roi_align(g),
-    "roi_align_max": lambda g: case_roi_align(g, "max"),
-    "RoIAlign": lambda g: case_roi_align(g, module=True),
-}
+AUTOCAST_CASES = rois_autocast_cases(
+    lambda gen: amp.rois(gen, 12, 2, 4 * 28),
+    {"RoIAlign": lambda: visdet_ops.RoIAlign(7, 0.25, 2, "avg", True)},
+    roi_align=lambda x, rois: visdet_ops.roi_align(x, rois, 7, 0.25, 2, "avg", True),
+    roi_align_max=lambda x, rois: visdet_ops.roi_align(x, rois, 7, 0.25, 2, "max", True),
+)
 test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
@@ -553,57 +516,21 @@ def _roi_align_case(draw, device):
 
 
 def _roi_align_run(case):
-    fn, bad = case["fn"], case["bad"]
-    run = core.Run(
+    sampled_roi_run(
         case,
-        core.names_for(case, "roi_align", "RoIAlign"),
-        {
-            "input",
-            "rois",
-            "output_size",
-            "spatial_scale",
-            "sampling_ratio",
-            "pool_mode",
-            "aligned",
-            "out_size",
-            "sample_num",
-        },
-    )
-    a_in, a_rois = roi_inputs(run, case)
-    roi_unchecked(run, case)
-    xi, xr = a_in.x(grad=True), a_rois.x()
-    args = (case["output_size"], case["spatial_scale"], case["sampling_ratio"], case["pool_mode"], case["aligned"])
-    dt = a_in.dt
-    if fn == "RoIAlign":
-        ctor_bad = bad in ("output_size", "sampling_ratio", "pool_mode", "ctor_torchvision")
-        kwargs = dict(
-            zip(("output_size", "spatial_scale", "sampling_ratio", "pool_mode", "aligned"), args, strict=True)
-        )
-        if case.get("old_names"):
-            kwargs["out_size"], kwargs["sample_num"] = kwargs.pop("output_size"), kwargs.pop("sampling_ratio")
-        if bad == "ctor_torchvision":
-            kwargs["use_torchvision"] = True
-        mod = run.construct(lambda: visdet_ops.RoIAlign(**kwargs), expect="error" if ctor_bad else "ok")
-        if mod is None:
-            return
-        call = lambda: mod(xi, xr)  # noqa: E731
-    else:
-        call = lambda: visdet_ops.roi_align(xi, xr, *args)  # noqa: E731
-
-    def check(out):
-        rl, r = a_in.ref(grad=True)
-        size = core.pair(case["output_size"])
-        want = roi_align_reference(r, a_rois.r(), size, *args[1:])
-        edge = close_up_to_edges(out, want, a_rois.r(), lambda rois: roi_align_reference(r, rois, size, *args[1:]), dt)
-        core.out_dtype_ok(out, dt, False)
-        if run.grads and out.numel() and not edge:
-            core.backward_both(run, out, want)
+        "roi_align",
+        visdet_ops.RoIAlign,
+        visdet_ops.roi_align,
+        ("output_size", "spatial_scale", "sampling_ratio", "pool_mode", "aligned"),
+        roi_align_reference,
+        ctor_bad=("output_size", "sampling_ratio", "pool_mode", "ctor_torchvision"),
+        hooks={
+            "kwargs": lambda case: {"use_torchvision": True} if case["bad"] == "ctor_torchvision" else {},
             # max mode: an expanded input has tied samples, whose gradient goes to the first one in each
             # implementation's own rounding: compared only without ties.
-            values = case["pool_mode"] == "avg" or a_in.layout != "e"
-            core.check_grads([("input", a_in, rl)], dt, check_values=values)
-
-    run.outcome(call, check)
+            "values": lambda case, a_in: case["pool_mode"] == "avg" or a_in.layout != "e",
+        },
+    )
 
 
 FUZZ = core.family("roi_align", ["roi_align", "RoIAlign"])((_roi_align_case, _roi_align_run))

@@ -18,12 +18,10 @@ from .. import integer_edge_harness as edges
 from ..conftest import require_cuda, torchvision_or_skip
 from ._rois import (
     RoIOpTester,
-    close_up_to_edges,
     pooled_edge_rows,
     roi_case,
-    roi_inputs,
-    roi_unchecked,
-    rois_autocast_case,
+    rois_autocast_cases,
+    sampled_roi_run,
 )
 
 
@@ -398,31 +396,14 @@ def test_large_random_float32_matches_reference(device, rng):
     assert ((got.cpu().double() - want).norm() / want.norm()).item() < 1e-5
 
 
+# What RoIOpTester.test_shared_checks does not cover: the checks of this op alone.
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(rois=torch.zeros(3, 5)), r"rois must have shape \[K, 6\]"),
         (dict(rois=torch.zeros(6)), "rois must have 2 dimensions"),
-        (dict(input=torch.zeros(2, 3, 4)), "input must have 4 dimensions"),
-        (dict(rois=torch.tensor([[2.0, 1, 1, 1, 1, 0]])), r"rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"),
-        (dict(rois=torch.tensor([[-1.0, 1, 1, 1, 1, 0]])), r"batch index\) must lie in"),
-        (dict(rois=torch.tensor([[0.0, 0, float("nan"), 1, 1, 0]])), "rois must be finite"),
-        (dict(rois=torch.tensor([[0.0, 0, 0, 1, 1, float("inf")]])), "rois must be finite"),
-        (
-            dict(rois=torch.zeros(1, 6, dtype=torch.float64)),
-            r"rois must have the dtype of input \(Float\) or Float, got Double",
-        ),
-        (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
         (dict(output_size=(2, 4097)), r"output_size must be in \[1, 4096\]"),
         (dict(sampling_ratio=-2), r"sampling_ratio must be in \[-1, 128\], got -2"),
         (dict(sampling_ratio=129), r"sampling_ratio must be in \[-1, 128\], got 129"),
-        (dict(spatial_scale=0.0), "spatial_scale must be a positive finite number, got 0"),
-        (dict(spatial_scale=float("nan")), "spatial_scale must be a positive finite number, got nan"),
-        (
-            dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, 6, dtype=torch.int64)),
-            "input must be a floating point tensor",
-        ),
-        (dict(input=torch.zeros(2, 3, 0, 4)), "input must have a non-empty spatial size"),
     ],
 )
 def test_bad_inputs(kwargs, match):
@@ -561,6 +542,8 @@ class TestRoIOp(RoIOpTester):
     """tests/ops/_rois.py's RoI tests, with rotated RoIs [K, 6]."""
 
     name = "roi_align_rotated"
+    call = staticmethod(visdet_ops.roi_align_rotated)
+    valid = dict(output_size=2, spatial_scale=1.0)
     tol = TOL[torch.float64]
     roi_columns = 6
     bad_rois = [
@@ -660,20 +643,11 @@ def _amp_rotated_rois(gen, k, batch, size):
     )
 
 
-def case_roi_align_rotated(gen, module=False):
-    return rois_autocast_case(
-        gen,
-        _amp_rotated_rois(gen, 12, 2, 4 * 28),
-        lambda x, rois: visdet_ops.roi_align_rotated(x, rois, 7, 0.25, 2, True, False),
-        visdet_ops.RoIAlignRotated(7, 0.25, 2, True, False),
-        module,
-    )
-
-
-AUTOCAST_CASES = {
-    "roi_align_rotated": lambda g: case_roi_align_rotated(g),
-    "RoIAlignRotated": lambda g: case_roi_align_rotated(g, module=True),
-}
+AUTOCAST_CASES = rois_autocast_cases(
+    lambda gen: _amp_rotated_rois(gen, 12, 2, 4 * 28),
+    {"RoIAlignRotated": lambda: visdet_ops.RoIAlignRotated(7, 0.25, 2, True, False)},
+    roi_align_rotated=lambda x, rois: visdet_ops.roi_align_rotated(x, rois, 7, 0.25, 2, True, False),
+)
 test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
@@ -704,54 +678,16 @@ def _roi_align_rotated_case(draw, device):
 
 
 def _roi_align_rotated_run(case):
-    fn, bad = case["fn"], case["bad"]
-    run = core.Run(
+    sampled_roi_run(
         case,
-        core.names_for(case, "roi_align_rotated", "RoIAlignRotated"),
-        {
-            "input",
-            "rois",
-            "output_size",
-            "spatial_scale",
-            "sampling_ratio",
-            "aligned",
-            "clockwise",
-            "out_size",
-            "sample_num",
-        },
+        "roi_align_rotated",
+        visdet_ops.RoIAlignRotated,
+        visdet_ops.roi_align_rotated,
+        ("output_size", "spatial_scale", "sampling_ratio", "aligned", "clockwise"),
+        roi_align_rotated_reference,
+        ctor_bad=("output_size", "sampling_ratio"),
+        rotated=True,
     )
-    a_in, a_rois = roi_inputs(run, case, rotated=True)
-    roi_unchecked(run, case)
-    xi, xr = a_in.x(grad=True), a_rois.x()
-    args = (case["output_size"], case["spatial_scale"], case["sampling_ratio"], case["aligned"], case["clockwise"])
-    dt = a_in.dt
-    if fn == "RoIAlignRotated":
-        ctor_bad = bad in ("output_size", "sampling_ratio")
-        kwargs = dict(
-            zip(("output_size", "spatial_scale", "sampling_ratio", "aligned", "clockwise"), args, strict=True)
-        )
-        if case.get("old_names"):
-            kwargs["out_size"], kwargs["sample_num"] = kwargs.pop("output_size"), kwargs.pop("sampling_ratio")
-        mod = run.construct(lambda: visdet_ops.RoIAlignRotated(**kwargs), expect="error" if ctor_bad else "ok")
-        if mod is None:
-            return
-        call = lambda: mod(xi, xr)  # noqa: E731
-    else:
-        call = lambda: visdet_ops.roi_align_rotated(xi, xr, *args)  # noqa: E731
-
-    def check(out):
-        rl, r = a_in.ref(grad=True)
-        size = core.pair(case["output_size"])
-        want = roi_align_rotated_reference(r, a_rois.r(), size, *args[1:])
-        edge = close_up_to_edges(
-            out, want, a_rois.r(), lambda rois: roi_align_rotated_reference(r, rois, size, *args[1:]), dt
-        )
-        core.out_dtype_ok(out, dt, False)
-        if run.grads and out.numel() and not edge:
-            core.backward_both(run, out, want)
-            core.check_grads([("input", a_in, rl)], dt)
-
-    run.outcome(call, check)
 
 
 FUZZ = core.family("roi_align_rotated", ["roi_align_rotated", "RoIAlignRotated"])(

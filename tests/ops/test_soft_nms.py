@@ -195,9 +195,7 @@ def _soft_case(draw, device):
 
 def _soft_run(case):
     bad, n = case["bad"], case["n"]
-    run = core.Run(
-        case, {"soft_nms"}, {"boxes", "scores", "iou_threshold", "iou_thr", "sigma", "min_score", "method", "offset"}
-    )
+    run = core.family_run(case, "soft_nms", "iou_thr")
     boxes, scores = nms_values(run, case, n)
     if bad == "boxes_cols":
         boxes = torch.cat([boxes, scores[:, None]], 1)

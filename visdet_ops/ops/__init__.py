@@ -69,6 +69,7 @@ def renamed_kwargs(who: str, renames: dict[str, str]):
                     kwargs[new] = kwargs.pop(old)
             return fn(*args, **kwargs)
 
+        wrapper.renamed_kwargs = dict(renames)  # old name -> new (tests/fuzz_core.public_parameters reads it)
         return wrapper
 
     return decorate
