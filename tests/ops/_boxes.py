@@ -1,6 +1,6 @@
 """The box family's test-side home (as csrc/ops/_boxes for the kernels): what the tests of nms and soft_nms share.
 Fuzz: dyadic IoU thresholds, the boxes and scores of a case, the structure of a (dets, inds) answer. CUDA graphs: the
-CUDA boxes the NMS family's refused captures are called on (nms_rotated's too).
+CUDA boxes the NMS family's refused captures are called on (nms_rotated's too) and the calls on them (refused_capture).
 """
 
 from __future__ import annotations
@@ -46,3 +46,14 @@ def cuda_graph_boxes(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, 
     boxes, scores = boxes.cuda(), torch.rand(20, generator=gen).cuda()
     idxs = torch.randint(0, 3, (20,), generator=gen).cuda()
     return boxes, scores, idxs
+
+
+def refused_capture(call):
+    """gen -> call(boxes, scores, idxs, dets) on cuda_graph_boxes(gen) (dets built before the capture)."""
+
+    def make(gen):
+        boxes, scores, idxs = cuda_graph_boxes(gen)
+        dets = torch.cat([boxes, scores[:, None]], 1)
+        return lambda: call(boxes, scores, idxs, dets)
+
+    return make

@@ -15,9 +15,16 @@ from .. import onnx_harness as ox
 from ..conftest import torchvision_or_skip
 
 
-def random_boxes(shape: tuple[int, ...], rng: torch.Generator) -> torch.Tensor:
-    xy = torch.rand(*shape, 2, generator=rng, dtype=torch.float64) * 96
-    wh = torch.rand(*shape, 2, generator=rng, dtype=torch.float64) * 40
+def random_boxes(
+    shape: tuple[int, ...], rng: torch.Generator, span: float = 96, side: float = 40, degenerate: bool = False
+) -> torch.Tensor:
+    """Corners x1, y1 below `span`, sides below `side`; with `degenerate`, about a fifth of zero width. Small boxes
+    (span 6, side 3: the eps tests') have unions and enclosing areas often below the eps under test, so the clamp
+    decides many results."""
+    xy = torch.rand(*shape, 2, generator=rng, dtype=torch.float64) * span
+    wh = torch.rand(*shape, 2, generator=rng, dtype=torch.float64) * side
+    if degenerate:
+        wh[torch.rand(shape, generator=rng) < 0.2, 0] = 0
     return torch.cat([xy, xy + wh], -1)
 
 
@@ -187,22 +194,11 @@ def test_op_string_modes(device, rng, aligned):
             torch.ops.visdet_ops.bbox_overlaps(a, b, mode, aligned, 1)
 
 
-def small_boxes(n: int, rng: torch.Generator, degenerate: bool = True) -> torch.Tensor:
-    """Boxes of 0-3 px sides (some of zero width if `degenerate`): unions and
-    enclosing areas often below the eps under test, so the clamp decides many
-    results."""
-    xy = torch.rand(n, 2, generator=rng, dtype=torch.float64) * 6
-    wh = torch.rand(n, 2, generator=rng, dtype=torch.float64) * 3
-    if degenerate:
-        wh[torch.rand(n, generator=rng) < 0.2, 0] = 0
-    return torch.cat([xy, xy + wh], -1)
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("aligned", [False, True])
 def test_mmdet_keywords_eps(device, dtype, rng, mode, aligned):
     """mmdet's call (is_aligned=, eps=) against the float64 reference with the same eps."""
-    a, b = small_boxes(40, rng), small_boxes(40, rng)
+    a, b = random_boxes((40,), rng, 6, 3, degenerate=True), random_boxes((40,), rng, 6, 3, degenerate=True)
     if aligned:  # pairs that overlap, or the clamp would rarely matter
         b = a + torch.rand(40, 4, generator=rng, dtype=torch.float64)
     a, b = a.to(dtype).double(), b.to(dtype).double()
@@ -226,8 +222,8 @@ def test_eps_zero_gives_nan_for_degenerate_pairs_as_mmdet(device):
 
 def test_eps_gradcheck(device, rng):
     # No zero-width boxes: their intersections sit on max(w, 0)'s kink.
-    a = small_boxes(6, rng, degenerate=False).to(device).requires_grad_()
-    b = small_boxes(5, rng, degenerate=False).to(device).requires_grad_()
+    a = random_boxes((6,), rng, 6, 3).to(device).requires_grad_()
+    b = random_boxes((5,), rng, 6, 3).to(device).requires_grad_()
     for mode in MODES:
         assert torch.autograd.gradcheck(lambda x, y, m=mode: visdet_ops.bbox_overlaps(x, y, m, eps=0.5), (a, b))
 
@@ -286,17 +282,9 @@ def test_bad_arguments():
 
 
 def _bbox_overlaps(device, gen, offset=0, op=False):
-    from visdet_ops.ops.bbox_overlaps import bbox_overlaps
-    from visdet_ops.reference.bbox_overlaps import bbox_overlaps_reference
-
-    a, _, _ = edges.boxes(device, gen, 5)
-    b, _, _ = edges.boxes(device, gen, 4)
-    a, b = a.double(), b.double()
-    if op:
-        got = torch.ops.visdet_ops.bbox_overlaps(a, b, "iou", False, offset)
-    else:
-        got = bbox_overlaps(a, b, "iou", False, offset)
-    edges.close(got, bbox_overlaps_reference(a.cpu(), b.cpu(), "iou", False, offset))
+    a, b = (edges.boxes(device, gen, n)[0].double() for n in (5, 4))
+    fn = torch.ops.visdet_ops.bbox_overlaps if op else visdet_ops.bbox_overlaps
+    edges.close(fn(a, b, "iou", False, offset), bbox_overlaps_reference(a.cpu(), b.cpu(), "iou", False, offset))
 
 
 INTEGER_EDGE_ROWS = [

@@ -17,7 +17,7 @@ from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
-from ._boxes import IOU, check_keep, cuda_graph_boxes, nms_values
+from ._boxes import IOU, check_keep, nms_values, refused_capture
 
 
 def random_boxes(n: int, rng: torch.Generator, quantized: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,6 +33,22 @@ def random_boxes(n: int, rng: torch.Generator, quantized: bool = True) -> tuple[
     # float32 would otherwise swap places).
     scores = torch.rand(n, generator=rng, dtype=torch.float64).float().double()
     return boxes, scores
+
+
+def random_classes(n: int, num_classes: int, rng: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, num_classes, (n,), generator=rng)
+
+
+def reference_keep(boxes, scores, iou, offset=0, idxs=None, score_threshold=0, max_num=-1) -> torch.Tensor:
+    """What nms and batched_nms keep: nms_reference of the boxes scored above score_threshold (> 0), cut to max_num
+    (> 0)."""
+    if score_threshold > 0:
+        valid = torch.nonzero(scores > score_threshold).squeeze(1)
+        classes = None if idxs is None else idxs[valid]
+        want = valid[nms_reference(boxes[valid], scores[valid], iou, offset, classes)]
+    else:
+        want = nms_reference(boxes, scores, iou, offset, idxs)
+    return want[:max_num] if max_num > 0 else want
 
 
 @pytest.mark.parametrize("n", [1, 7, 64, 65, 300, 1000])
@@ -61,20 +77,25 @@ def test_nms_ties_are_stable(device, rng):
     assert inds.cpu().tolist() == nms_reference(boxes, scores, 0.5).tolist()
 
 
-def test_nms_against_torchvision(device, rng):
+@pytest.mark.parametrize("batched", [False, True], ids=["nms", "batched_nms"])
+def test_nms_against_torchvision(device, rng, batched):
     tv = torchvision_or_skip()
     boxes, scores = random_boxes(800, rng)
-    boxes, scores = boxes.float().to(device), scores.float().to(device)
-    _, inds = visdet_ops.nms(boxes, scores, 0.5)
-    assert inds.tolist() == tv.nms(boxes, scores, 0.5).tolist()
+    b, s = boxes.float().to(device), scores.float().to(device)
+    if batched:
+        idxs = random_classes(800, 10, rng).to(device)
+        _, keep = visdet_ops.batched_nms(b, s, idxs, {"iou_threshold": 0.5})
+        assert keep.tolist() == tv.batched_nms(b, s, idxs, 0.5).tolist()
+    else:
+        _, keep = visdet_ops.nms(b, s, 0.5)
+        assert keep.tolist() == tv.nms(b, s, 0.5).tolist()
 
 
 def test_nms_score_threshold_and_max_num(device, rng):
     boxes, scores = random_boxes(300, rng)
     boxes, scores = boxes.to(device), scores.to(device)
     dets, inds = visdet_ops.nms(boxes, scores, 0.5, score_threshold=0.3, max_num=10)
-    valid = torch.nonzero(scores.cpu() > 0.3).squeeze(1)
-    want = valid[nms_reference(boxes.cpu()[valid], scores.cpu()[valid], 0.5)][:10]
+    want = reference_keep(boxes.cpu(), scores.cpu(), 0.5, score_threshold=0.3, max_num=10)
     assert inds.cpu().tolist() == want.tolist()
     assert dets.shape == (len(want), 5)
     torch.testing.assert_close(dets[:, 4].cpu(), scores.cpu()[want])
@@ -87,10 +108,16 @@ def test_nms_numpy_in_numpy_out(rng):
     assert inds.tolist() == nms_reference(boxes, scores, 0.5).tolist()
 
 
-def test_nms_empty(device, dtype):
-    dets, inds = visdet_ops.nms(
-        torch.empty(0, 4, device=device, dtype=dtype), torch.empty(0, device=device, dtype=dtype), 0.5
-    )
+@pytest.mark.parametrize(
+    "cfg", ["nms", {"iou_threshold": 0.5}, {"type": "soft_nms"}, None], ids=["nms", "batched", "batched_soft", "none"]
+)
+def test_nms_empty(device, dtype, cfg):
+    """nms, and batched_nms with each kind of nms_cfg."""
+    boxes, scores = torch.empty(0, 4, device=device, dtype=dtype), torch.empty(0, device=device, dtype=dtype)
+    if cfg == "nms":
+        dets, inds = visdet_ops.nms(boxes, scores, 0.5)
+    else:
+        dets, inds = visdet_ops.batched_nms(boxes, scores, torch.empty(0, dtype=torch.long, device=device), cfg)
     assert dets.shape == (0, 5) and dets.dtype == dtype
     assert inds.shape == (0,) and inds.dtype == torch.long
 
@@ -235,11 +262,6 @@ def test_nms_devices_must_match():
         torch.ops.visdet_ops.nms(torch.zeros(2, 4, device="cuda"), torch.zeros(2), 0.5, 0)
 
 
-def test_nms_opcheck(device, rng):
-    boxes, scores = random_boxes(100, rng)
-    torch.library.opcheck(torch.ops.visdet_ops.nms.default, (boxes.to(device), scores.to(device), 0.5, 0))
-
-
 # float16 / bfloat16 ---------------------------------------------------------
 
 
@@ -257,21 +279,12 @@ def test_nms_reduced_precision(device, rng, half):
 # batched_nms ------------------------------------------------------------------
 
 
-def random_classes(n: int, num_classes: int, rng: torch.Generator) -> torch.Tensor:
-    return torch.randint(0, num_classes, (n,), generator=rng)
-
-
-def batched_reference(boxes, scores, idxs, iou, offset=0):
-    keep = nms_reference(boxes, scores, iou, offset, idxs=idxs)
-    return keep
-
-
 @pytest.mark.parametrize("n", [1, 100, 700])
 @pytest.mark.parametrize("num_classes", [1, 3, 80])
 def test_batched_nms_matches_reference(device, dtype, rng, n, num_classes):
     boxes, scores = random_boxes(n, rng)
     idxs = random_classes(n, num_classes, rng)
-    want = batched_reference(boxes, scores, idxs, 0.5)
+    want = nms_reference(boxes, scores, 0.5, idxs=idxs)
     dets, keep = visdet_ops.batched_nms(
         boxes.to(device, dtype), scores.to(device, dtype), idxs.to(device), {"iou_threshold": 0.5}
     )
@@ -310,7 +323,7 @@ def test_batched_nms_split_thr_and_max_num(device, rng):
     result, cfg untouched."""
     boxes, scores = random_boxes(900, rng)
     idxs = random_classes(900, 7, rng)
-    want = batched_reference(boxes, scores, idxs, 0.6)
+    want = nms_reference(boxes, scores, 0.6, idxs=idxs)
     b, s, c = boxes.to(device), scores.to(device), idxs.to(device)
     cfg = {"type": "nms", "iou_threshold": 0.6, "split_thr": 200, "max_num": 25}
     frozen = dict(cfg)
@@ -325,8 +338,7 @@ def test_batched_nms_split_thr_and_max_num(device, rng):
 def test_batched_nms_iou_thr_alias_and_score_threshold(device, rng):
     boxes, scores = random_boxes(200, rng)
     idxs = random_classes(200, 3, rng)
-    valid = torch.nonzero(scores > 0.4).squeeze(1)
-    want = valid[batched_reference(boxes[valid], scores[valid], idxs[valid], 0.5)]
+    want = reference_keep(boxes, scores, 0.5, idxs=idxs, score_threshold=0.4)
     with pytest.warns(DeprecationWarning, match="iou_thr"):
         _, keep = visdet_ops.batched_nms(
             boxes.to(device), scores.to(device), idxs.to(device), {"iou_thr": 0.5, "score_threshold": 0.4}
@@ -375,30 +387,6 @@ def test_batched_nms_op_checks_idxs(device):
         torch.ops.visdet_ops.batched_nms(boxes, scores, torch.zeros(3, dtype=torch.long, device=device), 0.5, 0)
     with pytest.raises(RuntimeError, match="batched_nms: idxs must be an integer tensor"):
         torch.ops.visdet_ops.batched_nms(boxes, scores, torch.zeros(4, device=device), 0.5, 0)
-
-
-def test_batched_nms_empty(device, dtype):
-    e = torch.empty(0, 4, device=device, dtype=dtype)
-    for cfg in ({"iou_threshold": 0.5}, {"type": "soft_nms"}, None):
-        dets, keep = visdet_ops.batched_nms(e, e[:, 0], torch.empty(0, dtype=torch.long, device=device), cfg)
-        assert dets.shape == (0, 5) and dets.dtype == dtype and keep.shape == (0,) and keep.dtype == torch.long
-
-
-def test_batched_nms_opcheck(device, rng):
-    boxes, scores = random_boxes(100, rng)
-    idxs = random_classes(100, 3, rng)
-    torch.library.opcheck(
-        torch.ops.visdet_ops.batched_nms.default, (boxes.to(device), scores.to(device), idxs.to(device), 0.5, 0)
-    )
-
-
-def test_batched_nms_against_torchvision(device, rng):
-    tv = torchvision_or_skip()
-    boxes, scores = random_boxes(800, rng)
-    idxs = random_classes(800, 10, rng).to(device)
-    b, s = boxes.float().to(device), scores.float().to(device)
-    _, keep = visdet_ops.batched_nms(b, s, idxs, {"iou_threshold": 0.5})
-    assert keep.tolist() == tv.batched_nms(b, s, idxs, 0.5).tolist()
 
 
 # soft_nms ---------------------------------------------------------------------
@@ -452,22 +440,25 @@ def test_nms_match_degenerate_and_nan(device, rng):
     assert [g.tolist() for g in visdet_ops.nms_match(dets.to(device), 0.0)] == nms_match_reference(dets, 0.0)
 
 
-def test_nms_match_opcheck(device, rng):
-    boxes, scores = random_boxes(80, rng)
-    torch.library.opcheck(
-        torch.ops.visdet_ops.nms_match.default, (torch.cat([boxes, scores[:, None]], 1).to(device), 0.5)
-    )
+def _op_args(op, boxes, scores, classes, dets):
+    """The registered op `op` and its arguments: the opcheck tests' (here and under autocast)."""
+    return getattr(torch.ops.visdet_ops, op).default, {
+        "nms": (boxes, scores, 0.5, 0),
+        "batched_nms": (boxes, scores, classes, 0.5, 0),
+        "soft_nms": (boxes, scores, 0.3, 0.5, 1e-3, "linear", 0, classes),
+        "nms_match": (dets, 0.5),
+    }[op]
+
+
+@pytest.mark.parametrize("op", ["nms", "batched_nms", "nms_match"])
+def test_nms_family_opcheck(device, rng, op):
+    boxes, scores = (t.to(device) for t in random_boxes(100, rng))
+    classes = random_classes(100, 3, rng).to(device)
+    torch.library.opcheck(*_op_args(op, boxes, scores, classes, torch.cat([boxes, scores[:, None]], 1)))
 
 
 def test_nms_family_compiles_fullgraph(rng):
     """The fake impls' unbacked sizes let torch.compile capture the data-dependent outputs."""
-    # config.patch, not monkeypatch: on torch 2.4 monkeypatch's undo deletes the key from dynamo's config, and every
-    # later torch.compile in the process fails on the missing option.
-    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-        _compile_nms_family(rng)
-
-
-def _compile_nms_family(rng):
     boxes, scores = random_boxes(60, rng)
     idxs = random_classes(60, 3, rng)
     dets = torch.cat([boxes, scores[:, None]], 1)
@@ -479,85 +470,55 @@ def _compile_nms_family(rng):
         leader = torch.ops.visdet_ops.nms_match(d, 0.5)
         return b[keep].sum(1), keep_batched, inds, decayed, leader
 
-    torch._dynamo.reset()
-    got = torch.compile(f, fullgraph=True)(boxes, scores, idxs, dets)
-    for g, w in zip(got, f(boxes, scores, idxs, dets), strict=True):
-        torch.testing.assert_close(g, w)
+    # config.patch, not monkeypatch: on torch 2.4 monkeypatch's undo deletes the key from dynamo's config, and every
+    # later torch.compile in the process fails on the missing option.
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        torch._dynamo.reset()
+        got = torch.compile(f, fullgraph=True)(boxes, scores, idxs, dets)
+        for g, w in zip(got, f(boxes, scores, idxs, dets), strict=True):
+            torch.testing.assert_close(g, w)
 
 
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
-def _nms(device, gen, offset=0, max_num=-1):
-    from visdet_ops.ops.nms import nms
-    from visdet_ops.reference.nms import nms_reference
-
-    boxes, scores, _ = edges.boxes(device, gen)
-    _, inds = nms(boxes, scores, 0.3, offset=offset, max_num=max_num)
-    want = nms_reference(boxes, scores, 0.3, offset)
-    if max_num > 0:
-        want = want[:max_num]
-    assert inds.cpu().tolist() == want.tolist()
+def _edge_row(row_id, bounds, at_bound=()):
+    """The row `<fn>-<arg>` (a public function) or `op.<fn>-<arg>` (the registered op): fn with the integer argument
+    arg (a key of nms_cfg for batched_nms) set to the value under test, checked against the reference."""
+    fn, arg = row_id.split("-")
+    return edges.Row(row_id, (arg,), bounds, lambda d, v, g: _edge_nms(d, g, fn, **{arg: v}), at_bound=at_bound)
 
 
-def _nms_op(device, gen, offset, batched=False):
-    from visdet_ops.reference.nms import nms_reference
-
+def _edge_nms(device, gen, fn, **kw):
     boxes, scores, idxs = edges.boxes(device, gen)
-    if batched:
-        got = torch.ops.visdet_ops.batched_nms(boxes, scores, idxs, 0.3, offset)
-        assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset, idxs).tolist()
+    name, offset = fn.removeprefix("op."), kw.get("offset", 0)
+    classes = idxs if name == "batched_nms" else None
+    inputs = (boxes, scores) if classes is None else (boxes, scores, classes)
+    soft = (0.5, 1e-3, "linear") if name == "soft_nms" else ()  # sigma, min_score, method
+    if fn.startswith("op."):
+        inds = getattr(torch.ops.visdet_ops, name)(*inputs, 0.3, *soft, offset)
+        inds = inds[0] if soft else inds  # the soft_nms op returns (inds, scores)
+    elif classes is not None:
+        _, inds = visdet_ops.batched_nms(*inputs, dict(iou_threshold=0.3, **kw))
     else:
-        got = torch.ops.visdet_ops.nms(boxes, scores, 0.3, offset)
-        assert got.cpu().tolist() == nms_reference(boxes, scores, 0.3, offset).tolist()
-
-
-def _batched_nms(device, gen, **cfg):
-    from visdet_ops.ops.nms import batched_nms
-    from visdet_ops.reference.nms import nms_reference
-
-    boxes, scores, idxs = edges.boxes(device, gen)
-    _, keep = batched_nms(boxes, scores, idxs, dict(iou_threshold=0.3, **cfg))
-    want = nms_reference(boxes, scores, 0.3, cfg.get("offset", 0), idxs)
-    max_num = cfg.get("max_num", -1)
-    if max_num > 0:
-        want = want[:max_num]
-    assert keep.cpu().tolist() == want.tolist()
-
-
-def _soft_nms(device, gen, offset=0, op=False):
-    from visdet_ops.ops.soft_nms import soft_nms
-    from visdet_ops.reference.nms import soft_nms_reference
-
-    boxes, scores, _ = edges.boxes(device, gen)
-    if op:
-        inds, _ = torch.ops.visdet_ops.soft_nms(boxes, scores, 0.3, 0.5, 1e-3, "linear", offset)
+        _, inds = getattr(visdet_ops, name)(*inputs, 0.3, *soft, **kw)
+    if soft:
+        want, _ = soft_nms_reference(boxes, scores, 0.3, *soft, offset)
     else:
-        _, inds = soft_nms(boxes, scores, 0.3, 0.5, 1e-3, "linear", offset)
-    want, _ = soft_nms_reference(boxes, scores, 0.3, 0.5, 1e-3, "linear", offset)
+        want = reference_keep(boxes, scores, 0.3, offset, classes, max_num=kw.get("max_num", -1))
     assert inds.cpu().tolist() == want.tolist()
 
 
 INTEGER_EDGE_ROWS = [
-    edges.Row("nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms(d, g, offset=v), at_bound=(1,)),
-    edges.Row("nms-max_num", ("max_num",), edges.ANY, lambda d, v, g: _nms(d, g, max_num=v), at_bound=(3,)),
-    edges.Row("op.nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms_op(d, g, v), at_bound=(1,)),
-    edges.Row("op.batched_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _nms_op(d, g, v, True)),
-    edges.Row(
-        "batched_nms-split_thr",
-        ("split_thr",),
-        edges.ANY,
-        lambda d, v, g: _batched_nms(d, g, split_thr=v),
-        at_bound=(5,),
-    ),
-    edges.Row(
-        "batched_nms-max_num", ("max_num",), edges.ANY, lambda d, v, g: _batched_nms(d, g, max_num=v), at_bound=(3,)
-    ),
-    edges.Row(
-        "batched_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _batched_nms(d, g, offset=v), at_bound=(1,)
-    ),
-    edges.Row("soft_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _soft_nms(d, g, offset=v), at_bound=(1,)),
-    edges.Row("op.soft_nms-offset", ("offset",), _args.OFFSET, lambda d, v, g: _soft_nms(d, g, offset=v, op=True)),
+    _edge_row("nms-offset", _args.OFFSET, at_bound=(1,)),
+    _edge_row("nms-max_num", edges.ANY, at_bound=(3,)),
+    _edge_row("op.nms-offset", _args.OFFSET, at_bound=(1,)),
+    _edge_row("op.batched_nms-offset", _args.OFFSET),
+    _edge_row("batched_nms-split_thr", edges.ANY, at_bound=(5,)),
+    _edge_row("batched_nms-max_num", edges.ANY, at_bound=(3,)),
+    _edge_row("batched_nms-offset", _args.OFFSET, at_bound=(1,)),
+    _edge_row("soft_nms-offset", _args.OFFSET, at_bound=(1,)),
+    _edge_row("op.soft_nms-offset", _args.OFFSET),
     # soft_nms' method is a string ('naive', 'linear', 'gaussian'): tests/ops/test_soft_nms.py checks unknown ones.
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
@@ -622,39 +583,18 @@ def test_nms_family_under_autocast(rng, op, device_name, dtype):
     assert raw.dtype == torch.long
 
 
-def _opcheck_inputs(device, dtype, gen):
-    """float32 boxes, 16-bit scores and class indices."""
-    boxes = amp.rois(gen, 30, 1, 200)[:, 1:].to(device)
-    scores = torch.rand(30, generator=gen).to(device, dtype)
-    return boxes, scores, torch.randint(0, 3, (30,), generator=gen).to(device)
+def _opcheck_under_autocast(op):
+    def inputs(device, dtype, gen):
+        """float32 boxes, 16-bit scores and class indices."""
+        boxes = amp.rois(gen, 30, 1, 200)[:, 1:].to(device)
+        scores = torch.rand(30, generator=gen).to(device, dtype)
+        classes = torch.randint(0, 3, (30,), generator=gen).to(device)
+        return _op_args(op, boxes, scores, classes, torch.cat([boxes, scores[:, None].float()], 1).to(dtype))
+
+    return inputs
 
 
-def _opcheck_nms(device, dtype, gen):
-    boxes, scores, _ = _opcheck_inputs(device, dtype, gen)
-    return torch.ops.visdet_ops.nms.default, (boxes, scores, 0.5, 0)
-
-
-def _opcheck_batched_nms(device, dtype, gen):
-    boxes, scores, classes = _opcheck_inputs(device, dtype, gen)
-    return torch.ops.visdet_ops.batched_nms.default, (boxes, scores, classes, 0.5, 0)
-
-
-def _opcheck_soft_nms(device, dtype, gen):
-    boxes, scores, classes = _opcheck_inputs(device, dtype, gen)
-    return torch.ops.visdet_ops.soft_nms.default, (boxes, scores, 0.3, 0.5, 1e-3, "linear", 0, classes)
-
-
-def _opcheck_nms_match(device, dtype, gen):
-    boxes, scores, _ = _opcheck_inputs(device, dtype, gen)
-    return torch.ops.visdet_ops.nms_match.default, (torch.cat([boxes, scores[:, None].float()], 1).to(dtype), 0.5)
-
-
-AUTOCAST_OPCHECKS = {
-    "nms": _opcheck_nms,
-    "batched_nms": _opcheck_batched_nms,
-    "soft_nms": _opcheck_soft_nms,
-    "nms_match": _opcheck_nms_match,
-}
+AUTOCAST_OPCHECKS = {op: _opcheck_under_autocast(op) for op in AUTOCAST_DISCRETE}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
@@ -850,11 +790,7 @@ def _nms_run(case):
             check_keep(inds, dets, rb, rs, n)
             if structural:
                 return
-            thr = case["score_threshold"]
-            valid = torch.nonzero(rs > thr).squeeze(1) if thr > 0 else torch.arange(n)
-            want = valid[nms_reference(rb[valid], rs[valid], case["iou"], case["offset"])]
-            if case["max_num"] > 0:
-                want = want[: case["max_num"]]
+            want = reference_keep(rb, rs, case["iou"], case["offset"], None, case["score_threshold"], case["max_num"])
             if inds.tolist() != want.tolist():
                 raise core.Mismatch(f"nms kept {inds.tolist()[:30]}, the reference {want.tolist()[:30]}")
             if not torch.equal(dets[:, 4].detach().cpu().double(), rs[want]):
@@ -883,12 +819,12 @@ def _nms_run(case):
         check_keep(keep, dets, rb, rs, n)
         if structural:
             return
-        ri = xi.detach().cpu()
+        agnostic = cfg is None or cfg.get("class_agnostic", case["class_agnostic"])
+        classes = None if agnostic else xi.detach().cpu()
         if cfg is None:
             want = torch.sort(rs, descending=True, stable=True).indices
             want_scores = rs[want]
         elif cfg.get("type") == "soft_nms":
-            agnostic = bool(cfg.get("class_agnostic", case["class_agnostic"]))
             want, want_scores = soft_nms_reference(
                 rb,
                 rs,
@@ -897,18 +833,13 @@ def _nms_run(case):
                 cfg.get("min_score", 1e-3),
                 cfg.get("method", "linear"),
                 cfg.get("offset", 0),
-                None if agnostic else ri,
+                classes,
             )
             if a_b.dt != "f64" or a_s.dt != "f64":
                 return  # decayed scores in float32: near ties may take another order (soft_nms family's rule)
         else:
-            agnostic = bool(cfg.get("class_agnostic", case["class_agnostic"]))
-            thr = cfg.get("score_threshold", 0)
-            valid = torch.nonzero(rs > thr).squeeze(1) if thr > 0 else torch.arange(n)
             iou = cfg.get("iou_threshold", cfg.get("iou_thr"))
-            want = valid[
-                nms_reference(rb[valid], rs[valid], iou, cfg.get("offset", 0), None if agnostic else ri[valid])
-            ]
+            want = reference_keep(rb, rs, iou, cfg.get("offset", 0), classes, cfg.get("score_threshold", 0))
             want_scores = rs[want]
         if cfg is not None and cfg.get("max_num", -1) > 0:
             want, want_scores = want[: cfg["max_num"]], want_scores[: cfg["max_num"]]
@@ -969,9 +900,24 @@ ONNX_COVERED_OTHERWISE = {
 }
 
 
-def tied_scores(n: int, rng: torch.Generator) -> torch.Tensor:
-    # 17 values: ties, which both sides must break towards the lower index.
-    return torch.randint(0, 17, (n,), generator=rng).float() / 16
+def onnx_inputs(n: int, rng: torch.Generator, classes: tuple[int, int] | None = None) -> tuple[torch.Tensor, ...]:
+    """Grid boxes, scores and, with classes = (low, high), class indices in [low, high)."""
+    # 17 score values: ties, which both sides must break towards the lower index.
+    inputs = (ox.grid_boxes(n, rng), torch.randint(0, 17, (n,), generator=rng).float() / 16)
+    return inputs if classes is None else (*inputs, torch.randint(*classes, (n,), generator=rng))
+
+
+def check_onnx(onnx_table, model, rng, sizes, classes=None):
+    """Exports `model` for any number of boxes (traced on 12, classes in [0, 3)); on each of `sizes` boxes the ONNX
+    model gives eager's results."""
+    n = torch.export.Dim("n")
+    args = onnx_inputs(12, rng, None if classes is None else (0, 3))
+    onnx_model = ox.export(onnx_table, model, args, tuple({0: n} for _ in args))
+    for n_boxes in sizes:
+        args = onnx_inputs(n_boxes, rng, classes)
+        for g, w in zip(ox.run(onnx_model, *args), model(*args), strict=True):
+            assert torch.equal(g, w), (n_boxes, g, w)
+    return onnx_model
 
 
 class NmsModel(torch.nn.Module):
@@ -984,16 +930,9 @@ class NmsModel(torch.nn.Module):
 
 @ox.needs_exporter
 def test_onnx_nms(onnx_table, rng):
-    n = torch.export.Dim("n")
-    onnx_model = ox.export(onnx_table, NmsModel(), (ox.grid_boxes(12, rng), tied_scores(12, rng)), ({0: n}, {0: n}))
+    onnx_model = check_onnx(onnx_table, NmsModel(), rng, (0, 1, 300))
     assert ox.op_types(onnx_model) >= {"NonMaxSuppression"}
     assert not any(node.domain for node in onnx_model.graph.node)
-    for n_boxes in (0, 1, 300):
-        boxes, scores = ox.grid_boxes(n_boxes, rng), tied_scores(n_boxes, rng)
-        got = ox.run(onnx_model, boxes, scores)
-        want = NmsModel()(boxes, scores)
-        for g, w in zip(got, want, strict=True):
-            assert torch.equal(g, w), (n_boxes, g, w)
 
 
 class BatchedNmsModel(torch.nn.Module):
@@ -1009,17 +948,8 @@ class BatchedNmsModel(torch.nn.Module):
 
 @ox.needs_exporter
 def test_onnx_batched_nms(onnx_table, rng):
-    n = torch.export.Dim("n")
-    args = (ox.grid_boxes(12, rng), tied_scores(12, rng), torch.randint(0, 3, (12,), generator=rng))
-    onnx_model = ox.export(onnx_table, BatchedNmsModel(), args, ({0: n}, {0: n}, {0: n}))
-    for n_boxes in (0, 1, 400):
-        # Classes from -3 to 7 (batched_nms takes any integers), coordinates that overlap across classes.
-        boxes, scores = ox.grid_boxes(n_boxes, rng), tied_scores(n_boxes, rng)
-        idxs = torch.randint(-3, 8, (n_boxes,), generator=rng)
-        got = ox.run(onnx_model, boxes, scores, idxs)
-        want = BatchedNmsModel()(boxes, scores, idxs)
-        for g, w in zip(got, want, strict=True):
-            assert torch.equal(g, w), (n_boxes, g, w)
+    # Classes from -3 to 7 (batched_nms takes any integers), coordinates that overlap across classes.
+    check_onnx(onnx_table, BatchedNmsModel(), rng, (0, 1, 400), classes=(-3, 8))
 
 
 @ox.needs_exporter
@@ -1047,22 +977,10 @@ CUDA_GRAPH_DATA_DEPENDENT = {
 }
 
 
-def _refused_nms(gen):
-    boxes, scores, _ = cuda_graph_boxes(gen)
-    return lambda: visdet_ops.nms(boxes, scores, 0.5)
-
-
-def _refused_batched_nms(gen):
-    boxes, scores, idxs = cuda_graph_boxes(gen)
-    return lambda: visdet_ops.batched_nms(boxes, scores, idxs, dict(iou_threshold=0.5))
-
-
-def _refused_nms_match(gen):
-    boxes, scores, _ = cuda_graph_boxes(gen)
-    dets = torch.cat([boxes, scores[:, None]], 1)
-    return lambda: visdet_ops.nms_match(dets, 0.5)
-
-
 # public function -> gen -> its call on CUDA inputs, which raises "<name> cannot be captured in a CUDA graph: ..."
 # inside a capture and works before and after it (test_data_dependent_ops_refuse_capture_clearly, CUDA only)
-CUDA_GRAPH_REFUSALS = {"nms": _refused_nms, "batched_nms": _refused_batched_nms, "nms_match": _refused_nms_match}
+CUDA_GRAPH_REFUSALS = {
+    "nms": refused_capture(lambda b, s, i, d: visdet_ops.nms(b, s, 0.5)),
+    "batched_nms": refused_capture(lambda b, s, i, d: visdet_ops.batched_nms(b, s, i, dict(iou_threshold=0.5))),
+    "nms_match": refused_capture(lambda b, s, i, d: visdet_ops.nms_match(d, 0.5)),
+}

@@ -12,16 +12,20 @@ from visdet_ops.reference.nms import soft_nms_reference
 
 from .. import fuzz_core as core
 from .. import onnx_harness as ox
-from ._boxes import check_keep, cuda_graph_boxes, nms_values
+from ._boxes import check_keep, nms_values, refused_capture
 from .test_nms import random_boxes, random_classes
 
 
-def assert_soft_nms(got, want_inds, want_scores, dtype):
-    dets, inds = got
+def check_soft_nms(device, dtype, boxes, scores, *args):
+    """soft_nms(*args) of the float64 boxes and scores, on `device` in `dtype`, against the float64 reference: the
+    same indices, the same scores. Returns (dets, inds) and the reference's (inds, scores)."""
+    want = soft_nms_reference(boxes, scores, *args)
+    dets, inds = visdet_ops.soft_nms(boxes.to(device, dtype), scores.to(device, dtype), *args)
     assert inds.dtype == torch.long and dets.dtype == dtype
-    assert inds.cpu().tolist() == want_inds.tolist()
+    assert inds.cpu().tolist() == want[0].tolist()
     tol = {torch.float64: 1e-10, torch.float32: 1e-5}.get(dtype, 2e-2)
-    torch.testing.assert_close(dets[:, 4].cpu().double(), want_scores, rtol=tol, atol=tol)
+    torch.testing.assert_close(dets[:, 4].cpu().double(), want[1], rtol=tol, atol=tol)
+    return (dets, inds), want
 
 
 @pytest.mark.parametrize("method", ["naive", "linear", "gaussian"])
@@ -29,9 +33,7 @@ def assert_soft_nms(got, want_inds, want_scores, dtype):
 @pytest.mark.parametrize("offset", [0, 1])
 def test_soft_nms_matches_reference(device, rng, method, n, offset):
     boxes, scores = random_boxes(n, rng)
-    want = soft_nms_reference(boxes, scores, 0.3, 0.5, 1e-3, method, offset)
-    got = visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 1e-3, method, offset)
-    assert_soft_nms(got, *want, torch.float64)
+    got, want = check_soft_nms(device, torch.float64, boxes, scores, 0.3, 0.5, 1e-3, method, offset)
     torch.testing.assert_close(got[0][:, :4].cpu(), boxes[want[0]])
 
 
@@ -40,9 +42,7 @@ def test_soft_nms_float32(device, rng, method):
     # 60 boxes: two decayed scores within float32 rounding of each other (which
     # could legitimately swap the pick order) are improbable.
     boxes, scores = random_boxes(60, rng)
-    want = soft_nms_reference(boxes, scores, 0.4, 0.5, 0.01, method)
-    got = visdet_ops.soft_nms(boxes.float().to(device), scores.float().to(device), 0.4, 0.5, 0.01, method)
-    assert_soft_nms(got, *want, torch.float32)
+    check_soft_nms(device, torch.float32, boxes, scores, 0.4, 0.5, 0.01, method)
 
 
 @pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
@@ -64,16 +64,13 @@ def test_soft_nms_large_single_class(device, rng):
     more working scores than fit a 48 KiB shared-memory default."""
     boxes, scores = random_boxes(6000, rng)
     boxes = boxes * 8  # spread out: fewer overlaps, a faster reference
-    want = soft_nms_reference(boxes, scores, 0.3, 0.5, 0.2, "linear")
-    assert_soft_nms(visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 0.2), *want, torch.float64)
+    check_soft_nms(device, torch.float64, boxes, scores, 0.3, 0.5, 0.2)  # the default method: linear
 
 
 def test_soft_nms_min_score_zero_keeps_naive_zeros(device, rng):
     # naive with min_score=0: suppressed boxes stay, with score 0 (mmcv).
     boxes, scores = random_boxes(80, rng)
-    want = soft_nms_reference(boxes, scores, 0.3, 0.5, 0.0, "naive")
-    got = visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 0.0, "naive")
-    assert_soft_nms(got, *want, torch.float64)
+    got, _ = check_soft_nms(device, torch.float64, boxes, scores, 0.3, 0.5, 0.0, "naive")
     assert got[1].numel() == 80 and (got[0][:, 4] == 0).any()
 
 
@@ -84,10 +81,8 @@ def test_soft_nms_nan_inf_and_ties(device, rng):
     scores[7] = float("nan")
     scores[10:20] = 0.5  # ties: lower index first
     for method in ("naive", "linear", "gaussian"):
-        want = soft_nms_reference(boxes, scores, 0.3, 0.5, 1e-3, method)
-        got = visdet_ops.soft_nms(boxes.to(device), scores.to(device), 0.3, 0.5, 1e-3, method)
+        got, _ = check_soft_nms(device, torch.float64, boxes, scores, 0.3, 0.5, 1e-3, method)
         assert 7 not in got[1].tolist()
-        assert_soft_nms(got, *want, torch.float64)
 
 
 def test_soft_nms_numpy_and_empty(device, rng):
@@ -271,11 +266,6 @@ ONNX_CUSTOM_CASES = {
 CUDA_GRAPH_DATA_DEPENDENT = {"visdet_ops::soft_nms": "how many boxes survive"}
 
 
-def _refused_soft_nms(gen):
-    boxes, scores, _ = cuda_graph_boxes(gen)
-    return lambda: visdet_ops.soft_nms(boxes, scores)
-
-
 # public function -> gen -> its call on CUDA inputs, which raises "<name> cannot be captured in a CUDA graph: ..."
 # inside a capture and works before and after it (test_data_dependent_ops_refuse_capture_clearly, CUDA only)
-CUDA_GRAPH_REFUSALS = {"soft_nms": _refused_soft_nms}
+CUDA_GRAPH_REFUSALS = {"soft_nms": refused_capture(lambda b, s, i, d: visdet_ops.soft_nms(b, s))}
