@@ -13,6 +13,7 @@ from .. import fuzz_core as core
 from ..conftest import require_cuda
 
 MODES = ["top", "bottom", "left", "right"]
+_POOL_FNS = {f"{mode}_pool": mode for mode in MODES}
 
 
 def ties_input(rng, shape=(2, 3, 9, 11)) -> torch.Tensor:
@@ -21,11 +22,28 @@ def ties_input(rng, shape=(2, 3, 9, 11)) -> torch.Tensor:
     return torch.randint(-3, 4, shape, generator=rng).double()
 
 
-def reference_and_grad(x: torch.Tensor, mode: str, grad_out: torch.Tensor):
+def call_by_name(fn: str, x: torch.Tensor, mode: str) -> torch.Tensor:
+    """fn: a public name of the module (a `<mode>_pool` function ignores `mode`)."""
+    if fn == "CornerPool":
+        return visdet_ops.CornerPool(mode)(x)
+    if fn == "corner_pool":
+        return visdet_ops.corner_pool(x, mode)
+    return getattr(visdet_ops, fn)(x)
+
+
+def check(x, grad_out, mode, xd, grad_out_d, **tol):
+    """corner_pool of xd (x on a device, in a dtype, a layout) against the float64 reference of x: the forward
+    selects input values, so it is exact (NaN where the reference has NaN); the gradient for grad_out within tol."""
     xr = x.clone().requires_grad_()
     want = corner_pool_reference(xr, mode)
     (want_grad,) = torch.autograd.grad(want, xr, grad_out)
-    return want.detach(), want_grad
+    xd.requires_grad_()
+    got = visdet_ops.corner_pool(xd, mode)
+    assert got.dtype == xd.dtype and got.device == xd.device and got.shape == x.shape
+    want = want.detach().to(xd.dtype).double()
+    torch.testing.assert_close(got.detach().cpu().double(), want, rtol=0, atol=0, equal_nan=True)
+    (got_grad,) = torch.autograd.grad(got, xd, grad_out_d)
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **tol)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -34,16 +52,8 @@ def test_forward_backward_match_reference(device, dtype, rng, mode, kind):
     shape = (2, 3, 9, 11)
     x = torch.randn(shape, generator=rng, dtype=torch.float64) if kind == "randn" else ties_input(rng, shape)
     grad_out = torch.randn(shape, generator=rng, dtype=torch.float64)
-    want, want_grad = reference_and_grad(x, mode, grad_out)
-
-    xd = x.to(device, dtype).requires_grad_()
-    got = visdet_ops.corner_pool(xd, mode)
-    assert got.dtype == dtype and got.device.type == device.type and got.shape == x.shape
-    # The forward selects input values: exact.
-    assert torch.equal(got.detach().cpu().double(), want.to(dtype).double())
-    (got_grad,) = torch.autograd.grad(got, xd, grad_out.to(device, dtype))
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **tol)
+    check(x, grad_out, mode, x.to(device, dtype), grad_out.to(device, dtype), **tol)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -58,28 +68,23 @@ def test_tie_rule_explicit():
     # bottom pool of one column [2, 1, 2, 0]: outputs [2, 2, 2, 2]; the
     # maxima are rows 0 and 2: rows 0, 1 -> row 0, rows 2, 3 -> row 2.
     x = torch.tensor([2.0, 1, 2, 0], dtype=torch.float64).view(1, 1, 4, 1).requires_grad_()
+    grad_out = torch.tensor([1.0, 10, 100, 1000], dtype=torch.float64).view(1, 1, 4, 1)
     out = visdet_ops.bottom_pool(x)
     assert out.flatten().tolist() == [2, 2, 2, 2]
-    out.backward(torch.tensor([1.0, 10, 100, 1000], dtype=torch.float64).view(1, 1, 4, 1))
+    out.backward(grad_out)
     assert x.grad.flatten().tolist() == [11, 0, 1100, 0]
     # top pool scans upwards: row 3 -> row 3 (value 0), rows 2, 1 -> row 2,
     # row 0 (equal to the running maximum 2) -> itself.
     x.grad = None
-    visdet_ops.top_pool(x).backward(torch.tensor([1.0, 10, 100, 1000], dtype=torch.float64).view(1, 1, 4, 1))
+    visdet_ops.top_pool(x).backward(grad_out)
     assert x.grad.flatten().tolist() == [1, 0, 110, 1000]
 
 
 def test_nan_like_cummax(device):
     x = torch.tensor([1.0, float("nan"), 3.0, 0.5, float("nan"), 7.0], dtype=torch.float64)
     for mode, view in (("right", (1, 1, 1, 6)), ("bottom", (1, 1, 6, 1)), ("left", (1, 1, 1, 6))):
-        xv = x.view(view)
         grad_out = torch.arange(1.0, 7.0, dtype=torch.float64).view(view)
-        want, want_grad = reference_and_grad(xv, mode, grad_out)
-        xd = xv.to(device).requires_grad_()
-        got = visdet_ops.corner_pool(xd, mode)
-        torch.testing.assert_close(got.detach().cpu(), want, equal_nan=True)
-        got.backward(grad_out.to(device))
-        torch.testing.assert_close(xd.grad.cpu(), want_grad)
+        check(x.view(view), grad_out, mode, x.view(view).to(device), grad_out.to(device))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -110,18 +115,13 @@ def test_empty(device, dtype, shape, mode):
 def test_non_contiguous(device, dtype, rng, mode):
     x = torch.randn(2, 4, 7, 6, generator=rng, dtype=torch.float64)
     grad_out = torch.randn(2, 4, 7, 6, generator=rng, dtype=torch.float64)
-    want, want_grad = reference_and_grad(x, mode, grad_out)
+    g_nc = grad_out.to(device, dtype).transpose(2, 3).contiguous().transpose(2, 3)
     for xd in (
         x.to(device, dtype).contiguous(memory_format=torch.channels_last),
         x.transpose(2, 3).contiguous().to(device, dtype).transpose(2, 3),
     ):
         assert not xd.is_contiguous()
-        xd.requires_grad_()
-        got = visdet_ops.corner_pool(xd, mode)
-        assert torch.equal(got.detach().cpu().double(), want.to(dtype).double())
-        g_nc = grad_out.to(device, dtype).transpose(2, 3).contiguous().transpose(2, 3)
-        (got_grad,) = torch.autograd.grad(got, xd, g_nc)
-        torch.testing.assert_close(got_grad.cpu().double(), want_grad, rtol=1e-5, atol=1e-5)
+        check(x, grad_out, mode, xd, g_nc, rtol=1e-5, atol=1e-5)
 
 
 def test_bad_inputs():
@@ -181,14 +181,12 @@ def test_double_backward_is_refused():
 
 def test_module_and_named_functions(device, rng):
     x = torch.randn(2, 3, 5, 6, generator=rng, dtype=torch.float64).to(device)
-    for mode, fn in zip(
-        MODES, (visdet_ops.top_pool, visdet_ops.bottom_pool, visdet_ops.left_pool, visdet_ops.right_pool), strict=True
-    ):
+    for fn, mode in _POOL_FNS.items():
         m = CornerPool(mode)
         assert list(m.state_dict()) == [] and f"mode='{mode}'" in repr(m)
         want = corner_pool_reference(x.cpu(), mode)
         assert torch.equal(m(x).cpu(), want)
-        assert torch.equal(fn(x).cpu(), want)
+        assert torch.equal(getattr(visdet_ops, fn)(x).cpu(), want)
 
 
 @pytest.mark.parametrize("dtype16", [torch.float16, torch.bfloat16])
@@ -196,14 +194,8 @@ def test_module_and_named_functions(device, rng):
 def test_16bit(device, rng, dtype16, mode):
     x = torch.randn(2, 3, 33, 40, generator=rng, dtype=torch.float64).to(dtype16).double()
     grad_out = torch.randn(x.shape, generator=rng, dtype=torch.float64).to(dtype16).double()
-    want, want_grad = reference_and_grad(x, mode, grad_out)
-    xd = x.to(device, dtype16).requires_grad_()
-    got = visdet_ops.corner_pool(xd, mode)
-    assert got.dtype == dtype16
-    assert torch.equal(got.detach().cpu().double(), want)
-    got.backward(grad_out.to(device, dtype16))
     # Summed in float32, rounded once: within one 16-bit rounding of the sum.
-    torch.testing.assert_close(xd.grad.cpu().double(), want_grad, rtol=1e-2, atol=5e-2)
+    check(x, grad_out, mode, x.to(device, dtype16), grad_out.to(device, dtype16), rtol=1e-2, atol=5e-2)
 
 
 def test_cuda_backward_is_deterministic(rng):
@@ -240,37 +232,20 @@ def test_large_cuda_matches_cpu(rng):
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
 
 
-def case_corner_pool(gen, mode):
+def case_corner_pool(gen, fn):
     def body(p, img):
-        x = p["stem"](img)
-        if mode == "module":
-            return visdet_ops.CornerPool("left")(x)
-        fn = {
-            "top": visdet_ops.top_pool,
-            "bottom": visdet_ops.bottom_pool,
-            "left": visdet_ops.left_pool,
-            "right": visdet_ops.right_pool,
-        }.get(mode)
-        return fn(x) if fn is not None else visdet_ops.corner_pool(x, "bottom")
+        return call_by_name(fn, p["stem"](img), "left" if fn == "CornerPool" else "bottom")
 
     return amp.Case(body, (amp.img(gen),), amp.LOW, stem=amp.Stem(8, gen))
 
 
-AUTOCAST_CASES = {
-    "top_pool": lambda g: case_corner_pool(g, "top"),
-    "bottom_pool": lambda g: case_corner_pool(g, "bottom"),
-    "left_pool": lambda g: case_corner_pool(g, "left"),
-    "right_pool": lambda g: case_corner_pool(g, "right"),
-    "corner_pool": lambda g: case_corner_pool(g, "fn"),
-    "CornerPool": lambda g: case_corner_pool(g, "module"),
-}
+AUTOCAST_CASES = {fn: lambda g, fn=fn: case_corner_pool(g, fn) for fn in (*_POOL_FNS, "corner_pool", "CornerPool")}
 test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
 
 
-_POOL_FNS = {"top_pool": "top", "bottom_pool": "bottom", "left_pool": "left", "right_pool": "right"}
 _CORNER_BAD = ("ndim", "mode", "complex")
 
 
@@ -284,7 +259,7 @@ def _corner_case(draw, device):
         "seed": draw(st.integers(0, 2**31 - 1)),
         "shape": [draw(st.integers(0, 2)), draw(st.integers(0, 3)), draw(st.integers(0, 6)), draw(st.integers(0, 6))],
         "big": draw(core.one_in(10)),
-        "mode": _POOL_FNS.get(fn) or draw(st.sampled_from(["top", "bottom", "left", "right"])),
+        "mode": _POOL_FNS.get(fn) or draw(st.sampled_from(MODES)),
         "values": draw(st.sampled_from(["ties", "randn", "special"])),
         "int_input": draw(core.one_in(6)),
         "bad": bad,
@@ -319,24 +294,12 @@ def _corner_run(case):
     dt = a.dt
     x = a.x(grad=True)
     mode = case["mode"]
-    fn = case["fn"]
-
-    def call():
-        if fn == "CornerPool":
-            return visdet_ops.CornerPool(mode)(x)
-        if fn == "corner_pool":
-            return visdet_ops.corner_pool(x, mode)
-        return getattr(visdet_ops, fn)(x)
 
     def check(out):
         if not a.floating:
-            from visdet_ops.reference.corner_pool import _DIM_FLIP
-
-            d, flip = _DIM_FLIP[mode]
-            xs = x.detach().cpu()
-            want = torch.cummax(xs.flip(d) if flip else xs, d).values
-            want = want.flip(d) if flip else want
-            if out.dtype != xs.dtype or not torch.equal(out.cpu(), want):
+            # The reference is torch.cummax, which takes integer and bool maps too.
+            want = corner_pool_reference(x.detach().cpu(), mode)
+            if out.dtype != x.dtype or not torch.equal(out.cpu(), want):
                 raise core.Mismatch(f"integer corner_pool differs from torch.cummax ({out.dtype})")
             return
         rl, r = a.ref(grad=True)
@@ -351,7 +314,7 @@ def _corner_run(case):
                 raise core.Mismatch("grad of input: none")
             core.assert_close("grad of input", gg, gw, dt)
 
-    run.outcome(call, check)
+    run.outcome(lambda: call_by_name(case["fn"], x, mode), check)
 
 
 FUZZ = core.family("corner_pool", ["corner_pool", *_POOL_FNS, "CornerPool"])((_corner_case, _corner_run))

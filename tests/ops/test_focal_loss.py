@@ -23,6 +23,7 @@ KINDS = {
     "sigmoid": (sigmoid_focal_loss, sigmoid_focal_loss_reference),
     "softmax": (softmax_focal_loss, softmax_focal_loss_reference),
 }
+MODULES = {"sigmoid": SigmoidFocalLoss, "softmax": SoftmaxFocalLoss}
 REDUCTIONS = ("none", "mean", "sum")
 
 # float32: libm-accurate exp/log1p (a few ulps per logit) and float sums of up to a few hundred
@@ -30,17 +31,11 @@ REDUCTIONS = ("none", "mean", "sum")
 TOL = {torch.float32: dict(rtol=2e-5, atol=1e-6), torch.float64: dict(rtol=1e-10, atol=1e-12)}
 
 
-def random_targets(kind: str, rows: int, classes: int, rng: torch.Generator) -> torch.Tensor:
-    """sigmoid: classes and background (== classes); softmax: classes and ignored rows (-1)."""
-    t = torch.randint(0, classes + 1, (rows,), generator=rng)
-    if kind == "softmax":
-        t = torch.where(t == classes, -1, t)
-    return t
-
-
 def case(kind: str, rng: torch.Generator, rows: int = 37, classes: int = 5, scale: float = 3.0):
+    """Logits and targets: sigmoid: classes and background (== classes); softmax: classes and ignored rows (-1)."""
     x = torch.randn(rows, classes, generator=rng, dtype=torch.float64) * scale
-    return x, random_targets(kind, rows, classes, rng)
+    t = torch.randint(0, classes + 1, (rows,), generator=rng)
+    return x, torch.where(t == classes, -1, t) if kind == "softmax" else t
 
 
 def reference_and_grad(kind, x, target, gamma, alpha, weight, reduction, grad_out):
@@ -49,6 +44,21 @@ def reference_and_grad(kind, x, target, gamma, alpha, weight, reduction, grad_ou
     want = ref(xr, target.cpu(), gamma, alpha, None if weight is None else weight.double().cpu(), reduction)
     (want_grad,) = torch.autograd.grad(want, xr, grad_out.double().cpu())
     return want.detach(), want_grad
+
+
+def check_against_formula(formula, kind, device, dtype, x, target, weight, reduction, tol, grad_tol):
+    """Our loss (gamma 2, alpha 0.25) of x in dtype on device against formula(float64 x), a transcription of another
+    library's loss, and the gradients of their sums."""
+    xr = x.clone().requires_grad_()
+    want = formula(xr)
+    xd = x.to(device, dtype).requires_grad_()
+    got = KINDS[kind][0](
+        xd, target.to(device), 2.0, 0.25, None if weight is None else weight.to(device, dtype), reduction
+    )
+    torch.testing.assert_close(got.detach().cpu().double(), want.detach(), **tol)
+    (want_grad,) = torch.autograd.grad(want.sum(), xr)
+    (got_grad,) = torch.autograd.grad(got.sum(), xd)
+    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **grad_tol)
 
 
 def random_grad_out(kind, reduction, rows, classes, rng, dtype=torch.float64):
@@ -126,36 +136,23 @@ def test_matches_mmcv_kernels_where_they_do_not_saturate(device, rng, kind, redu
         target[::5] = -1  # ignored
     weight = torch.rand(7, generator=rng, dtype=torch.float64) + 0.5
     mmcv = sigmoid_focal_loss_mmcv_formula if kind == "sigmoid" else softmax_focal_loss_mmcv_formula
-    xr = x.clone().requires_grad_()
-    want = mmcv(xr, target, 2.0, 0.25, weight, reduction)
-    xd = x.to(device).requires_grad_()
-    got = KINDS[kind][0](xd, target.to(device), 2.0, 0.25, weight.to(device), reduction)
-    torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-10, atol=1e-12)
-    (want_grad,) = torch.autograd.grad(want.sum(), xr)
-    (got_grad,) = torch.autograd.grad(got.sum(), xd)
-    torch.testing.assert_close(got_grad.cpu(), want_grad, rtol=1e-9, atol=1e-12)
+    formula = lambda xr: mmcv(xr, target, 2.0, 0.25, weight, reduction)  # noqa: E731
+    tol, grad_tol = dict(rtol=1e-10, atol=1e-12), dict(rtol=1e-9, atol=1e-12)
+    check_against_formula(formula, kind, device, torch.float64, x, target, weight, reduction, tol, grad_tol)
 
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_sigmoid_matches_mmdet_py_sigmoid_focal_loss(device, dtype, rng, reduction):
+@pytest.mark.parametrize(
+    "kind, reduction",
+    [*(("sigmoid", reduction) for reduction in REDUCTIONS), ("softmax", "none")],
+    ids=["sigmoid_mmdet-none", "sigmoid_mmdet-mean", "sigmoid_mmdet-sum", "softmax_plain_pytorch-none"],
+)
+def test_matches_mmdet_and_plain_pytorch(device, dtype, rng, kind, reduction):
+    """mmdet's py_sigmoid_focal_loss, and the softmax focal loss written in plain PyTorch."""
     x = torch.randn(64, 10, generator=rng, dtype=torch.float64) * 3
-    target = torch.randint(0, 11, (64,), generator=rng)  # 10 = background
-    xr = x.clone().requires_grad_()
-    want = py_sigmoid_focal_loss(xr, target, 2.0, 0.25, reduction)
-    xd = x.to(device, dtype).requires_grad_()
-    got = sigmoid_focal_loss(xd, target.to(device), 2.0, 0.25, None, reduction)
-    torch.testing.assert_close(got.detach().cpu().double(), want.detach(), **TOL[dtype])
-    (want_grad,) = torch.autograd.grad(want.sum(), xr)
-    (got_grad,) = torch.autograd.grad(got.sum(), xd)
-    torch.testing.assert_close(got_grad.cpu().double(), want_grad, **TOL[dtype])
-
-
-def test_softmax_matches_plain_pytorch(device, dtype, rng):
-    x = torch.randn(64, 10, generator=rng, dtype=torch.float64) * 3
-    target = torch.randint(0, 10, (64,), generator=rng)
-    want = py_softmax_focal_loss(x, target, 2.0, 0.25, "none")
-    got = softmax_focal_loss(x.to(device, dtype), target.to(device), 2.0, 0.25, None, "none")
-    torch.testing.assert_close(got.cpu().double(), want, **TOL[dtype])
+    target = torch.randint(0, 11 if kind == "sigmoid" else 10, (64,), generator=rng)  # sigmoid: 10 = background
+    py = py_sigmoid_focal_loss if kind == "sigmoid" else py_softmax_focal_loss
+    formula = lambda xr: py(xr, target, 2.0, 0.25, reduction)  # noqa: E731
+    check_against_formula(formula, kind, device, dtype, x, target, None, reduction, TOL[dtype], TOL[dtype])
 
 
 def test_sigmoid_against_torchvision(device, dtype, rng):
@@ -205,9 +202,7 @@ def _softmax_focal_mp(row: list[float], t: int, gamma: float, alpha: float):
         return -alpha * (u**gamma if u > 0 else mpmath.mpf(gamma == 0)) * mpmath.log(exps[t] / total)
 
     xs = [mpmath.mpf(v) for v in row]
-    grad = []
-    for c in range(len(xs)):
-        grad.append(float(mpmath.diff(lambda v, c=c: loss(*(xs[:c] + [v] + xs[c + 1 :])), xs[c])))
+    grad = [float(mpmath.diff(lambda v, c=c: loss(*(xs[:c] + [v] + xs[c + 1 :])), xs[c])) for c in range(len(xs))]
     return float(loss(*xs)), grad
 
 
@@ -373,9 +368,8 @@ def test_bad_reduction(kind):
     op = getattr(torch.ops.visdet_ops, f"{kind}_focal_loss")
     with pytest.raises(RuntimeError, match=f"{kind}_focal_loss: reduction must be 'none', 'mean' or 'sum'"):
         op(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), 2.0, 0.25, None, "avg")
-    module = SigmoidFocalLoss if kind == "sigmoid" else SoftmaxFocalLoss
     with pytest.raises(ValueError, match="reduction"):
-        module(2.0, 0.25, reduction="elementwise_mean")
+        MODULES[kind](2.0, 0.25, reduction="elementwise_mean")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -529,8 +523,7 @@ def test_cuda_64bit_indexing():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_module_matches_functional(device, rng, kind):
-    module_cls = SigmoidFocalLoss if kind == "sigmoid" else SoftmaxFocalLoss
-    fn = KINDS[kind][0]
+    module_cls, fn = MODULES[kind], KINDS[kind][0]
     x, target = case(kind, rng, rows=10, classes=6)
     x, target = x.to(device), target.to(device)
     m = module_cls(2.0, 0.25, reduction="sum")
@@ -577,19 +570,14 @@ def case_focal(gen, kind, module=False):
     head = amp.randomize(torch.nn.Linear(8, classes), gen, 0.5)
     weight = torch.rand(classes, generator=gen) + 0.5
     rows = 2 * 24 * 28
-    if kind == "sigmoid":
-        target = torch.randint(0, classes + 1, (rows,), generator=gen)
-    else:
-        target = torch.randint(0, classes, (rows,), generator=gen)
+    target = torch.randint(0, classes + 1 if kind == "sigmoid" else classes, (rows,), generator=gen)
 
     def body(p, img, target, weight):
         x = p["stem"](img).permute(0, 2, 3, 1).reshape(rows, 8)
         logits = p["head"](x)
         if module:
-            cls = visdet_ops.SigmoidFocalLoss if kind == "sigmoid" else visdet_ops.SoftmaxFocalLoss
-            return cls(2.0, 0.25, weight, "mean")(logits, target)
-        fn = visdet_ops.sigmoid_focal_loss if kind == "sigmoid" else visdet_ops.softmax_focal_loss
-        return fn(logits, target, 2.0, 0.25, weight, "none")
+            return MODULES[kind](2.0, 0.25, weight, "mean")(logits, target)
+        return KINDS[kind][0](logits, target, 2.0, 0.25, weight, "none")
 
     return amp.Case(body, (amp.img(gen), target, weight), amp.F32, stem=amp.Stem(8, gen), head=head)
 

@@ -66,15 +66,16 @@ def test_forward_backward_match_reference(device, dtype, rng, k, padding, with_b
     check(device, dtype, rng, x, mask, weight, bias if with_bias else None, padding)
 
 
-def test_mmcv_shape_batch1_shared_mask(device, dtype, rng):
-    # mmcv's only case: N == 1, mask [1, H, W], 'same' padding.
-    x, mask, weight, bias = case(rng, batch=1, cin=8, cout=5, h=12, w=10)
-    check(device, dtype, rng, x, mask, weight, bias, (1, 1))
-
-
-def test_shared_mask_over_batch(device, dtype, rng):
-    x, mask, weight, bias = case(rng, batch=3, mask_batch=1)
-    check(device, dtype, rng, x, mask, weight, bias, (1, 1))
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        dict(batch=1, cin=8, cout=5, h=12, w=10),  # mmcv's only case: N == 1, mask [1, H, W], 'same' padding.
+        dict(batch=3, mask_batch=1),
+    ],
+    ids=["mmcv_shape_batch1_shared_mask", "shared_mask_over_batch"],
+)
+def test_mask_shapes(device, dtype, rng, shapes):
+    check(device, dtype, rng, *case(rng, **shapes), (1, 1))
 
 
 def test_mask_dtypes(device, rng):
@@ -257,43 +258,29 @@ def test_cuda_backward_is_deterministic(rng, monkeypatch):
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
-def _masked_inputs(device, gen, pad):
-    x = torch.randn(2, 3, 6, 7, generator=gen, dtype=torch.float64)
-    w = torch.randn(4, 3, 3, 3, generator=gen, dtype=torch.float64)
-    b = torch.randn(4, generator=gen, dtype=torch.float64)
-    mask = torch.rand(2, 6, 7, generator=gen) > 0.5
-    return x.to(device), mask.to(device), w.to(device), b.to(device)
+def _edge_inputs(device, gen):
+    x, mask, w, b = (t.to(device) for t in case(gen, h=6, w=7))
+    return x, mask > 0, w, b
 
 
 def _masked_conv(device, gen, padding, stride=1):
-    from visdet_ops.ops.masked_conv import masked_conv2d
-    from visdet_ops.reference.masked_conv import masked_conv2d_reference
-
-    x, mask, w, b = _masked_inputs(device, gen, padding)
-    got = masked_conv2d(x, mask, w, b, padding, stride)
+    x, mask, w, b = _edge_inputs(device, gen)
+    got = visdet_ops.masked_conv2d(x, mask, w, b, padding, stride)
     p = edges.small(padding, 0, 4, 1)
     edges.close(got, masked_conv2d_reference(x.cpu(), mask.cpu(), w.cpu(), b.cpu(), (p, p)))
 
 
 def _masked_conv_op(device, gen, pad_h=1, pad_w=1):
-    from visdet_ops.reference.masked_conv import masked_conv2d_reference
-
-    x, mask, w, b = _masked_inputs(device, gen, 1)
+    x, mask, w, b = _edge_inputs(device, gen)
     got = torch.ops.visdet_ops.masked_conv2d(x, mask, w, b, pad_h, pad_w)
     edges.close(got, masked_conv2d_reference(x.cpu(), mask.cpu(), w.cpu(), b.cpu(), (pad_h, pad_w)))
 
 
 def _masked_conv_module(device, gen, **kw):
-    from visdet_ops.ops.masked_conv import MaskedConv2d
-    from visdet_ops.reference.masked_conv import masked_conv2d_reference
-
-    args = dict(in_channels=3, out_channels=4, kernel_size=3, padding=1)
-    args.update(kw)
-    m = MaskedConv2d(**args).to(device).double()
-    x, mask, _, _ = _masked_inputs(device, gen, m.padding[0])
-    got = m(x, mask)
+    m = MaskedConv2d(**{"in_channels": 3, "out_channels": 4, "kernel_size": 3, "padding": 1, **kw}).to(device).double()
+    x, mask, _, _ = _edge_inputs(device, gen)
     w, b = m.weight.detach().cpu(), m.bias.detach().cpu()
-    edges.close(got.detach(), masked_conv2d_reference(x.cpu(), mask.cpu(), w, b, m.padding))
+    edges.close(m(x, mask).detach(), masked_conv2d_reference(x.cpu(), mask.cpu(), w, b, m.padding))
 
 
 INTEGER_EDGE_ROWS = [
@@ -302,20 +289,9 @@ INTEGER_EDGE_ROWS = [
     ),
     # mmcv's masked_conv2d takes only stride 1
     edges.Row("masked_conv2d-stride", ("stride",), (1, 1), lambda d, v, g: _masked_conv(d, g, 1, v), at_bound=(1,)),
-    edges.Row(
-        "op.masked_conv2d-pad_h",
-        edges.names("pad_h"),
-        _args.PADDING,
-        lambda d, v, g: _masked_conv_op(d, g, pad_h=edges.small(v, 0, 1, v)),
-    ),
-    edges.Row(
-        "op.masked_conv2d-pad_w",
-        edges.names("pad_w"),
-        _args.PADDING,
-        lambda d, v, g: _masked_conv_op(d, g, pad_w=edges.small(v, 0, 1, v)),
-    ),
+    *(edges.kw_row(f"op.masked_conv2d-{arg}", arg, _args.PADDING, _masked_conv_op) for arg in ("pad_h", "pad_w")),
     *(
-        edges.Row(f"MaskedConv2d-{arg}", (arg,), b, lambda d, v, g, arg=arg: _masked_conv_module(d, g, **{arg: v}))
+        edges.kw_row(f"MaskedConv2d-{arg}", arg, b, _masked_conv_module)
         for arg, b in (
             ("in_channels", _args.CHANNELS),
             ("out_channels", _args.CHANNELS),
@@ -434,11 +410,9 @@ def _masked_case(draw, device):
     if module:
         core.uniform(case, main, device)
         mixed = False
-    if case["no_mask"] and (
-        case["h"] + 2 * core.pair(case["padding"])[0] < case["k"][0]
-        or case["w"] + 2 * core.pair(case["padding"])[1] < case["k"][1]
-        or case["h"] * case["w"] == 0
-    ):
+    ph, pw = core.pair(case["padding"])
+    oh, ow = case["h"] + 2 * ph - case["k"][0] + 1, case["w"] + 2 * pw - case["k"][1] + 1
+    if case["no_mask"] and (oh <= 0 or ow <= 0 or case["h"] * case["w"] == 0):
         case["no_mask"] = False  # the plain nn.Conv2d forward, with torch's own errors for an empty or small map
     if bad in _MASKED_CTOR_BAD[1:]:
         case["no_mask"] = False  # what these mutations break is the masked forward
@@ -459,9 +433,7 @@ def _masked_case(draw, device):
         case["value"] = draw(core.bad_int())
         if case["arg"] == "padding" and case["value"] == 0:
             case["value"] = -1
-    oh = case["h"] + 2 * core.pair(case["padding"])[0] - case["k"][0] + 1 if bad != "padding" else 1
-    ow = case["w"] + 2 * core.pair(case["padding"])[1] - case["k"][1] + 1 if bad != "padding" else 1
-    borderline = oh <= 0 or ow <= 0 or case["cin"] == 0
+    borderline = (bad != "padding" and (oh <= 0 or ow <= 0)) or case["cin"] == 0
     case["expect"] = core.expectation(bad, mixed, borderline)
     return case
 
@@ -502,7 +474,6 @@ def _masked_run(case):
         elif bad == "masked_dilation":
             kwargs["dilation"] = 2
         elif bad == "masked_groups":
-            kwargs["groups"] = cin if cin > 1 else 1
             kwargs["in_channels"] = kwargs["out_channels"] = cin
             kwargs["groups"] = cin
         elif bad == "same_padding":
@@ -568,12 +539,7 @@ FUZZ = core.family("masked_conv", ["masked_conv2d", "MaskedConv2d"], ops=("maske
 ONNX_CUSTOM_CASES = {
     "masked_conv2d": lambda rng: (
         lambda f, m, w, b: visdet_ops.masked_conv2d(f, m, w, b, 1),
-        (
-            torch.randn(2, 2, 5, 5, generator=rng),
-            (torch.rand(2, 5, 5, generator=rng) > 0.5).float(),
-            torch.randn(3, 2, 3, 3, generator=rng),
-            torch.randn(3, generator=rng),
-        ),
+        tuple(t.float() for t in case(rng, cin=2, cout=3, h=5, w=5)),
         {"pad_h": 1, "pad_w": 1},
     ),
 }
@@ -590,10 +556,8 @@ CUDA_GRAPH_DATA_DEPENDENT = {
 
 
 def _refused_masked_conv2d(gen):
-    features = torch.randn(1, 3, 8, 8, generator=gen).cuda()
-    mask = (torch.rand(1, 8, 8, generator=gen) > 0.5).cuda()
-    weight = torch.randn(4, 3, 3, 3, generator=gen).cuda()
-    return lambda: visdet_ops.masked_conv2d(features, mask, weight, None, 1)
+    features, mask, weight, _ = (t.float().cuda() for t in case(gen, batch=1, h=8, w=8))
+    return lambda: visdet_ops.masked_conv2d(features, mask > 0, weight, None, 1)
 
 
 # public function -> gen -> its call on CUDA inputs, which raises "<name> cannot be captured in a CUDA graph: ..."
