@@ -17,6 +17,7 @@ from .. import integer_edge_harness as edges
 from ..conftest import assert_normal_init, assert_uniform_init, assert_zero, require_cuda
 
 FNS = {"carafe": visdet_ops.carafe, "carafe_naive": visdet_ops.carafe_naive}
+NAMES = (*FNS, "CARAFE", "CARAFENaive")  # the public names that take (features, masks)
 TOL = {
     torch.float32: dict(rtol=1e-4, atol=1e-4),  # up to 7*7*4*4 randn products per element
     torch.float64: dict(rtol=1e-10, atol=1e-10),
@@ -70,14 +71,14 @@ def test_carafe_and_naive_agree(device, rng):
 
 @pytest.mark.parametrize("op", list(FNS))
 def test_gradcheck(device, rng, op):
-    x, masks = case(rng, n=2, c=4, h=3, w=4, k=3, g=2, s=2)
+    x, masks = case(rng, h=3, w=4)
     args = (x.to(device).requires_grad_(), masks.to(device).requires_grad_())
     assert torch.autograd.gradcheck(lambda a, b: FNS[op](a, b, 3, 2, 2), args, eps=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("op", list(FNS))
 def test_opcheck(device, rng, op):
-    x, masks = case(rng, n=2, c=4, h=3, w=4, k=3, g=2, s=2)
+    x, masks = case(rng, h=3, w=4)
     x, masks = x.to(device), masks.to(device)
     fwd = getattr(torch.ops.visdet_ops, op).default
     bwd = getattr(torch.ops.visdet_ops, f"_{op}_backward").default
@@ -91,7 +92,7 @@ def test_opcheck(device, rng, op):
 def test_empty(device, dtype, op, n, c, h, w):
     x = torch.randn(n, c, h, w, device=device, dtype=dtype, requires_grad=True)
     masks = torch.randn(n, 2 * 9, h * 2, w * 2, device=device, dtype=dtype, requires_grad=True)
-    out = FNS[op](x, masks, 3, 2 if c else 1, 2) if c else FNS[op](x, masks[:, :9], 3, 1, 2)
+    out = FNS[op](x, masks, 3, 2, 2) if c else FNS[op](x, masks[:, :9], 3, 1, 2)
     assert out.shape == (n, c, 2 * h, 2 * w)
     out.sum().backward()
     assert x.grad.shape == x.shape
@@ -193,15 +194,27 @@ def test_carafe_pack_init_matches_mmcv_formula():
     assert_zero(ce.bias, "content_encoder.bias")
 
 
-def test_carafe_pack_forward(device, rng):
+def seeded_pack():
+    """A float64 CARAFEPack (8 channels, x2) whose content encoder is far from its near-zero init: masks that are not
+    close to a uniform average."""
     torch.manual_seed(0)
-    pack = CARAFEPack(8, 2, up_kernel=3, up_group=2, compressed_channels=4).double().to(device)
+    pack = CARAFEPack(8, 2, up_kernel=3, up_group=2, compressed_channels=4).double()
     with torch.no_grad():
         pack.content_encoder.weight.normal_(0, 0.3)
+    return pack
+
+
+def pack_masks(pack, x):
+    """CARAFEPack's normalised reassembly kernels for x (its forward up to the carafe call)."""
+    return pack.kernel_normalizer(pack.content_encoder(pack.channel_compressor(x)))
+
+
+def test_carafe_pack_forward(device, rng):
+    pack = seeded_pack().to(device)
     x = torch.randn(2, 8, 6, 7, generator=rng, dtype=torch.float64).to(device)
     out = pack(x)
     assert out.shape == (2, 8, 12, 14)
-    mask = pack.kernel_normalizer(pack.content_encoder(pack.channel_compressor(x)))
+    mask = pack_masks(pack, x)
     torch.testing.assert_close(
         mask.view(2, 2, 9, 12, 14).sum(2), torch.ones(2, 2, 12, 14, dtype=torch.float64, device=device)
     )
@@ -217,15 +230,11 @@ def test_carafe_pack_empty_batch(device, dtype, rng, n):
     backward with torch's CPU pixel_unshuffle returning an empty input unchanged. An empty batch is a valid input of
     the convolutions around it: an empty output and empty (input) or zero (parameter) gradients, as the float64
     reference (the same module, with carafe_reference for the op); a batch of 2 checks that reference."""
-    torch.manual_seed(0)
-    pack = CARAFEPack(8, 2, up_kernel=3, up_group=2, compressed_channels=4).double()
-    with torch.no_grad():
-        pack.content_encoder.weight.normal_(0, 0.3)
+    pack = seeded_pack()
     x = torch.randn(n, 8, 6, 7, generator=rng, dtype=torch.float64)
     grad = torch.randn(n, 8, 12, 14, generator=rng, dtype=torch.float64)
     leaf = x.clone().requires_grad_()
-    mask = pack.kernel_normalizer(pack.content_encoder(pack.channel_compressor(leaf)))
-    want = carafe_reference(leaf, mask, 3, 2, 2)
+    want = carafe_reference(leaf, pack_masks(pack, leaf), 3, 2, 2)
     want_grads = torch.autograd.grad(want, [leaf, *pack.parameters()], grad)
     dev_pack = pack.to(device, dtype)
     xd = x.to(device, dtype).requires_grad_()
@@ -300,10 +309,8 @@ def test_cuda_backward_at_fpn_sizes(rng, n, c, h, w):
     # carafe's CUDA backward picks its features-gradient kernel by size (how
     # many channels a thread handles); CARAFE-FPN sizes cover every choice.
     require_cuda()
-    dev = torch.device("cuda")
-    x = torch.randn(n, c, h, w, generator=rng, dtype=torch.float64).to(dev)
-    masks = torch.randn(n, 25, 2 * h, 2 * w, generator=rng, dtype=torch.float64).softmax(1).to(dev)
-    grad = torch.randn(n, c, 2 * h, 2 * w, generator=rng, dtype=torch.float64).to(dev)
+    x, masks = (t.cuda() for t in case(rng, n, c, h, w, k=5, g=1, s=2, softmax=True))
+    grad = torch.randn(n, c, 2 * h, 2 * w, generator=rng, dtype=torch.float64).cuda()
     xr, mr = x.clone().requires_grad_(), masks.clone().requires_grad_()
     want_gx, want_gm = torch.autograd.grad(carafe_reference(xr, mr, 5, 1, 2), (xr, mr), grad)
     xd, md = x.float().requires_grad_(), masks.float().requires_grad_()
@@ -317,19 +324,16 @@ def test_cuda_backward_at_fpn_sizes(rng, n, c, h, w):
 
 
 def _carafe(device, gen, fn_name, k=3, g=2, s=2):
-    from visdet_ops.ops import carafe as mod
-    from visdet_ops.reference.carafe import carafe_reference
-
     kk, gg, ss = edges.small(k, 1, 63, 3), edges.small(g, 1, 4, 2), edges.small(s, 1, 64, 2)
     gg = gg if 4 % gg == 0 else 2
     kk = kk if kk % 2 == 1 else 3
     x = torch.randn(1, 4, 2, 3, generator=gen, dtype=torch.float64)
     masks = torch.rand(1, kk * kk * gg, 2 * ss, 3 * ss, generator=gen, dtype=torch.float64)
     x, masks = x.to(device), masks.to(device)
-    if fn_name in ("carafe", "carafe_naive"):
-        got = getattr(mod, fn_name)(x, masks, k, g, s)
-    elif fn_name in ("CARAFE", "CARAFENaive"):
-        got = getattr(mod, fn_name)(k, g, s)(x, masks)
+    if fn_name in FNS:
+        got = FNS[fn_name](x, masks, k, g, s)
+    elif fn_name in NAMES:
+        got = getattr(visdet_ops, fn_name)(k, g, s)(x, masks)
     elif fn_name.startswith("op._"):
         go = torch.randn(1, 4, 2 * ss, 3 * ss, generator=gen, dtype=torch.float64).to(device)
         gx, gm = getattr(torch.ops.visdet_ops, fn_name[3:])(go, x, masks, k, g, s)
@@ -344,8 +348,6 @@ def _carafe(device, gen, fn_name, k=3, g=2, s=2):
 
 
 def _carafe_pack(device, gen, **kw):
-    from visdet_ops.ops.carafe import CARAFEPack
-
     args = dict(channels=4, scale_factor=2, up_kernel=3, up_group=1, encoder_kernel=3, compressed_channels=8)
     args.update(kw)
     m = CARAFEPack(**args).to(device).double()
@@ -366,16 +368,7 @@ INTEGER_EDGE_ROWS = [
             at_bound=at,
             valid=ok,
         )
-        for fn in (
-            "carafe",
-            "carafe_naive",
-            "CARAFE",
-            "CARAFENaive",
-            "op.carafe",
-            "op.carafe_naive",
-            "op._carafe_backward",
-            "op._carafe_naive_backward",
-        )
+        for fn in (*NAMES, *(f"op.{op}" for op in FNS), *(f"op._{op}_backward" for op in FNS))
         for arg, key, b, at, ok in (
             ("kernel_size", "k", _args.CARAFE_KERNEL, (1, 5, 2), lambda v: v % 2 == 1),
             ("group_size", "g", _args.CARAFE_GROUPS, (1, 4), lambda v: True),
@@ -417,8 +410,8 @@ def test_fake_impl_rejects_like_eager():
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
 
 
-def case_carafe(gen, kind):
-    if kind == "pack":
+def case_carafe(gen, name):
+    if name == "CARAFEPack":
         layer = amp.randomize(visdet_ops.CARAFEPack(8, 2, up_kernel=3, up_group=1, encoder_kernel=3), gen, 0.1)
 
         def body(p, img):
@@ -434,24 +427,12 @@ def case_carafe(gen, kind):
         n, _, h, w = m.shape
         # softmax under autocast gives float32 masks beside 16-bit features.
         m = m.view(n, g, k * k, h, w).softmax(2).view(n, g * k * k, h, w)
-        fn = {
-            "fn": visdet_ops.carafe,
-            "naive": visdet_ops.carafe_naive,
-            "module": visdet_ops.CARAFE(k, g, s),
-            "naive_module": visdet_ops.CARAFENaive(k, g, s),
-        }[kind]
-        return fn(x, m, k, g, s) if kind in ("fn", "naive") else fn(x, m)
+        return FNS[name](x, m, k, g, s) if name in FNS else getattr(visdet_ops, name)(k, g, s)(x, m)
 
     return amp.Case(body, (amp.img(gen, h=12, w=14),), amp.LOW, stem=amp.Stem(8, gen), encoder=encoder)
 
 
-AUTOCAST_CASES = {
-    "carafe": lambda g: case_carafe(g, "fn"),
-    "carafe_naive": lambda g: case_carafe(g, "naive"),
-    "CARAFE": lambda g: case_carafe(g, "module"),
-    "CARAFENaive": lambda g: case_carafe(g, "naive_module"),
-    "CARAFEPack": lambda g: case_carafe(g, "pack"),
-}
+AUTOCAST_CASES = {name: lambda g, name=name: case_carafe(g, name) for name in (*NAMES, "CARAFEPack")}
 test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
@@ -463,7 +444,7 @@ def _opcheck_carafe(name: str):
     return case
 
 
-AUTOCAST_OPCHECKS = {"carafe": _opcheck_carafe("carafe"), "carafe_naive": _opcheck_carafe("carafe_naive")}
+AUTOCAST_OPCHECKS = {op: _opcheck_carafe(op) for op in FNS}
 test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
@@ -476,7 +457,7 @@ _CARAFE_CTOR_BAD = ("ctor_int", "ctor_float", "ctor_even")
 
 @st.composite
 def _carafe_case(draw, device):
-    fn = draw(st.sampled_from(["carafe", "carafe_naive", "CARAFE", "CARAFENaive", "CARAFEPack"]))
+    fn = draw(st.sampled_from([*NAMES, "CARAFEPack"]))
     main = draw(st.sampled_from(core.FLOATS))
     case = {"fn": fn, "seed": draw(st.integers(0, 2**31 - 1))}
     g = draw(st.sampled_from([1, 2, 3]))
@@ -515,16 +496,10 @@ def _carafe_case(draw, device):
     elif bad == "groups":
         case["g"] = g = max(g, 2)
         case["c"] = g * draw(st.integers(0, 2)) + draw(st.integers(1, g - 1))
-    elif bad in ("kernel_int", "scale_int", "ctor_int"):
-        case["arg"] = draw(st.sampled_from(["kernel_size", "group_size", "scale_factor"]))
-        if fn == "CARAFEPack":
-            case["arg"] = draw(st.sampled_from(sorted(case["ctor"])))
-        case["value"] = draw(core.bad_int())
-    elif bad == "ctor_float":
-        case["arg"] = draw(st.sampled_from(["kernel_size", "group_size", "scale_factor"]))
-        if fn == "CARAFEPack":
-            case["arg"] = draw(st.sampled_from(sorted(case["ctor"])))
-        case["value"] = draw(st.sampled_from([1.5, "3", None]))
+    elif bad in ("kernel_int", "scale_int", "ctor_int", "ctor_float"):
+        args = sorted(case["ctor"]) if fn == "CARAFEPack" else ["kernel_size", "group_size", "scale_factor"]
+        case["arg"] = draw(st.sampled_from(args))
+        case["value"] = draw(core.bad_int() if bad != "ctor_float" else st.sampled_from([1.5, "3", None]))
     elif bad == "ctor_even":
         case["arg"], case["value"] = "up_kernel" if fn == "CARAFEPack" else "kernel_size", 4
     elif bad == "ndim":
@@ -558,9 +533,8 @@ def _carafe_run(case):
         def check(out):
             rl, r = a.ref(grad=True)
             m64 = copy.deepcopy(mod).cpu().double()
-            mask = m64.kernel_normalizer(m64.content_encoder(m64.channel_compressor(r)))
             if r.numel():
-                want = carafe_reference(r, mask, m64.up_kernel, m64.up_group, m64.scale_factor)
+                want = carafe_reference(r, pack_masks(m64, r), m64.up_kernel, m64.up_group, m64.scale_factor)
             else:
                 want = torch.zeros(n, c, h * s, w * s, dtype=torch.float64)
             core.assert_close("output", out, want, dt)
@@ -613,9 +587,7 @@ def _carafe_run(case):
     run.outcome(call, check)
 
 
-FUZZ = core.family(
-    "carafe", ["carafe", "carafe_naive", "CARAFE", "CARAFENaive", "CARAFEPack"], ops=("carafe", "carafe_naive")
-)((_carafe_case, _carafe_run))
+FUZZ = core.family("carafe", [*NAMES, "CARAFEPack"], ops=tuple(FNS))((_carafe_case, _carafe_run))
 
 
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
@@ -623,14 +595,10 @@ FUZZ = core.family(
 # op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
 # test_custom_nodes
 ONNX_CUSTOM_CASES = {
-    "carafe": lambda rng: (
-        lambda f, m: visdet_ops.carafe(f, m, 3, 1, 2),
+    op: lambda rng, fn=fn: (
+        lambda f, m: fn(f, m, 3, 1, 2),
         (torch.randn(1, 2, 4, 4, generator=rng), torch.rand(1, 9, 8, 8, generator=rng)),
         {"kernel_size": 3, "group_size": 1, "scale_factor": 2},
-    ),
-    "carafe_naive": lambda rng: (
-        lambda f, m: visdet_ops.carafe_naive(f, m, 3, 1, 2),
-        (torch.randn(1, 2, 4, 4, generator=rng), torch.rand(1, 9, 8, 8, generator=rng)),
-        {"kernel_size": 3, "group_size": 1, "scale_factor": 2},
-    ),
+    )
+    for op, fn in FNS.items()
 }

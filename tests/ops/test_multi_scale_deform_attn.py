@@ -21,7 +21,7 @@ OP = torch.ops.visdet_ops.multi_scale_deformable_attn.default
 BACKWARD_OP = torch.ops.visdet_ops._multi_scale_deformable_attn_backward.default
 
 
-def levels(shapes: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+def level_tables(shapes: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
     spatial = torch.tensor(shapes, dtype=torch.int64)
     sizes = spatial.prod(1)
     start = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
@@ -30,7 +30,7 @@ def levels(shapes: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
 
 def case(rng, bs=2, shapes=((6, 7), (3, 4), (2, 2)), heads=3, dim=4, queries=9, points=3, spread=0.2):
     """float64 inputs; sampling locations reach `spread` outside [0, 1] (zero padding, partial corners)."""
-    spatial, start = levels(list(shapes))
+    spatial, start = level_tables(list(shapes))
     keys = int(spatial.prod(1).sum())
     value = torch.randn(bs, keys, heads, dim, generator=rng, dtype=torch.float64)
     loc = torch.rand(bs, queries, heads, len(shapes), points, 2, generator=rng, dtype=torch.float64)
@@ -46,11 +46,9 @@ def reference_with_grads(value, spatial, loc, attn, grad_out):
     return out.detach(), grads
 
 
-def ours_with_grads(value, spatial, start, loc, attn, grad_out, device, dtype, im2col_step=64):
+def ours_with_grads(value, spatial, start, loc, attn, grad_out, device, dtype):
     inputs = [t.detach().to(device, dtype).requires_grad_() for t in (value, loc, attn)]
-    out = multi_scale_deformable_attn(
-        inputs[0], spatial.to(device), start.to(device), inputs[1], inputs[2], im2col_step
-    )
+    out = multi_scale_deformable_attn(inputs[0], spatial.to(device), start.to(device), inputs[1], inputs[2])
     grads = torch.autograd.grad(out, inputs, grad_out.to(device, dtype))
     return out.detach(), grads
 
@@ -75,8 +73,7 @@ CONFIGS = {
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_forward_backward_match_reference(device, dtype, rng, config):
     value, spatial, start, loc, attn = case(rng, **CONFIGS[config])
-    want = multi_scale_deformable_attn_reference(value, spatial, loc, attn)
-    grad_out = torch.randn(want.shape, generator=rng, dtype=torch.float64)
+    grad_out = torch.randn(*loc.shape[:2], value.shape[2] * value.shape[3], generator=rng, dtype=torch.float64)
     want, want_grads = reference_with_grads(value, spatial, loc, attn, grad_out)
     got, got_grads = ours_with_grads(value, spatial, start, loc, attn, grad_out, device, dtype)
     assert got.dtype == dtype and got.device.type == device.type
@@ -125,7 +122,7 @@ def test_mixed_precision_inputs_are_cast_to_value_dtype(device, rng):
 
 
 def test_gradcheck(device, rng):
-    value, spatial, start, loc, attn = case(rng, bs=2, shapes=((3, 4), (2, 2)), heads=2, dim=3, queries=3, points=2)
+    value, spatial, start, loc, attn = case(rng, shapes=((3, 4), (2, 2)), heads=2, dim=3, queries=3, points=2)
     # random samples sit on a pixel-grid line (where the bilinear has a kink) with probability 0
     inputs = [t.to(device).requires_grad_() for t in (value, loc, attn)]
     spatial, start = spatial.to(device), start.to(device)
@@ -137,7 +134,7 @@ def test_gradcheck(device, rng):
 
 
 def test_opcheck(device, rng):
-    value, spatial, start, loc, attn = case(rng, bs=2, heads=2, dim=4, queries=3, points=2)
+    value, spatial, start, loc, attn = case(rng, heads=2, dim=4, queries=3, points=2)
     args = (
         value.to(device).requires_grad_(),
         spatial.to(device),
@@ -161,15 +158,11 @@ def test_double_backward_raises(rng):
 
 
 @pytest.mark.parametrize("what", ["bs", "queries", "heads", "dim", "points"])
-def test_empty(device, what):
+def test_empty(device, rng, what):
     sizes = dict(bs=2, queries=5, heads=2, dim=4, points=3)
     sizes[what] = 0
-    spatial, start = levels([(3, 4), (2, 2)])
-    value = torch.randn(sizes["bs"], 16, sizes["heads"], sizes["dim"], device=device, requires_grad=True)
-    loc = torch.rand(sizes["bs"], sizes["queries"], sizes["heads"], 2, sizes["points"], 2, device=device)
-    attn = torch.rand(sizes["bs"], sizes["queries"], sizes["heads"], 2, sizes["points"], device=device)
-    loc.requires_grad_()
-    attn.requires_grad_()
+    value, spatial, start, loc, attn = case(rng, shapes=((3, 4), (2, 2)), spread=0, **sizes)
+    value, loc, attn = (t.float().to(device).requires_grad_() for t in (value, loc, attn))
     out = multi_scale_deformable_attn(value, spatial.to(device), start.to(device), loc, attn)
     assert out.shape == (sizes["bs"], sizes["queries"], sizes["heads"] * sizes["dim"])
     if what == "points":
@@ -209,7 +202,7 @@ def test_boundary_semantics(device):
     outer edges (half a pixel beyond the outer centres); a sample is dropped at
     -1 and at H (W) in pixel coordinates."""
     value = torch.arange(1.0, 7.0, dtype=torch.float64).reshape(1, 6, 1, 1)  # one 2x3 level
-    spatial, start = levels([(2, 3)])
+    spatial, start = level_tables([(2, 3)])
     pts = [(0.5 / 3, 0.25), (0.0, 0.25), (1.0, 0.75), (-1 / 6, 0.25), (0.5, 1.0), (1.2, 0.5), (0.5, 0.5)]
     loc = torch.tensor(pts, dtype=torch.float64).reshape(1, len(pts), 1, 1, 1, 2)
     attn = torch.ones(1, len(pts), 1, 1, 1, dtype=torch.float64)
@@ -247,7 +240,7 @@ def test_large_random_float32_matches_reference(device, rng):
 
 
 def bad_case():
-    spatial, start = levels([(2, 3), (1, 2)])
+    spatial, start = level_tables([(2, 3), (1, 2)])
     return dict(
         value=torch.zeros(2, 8, 2, 4),
         value_spatial_shapes=spatial,
@@ -337,20 +330,17 @@ def test_backward_bad_device_tables_stay_in_bounds(rng):
     host (no sync): the kernel bounds-checks each level, so a level outside
     the keys contributes nothing instead of touching memory out of bounds."""
     require_cuda()
-    spatial, start = levels([(2, 3), (1, 2)])  # 8 keys
-    value = torch.randn(2, 8, 2, 4, generator=rng, dtype=torch.float64).cuda()
-    loc = torch.rand(2, 5, 2, 2, 3, 2, generator=rng, dtype=torch.float64).cuda()
-    attn = torch.rand(2, 5, 2, 2, 3, generator=rng, dtype=torch.float64).cuda()
+    value, spatial, start, loc, attn = case(rng, shapes=((2, 3), (1, 2)), heads=2, dim=4, queries=5, spread=0)  # 8 keys
+    value, loc, attn = value.cuda(), loc.cuda(), attn.cuda()
     grad_out = torch.randn(2, 5, 8, generator=rng, dtype=torch.float64).cuda()
     good = BACKWARD_OP(grad_out, value, spatial.cuda(), start.cuda(), loc, attn, 64)
     for bad_start in ([0, 7], [0, -3], [0, 1 << 40]):
         got = BACKWARD_OP(grad_out, value, spatial.cuda(), torch.tensor(bad_start).cuda(), loc, attn, 64)
         torch.cuda.synchronize()
         # level 0 as with good tables; level 1 dropped.
-        torch.testing.assert_close(got[1][:, :, :, 0], good[1][:, :, :, 0])
-        torch.testing.assert_close(got[2][:, :, :, 0], good[2][:, :, :, 0])
-        assert torch.equal(got[1][:, :, :, 1], torch.zeros_like(got[1][:, :, :, 1]))
-        assert torch.equal(got[2][:, :, :, 1], torch.zeros_like(got[2][:, :, :, 1]))
+        for i in (1, 2):  # the sampling_locations and attention_weights gradients
+            torch.testing.assert_close(got[i][:, :, :, 0], good[i][:, :, :, 0])
+            assert torch.equal(got[i][:, :, :, 1], torch.zeros_like(got[i][:, :, :, 1]))
         torch.testing.assert_close(got[0][:, :6], good[0][:, :6])
         assert torch.equal(got[0][:, 6:], torch.zeros_like(got[0][:, 6:]))
     # tables on the CPU are still validated
@@ -461,7 +451,7 @@ def module_reference(m, query, value, identity, reference_points, spatial, key_p
 
 
 def make_module_inputs(rng, bs=2, nq=7, embed=32, shapes=((6, 5), (3, 3)), ref_dim=2):
-    spatial, start = levels(list(shapes))
+    spatial, start = level_tables(list(shapes))
     keys = int(spatial.prod(1).sum())
     query = torch.randn(bs, nq, embed, generator=rng, dtype=torch.float64)
     value = torch.randn(bs, keys, embed, generator=rng, dtype=torch.float64)
@@ -469,31 +459,31 @@ def make_module_inputs(rng, bs=2, nq=7, embed=32, shapes=((6, 5), (3, 3)), ref_d
     return query, value, ref, spatial, start
 
 
-def random_module(rng, **kwargs):
-    m = MultiScaleDeformableAttention(**kwargs).double().eval()
+def random_module(rng, batch_first=True):
+    m = MultiScaleDeformableAttention(32, 4, 2, 3, batch_first=batch_first).double().eval()
     with torch.no_grad():
         for p in m.parameters():  # non-trivial offsets and weights
             p.add_(torch.randn(p.shape, generator=rng, dtype=p.dtype) * 0.3)
     return m
 
 
+def layout(t, device, batch_first):
+    """A batch-first tensor in the module's layout, on device."""
+    return t.to(device) if batch_first else t.transpose(0, 1).to(device)
+
+
 @pytest.mark.parametrize("ref_dim", [2, 4])
 @pytest.mark.parametrize("batch_first", [True, False])
 def test_module_matches_mmcv_forward(device, rng, ref_dim, batch_first):
-    m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=batch_first)
+    m = random_module(rng, batch_first)
     query, value, ref, spatial, start = make_module_inputs(rng, ref_dim=ref_dim)
     mask = torch.rand(value.shape[:2], generator=rng) < 0.2
     query_pos = torch.randn(query.shape, generator=rng, dtype=torch.float64)
     want = module_reference(m, query + query_pos, value, query, ref, spatial, mask)
-    md = m.to(device)
-
-    def layout(t):
-        return t.to(device) if batch_first else t.transpose(0, 1).to(device)
-
-    got = md(
-        layout(query),
-        value=layout(value),
-        query_pos=layout(query_pos),
+    got = m.to(device)(
+        layout(query, device, batch_first),
+        value=layout(value, device, batch_first),
+        query_pos=layout(query_pos, device, batch_first),
         key_padding_mask=mask.to(device),
         reference_points=ref.to(device),
         spatial_shapes=spatial.to(device),
@@ -517,22 +507,18 @@ def test_module_empty_batch_queries_or_levels(device, rng, batch_first, ref_dim,
     'cannot reshape tensor of 0 elements ... ambiguous' (mmcv's value.view(bs, num_value, num_heads, -1)). Output
     and gradients (query, value, every parameter) match the float64 reference, empty or not; a level without keys
     gives no NaN gradient (mmcv divides its offsets by its 0 side)."""
-    m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=batch_first)
+    m = random_module(rng, batch_first)
     query, value, ref, spatial, start = make_module_inputs(rng, bs=bs, nq=nq, shapes=shapes, ref_dim=ref_dim)
     grad = torch.randn(query.shape, generator=rng, dtype=torch.float64)
     leaves = [query.clone().requires_grad_(), value.clone().requires_grad_()]
     want = module_reference(m, leaves[0], leaves[1], leaves[0], ref, spatial)
     want_grads = torch.autograd.grad(want, [*leaves, *m.parameters()], grad, allow_unused=True)
     md = m.to(device)
-
-    def layout(t):
-        return t.to(device) if batch_first else t.transpose(0, 1).to(device)
-
-    dev = [layout(t).detach().requires_grad_() for t in (query, value)]
+    dev = [layout(t, device, batch_first).detach().requires_grad_() for t in (query, value)]
     got = md(dev[0], value=dev[1], reference_points=ref.to(device), spatial_shapes=spatial.to(device),
              level_start_index=start.to(device))  # fmt: skip
     assert got.shape == dev[0].shape
-    got_grads = torch.autograd.grad(got, [*dev, *md.parameters()], layout(grad))
+    got_grads = torch.autograd.grad(got, [*dev, *md.parameters()], layout(grad, device, batch_first))
     if not batch_first:
         got, got_grads = got.transpose(0, 1), [g.transpose(0, 1) for g in got_grads[:2]] + list(got_grads[2:])
     torch.testing.assert_close(got.detach().cpu(), want.detach())
@@ -544,7 +530,7 @@ def test_module_empty_batch_queries_or_levels(device, rng, batch_first, ref_dim,
 
 
 def test_module_identity_residual_and_errors(rng):
-    m = random_module(rng, embed_dims=32, num_heads=4, num_levels=2, num_points=3, batch_first=True)
+    m = random_module(rng)
     query, value, ref, spatial, start = make_module_inputs(rng)
     identity = torch.randn(query.shape, generator=rng, dtype=torch.float64)
     kwargs = dict(value=value, reference_points=ref, spatial_shapes=spatial, level_start_index=start)
@@ -568,7 +554,7 @@ def test_module_identity_residual_and_errors(rng):
 
 def test_module_default_init_value_is_query_and_grads(rng):
     m = MultiScaleDeformableAttention(embed_dims=32, num_heads=4, num_levels=1, num_points=2, dropout=0.0)
-    spatial, start = levels([(4, 5)])
+    spatial, start = level_tables([(4, 5)])
     query = torch.randn(20, 2, 32, generator=rng, requires_grad=True)  # encoder: value = query
     ref = torch.rand(2, 20, 1, 2, generator=rng)
     out = m(query, reference_points=ref, spatial_shapes=spatial, level_start_index=start)
@@ -603,10 +589,10 @@ def test_default_cuda_path_does_not_sync(rng):
     """Forward and backward with the level tables on the GPU make the host wait for nothing (the
     decoder of Deformable DETR calls the op with small inputs, where a sync per call dominated)."""
     require_cuda()
-    spatial, start = levels([(6, 7), (3, 4)])
-    value = torch.randn(2, 54, 2, 32, generator=rng).cuda().requires_grad_()
-    loc = torch.rand(2, 30, 2, 2, 4, 2, generator=rng).cuda().requires_grad_()
-    attn = torch.rand(2, 30, 2, 2, 4, generator=rng).cuda().requires_grad_()
+    value, spatial, start, loc, attn = case(
+        rng, shapes=((6, 7), (3, 4)), heads=2, dim=32, queries=30, points=4, spread=0
+    )
+    value, loc, attn = (t.float().cuda().requires_grad_() for t in (value, loc, attn))
     tables = (spatial.cuda(), start.cuda())
     multi_scale_deformable_attn(value, *tables, loc, attn).sum().backward()  # warm: lazy inits may sync
     torch.cuda.synchronize()
@@ -622,71 +608,46 @@ def test_default_cuda_path_does_not_sync(rng):
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
-def _msda_inputs(device, gen, bs=2, heads=2, levels=2, points=2, dim=4):
-    shapes = torch.tensor([[4, 5], [2, 3]][:levels], dtype=torch.int64)
-    keys = int((shapes[:, 0] * shapes[:, 1]).sum())
-    start = torch.cat([shapes.new_zeros(1), (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
-    value = torch.randn(bs, keys, heads, dim, generator=gen, dtype=torch.float64)
-    loc = torch.rand(bs, 3, heads, levels, points, 2, generator=gen, dtype=torch.float64)
-    attn = torch.rand(bs, 3, heads, levels, points, generator=gen, dtype=torch.float64)
-    return value.to(device), shapes.to(device), start.to(device), loc.to(device), attn.to(device)
-
-
-def _msda(device, gen, step, op=False, backward=False):
-    from visdet_ops.ops.multi_scale_deform_attn import multi_scale_deformable_attn
-    from visdet_ops.reference.multi_scale_deform_attn import multi_scale_deformable_attn_reference
-
-    value, shapes, start, loc, attn = _msda_inputs(device, gen)
-    want_fn = multi_scale_deformable_attn_reference
-    if backward:
-        go = torch.randn(2, 3, 8, generator=gen, dtype=torch.float64).to(device)
-        got = torch.ops.visdet_ops._multi_scale_deformable_attn_backward(go, value, shapes, start, loc, attn, step)
-        leaves = [t.cpu().requires_grad_() for t in (value, loc, attn)]
-        out = want_fn(leaves[0], shapes.cpu(), leaves[1], leaves[2])
-        want = torch.autograd.grad((out * go.cpu()).sum(), leaves)
+def _msda(device, gen, fn_name, step):
+    cpu = case(gen, shapes=((4, 5), (2, 3)), heads=2, dim=4, queries=3, points=2, spread=0)
+    value, shapes, start, loc, attn = (t.to(device) for t in cpu)
+    if fn_name == "op._multi_scale_deformable_attn_backward":
+        go = torch.randn(2, 3, 8, generator=gen, dtype=torch.float64)
+        got = BACKWARD_OP(go.to(device), value, shapes, start, loc, attn, step)
+        _, want = reference_with_grads(cpu[0], cpu[1], cpu[3], cpu[4], go)
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(g.cpu(), w, rtol=1e-7, atol=1e-9)
         return
-    fn = torch.ops.visdet_ops.multi_scale_deformable_attn if op else multi_scale_deformable_attn
+    fn = OP if fn_name == "op.multi_scale_deformable_attn" else multi_scale_deformable_attn
     got = fn(value, shapes, start, loc, attn, step)
-    edges.close(got, want_fn(value.cpu(), shapes.cpu(), loc.cpu(), attn.cpu()))
+    edges.close(got, multi_scale_deformable_attn_reference(cpu[0], cpu[1], cpu[3], cpu[4]))
 
 
 def _msda_module(device, gen, **kw):
-    from visdet_ops.ops.multi_scale_deform_attn import MultiScaleDeformableAttention
-
     args = dict(embed_dims=8, num_heads=2, num_levels=2, num_points=2, im2col_step=64, dropout=0.0, batch_first=True)
     args.update(kw)
     m = MultiScaleDeformableAttention(**args).to(device).double()
-    shapes = torch.tensor([[4, 5], [2, 3]] * m.num_levels, dtype=torch.int64)[: m.num_levels].to(device)
-    start = torch.cat([shapes.new_zeros(1), (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
-    keys = int((shapes[:, 0] * shapes[:, 1]).sum())
-    query = torch.randn(2, 3, m.embed_dims, generator=gen, dtype=torch.float64).to(device)
-    value = torch.randn(2, keys, m.embed_dims, generator=gen, dtype=torch.float64).to(device)
-    ref = torch.rand(2, 3, m.num_levels, 2, generator=gen, dtype=torch.float64).to(device)
-    out = m(query, value=value, reference_points=ref, spatial_shapes=shapes, level_start_index=start)
+    shapes = ([(4, 5), (2, 3)] * m.num_levels)[: m.num_levels]
+    inputs = make_module_inputs(gen, nq=3, embed=m.embed_dims, shapes=shapes)
+    query, value, ref, spatial, start = (t.to(device) for t in inputs)
+    out = m(query, value=value, reference_points=ref, spatial_shapes=spatial, level_start_index=start)
     assert out.shape == query.shape and torch.isfinite(out).all()
 
 
 INTEGER_EDGE_ROWS = [
-    edges.Row(
-        "multi_scale_deformable_attn-im2col_step",
-        ("im2col_step",),
-        _args.IM2COL_STEP_MSDA,
-        lambda d, v, g: _msda(d, g, v),
-        at_bound=(1, 2),
-    ),
-    edges.Row(
-        "op.multi_scale_deformable_attn-im2col_step",
-        ("im2col_step",),
-        _args.IM2COL_STEP_MSDA,
-        lambda d, v, g: _msda(d, g, v, op=True),
-    ),
-    edges.Row(
-        "op._multi_scale_deformable_attn_backward-im2col_step",
-        ("im2col_step",),
-        _args.IM2COL_STEP_MSDA,
-        lambda d, v, g: _msda(d, g, v, backward=True),
+    *(
+        edges.Row(
+            f"{fn}-im2col_step",
+            ("im2col_step",),
+            _args.IM2COL_STEP_MSDA,
+            lambda d, v, g, fn=fn: _msda(d, g, fn, v),
+            at_bound=(1, 2) if fn == "multi_scale_deformable_attn" else (),
+        )
+        for fn in (
+            "multi_scale_deformable_attn",
+            "op.multi_scale_deformable_attn",
+            "op._multi_scale_deformable_attn_backward",
+        )
     ),
     *(
         edges.Row(
@@ -721,21 +682,25 @@ def test_fake_impl_rejects_like_eager():
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
 
 
-def _levels():
-    shapes = torch.tensor([[12, 14], [6, 7]])
-    start = torch.tensor([0, 12 * 14])
-    return shapes, start
+AMP_LEVELS = [(12, 14), (6, 7)]
 
 
 def case_msda(gen, module=False):
-    shapes, start = _levels()
-    keys = int((shapes[:, 0] * shapes[:, 1]).sum())
+    shapes, start = level_tables(AMP_LEVELS)
+    keys = int(shapes.prod(1).sum())
     embed, heads, levels, points, queries = 32, 4, 2, 3, 20
     if module:
         layer = visdet_ops.MultiScaleDeformableAttention(embed, heads, levels, points, dropout=0.0, batch_first=True)
-        amp.randomize(layer, gen, 0.1)
-        value_src = torch.randn(2, keys, embed, generator=gen)
-        query = torch.randn(2, queries, embed, generator=gen)
+        parts = {"layer": amp.randomize(layer, gen, 0.1)}
+    else:
+        parts = {
+            "proj": amp.randomize(torch.nn.Linear(embed, embed), gen, 0.2),
+            "loc": amp.randomize(torch.nn.Linear(embed, heads * levels * points * 2), gen, 0.2),
+            "attn": amp.randomize(torch.nn.Linear(embed, heads * levels * points), gen, 0.2),
+        }
+    value_src = torch.randn(2, keys, embed, generator=gen)
+    query = torch.randn(2, queries, embed, generator=gen)
+    if module:
         ref = torch.rand(2, queries, levels, 2, generator=gen)
 
         def body(p, query, value_src, ref, shapes, start):
@@ -747,13 +712,7 @@ def case_msda(gen, module=False):
                 level_start_index=start,
             )
 
-        return amp.Case(body, (query, value_src, ref, shapes, start), amp.F32, layer=layer)
-    proj = amp.randomize(torch.nn.Linear(embed, embed), gen, 0.2)
-    loc_head = amp.randomize(torch.nn.Linear(embed, heads * levels * points * 2), gen, 0.2)
-    attn_head = amp.randomize(torch.nn.Linear(embed, heads * levels * points), gen, 0.2)
-    value_src = torch.randn(2, keys, embed, generator=gen)
-    query = torch.randn(2, queries, embed, generator=gen)
-
+        return amp.Case(body, (query, value_src, ref, shapes, start), amp.F32, **parts)
     ref = torch.rand(2, queries, 1, levels, 1, 2, generator=gen) * 0.8 + 0.1
 
     def body(p, query, value_src, ref, shapes, start):
@@ -765,7 +724,7 @@ def case_msda(gen, module=False):
         attn = attn.view(2, queries, heads, levels, points)
         return visdet_ops.multi_scale_deformable_attn(value, shapes, start, loc, attn, 64)
 
-    return amp.Case(body, (query, value_src, ref, shapes, start), amp.LOW, proj=proj, loc=loc_head, attn=attn_head)
+    return amp.Case(body, (query, value_src, ref, shapes, start), amp.LOW, **parts)
 
 
 AUTOCAST_CASES = {
@@ -776,12 +735,10 @@ test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CA
 
 
 def _opcheck_msda(device, dtype, gen):
-    shapes, start = _levels()
-    value = torch.randn(2, 12 * 14 + 6 * 7, 2, 8, generator=gen).to(device, dtype).requires_grad_()
-    loc = torch.rand(2, 5, 2, 2, 3, 2, generator=gen).to(device, dtype).requires_grad_()
-    attn = torch.rand(2, 5, 2, 2, 3, generator=gen).to(device).requires_grad_()
-    op = torch.ops.visdet_ops.multi_scale_deformable_attn.default
-    return op, (value, shapes.to(device), start.to(device), loc, attn, 64)
+    value, shapes, start, loc, attn = case(gen, shapes=AMP_LEVELS, heads=2, dim=8, queries=5, spread=0)
+    value, loc = (t.to(device, dtype).requires_grad_() for t in (value, loc))
+    attn = attn.to(device, torch.float32).requires_grad_()  # float32 weights beside 16-bit value and locations
+    return OP, (value, shapes.to(device), start.to(device), loc, attn, 64)
 
 
 AUTOCAST_OPCHECKS = {"multi_scale_deformable_attn": _opcheck_msda}
@@ -878,12 +835,8 @@ def _msda_case(draw, device):
 
 
 def _msda_tables(case):
-    shapes = torch.tensor(case["shapes"], dtype=torch.int64)
-    sizes = (shapes[:, 0] * shapes[:, 1]).tolist()
-    starts = [0]
-    for s_ in sizes[:-1]:
-        starts.append(starts[-1] + s_)
-    return shapes, torch.tensor(starts, dtype=torch.int64), sizes
+    shapes, starts = level_tables(case["shapes"])
+    return shapes, starts, shapes.prod(1).tolist()
 
 
 def _msda_reference(value, shapes, starts, loc, attn):
