@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import visdet_ops
 from visdet_ops import (
@@ -27,10 +28,6 @@ from .. import onnx_harness as ox
 from ..conftest import assert_uniform_init, assert_zero, require_cuda, torchvision_or_skip
 
 # ---------------------------------------------------------------- inputs
-
-
-def out_size(size, pad, dil, k, stride):
-    return (size + 2 * pad - (dil * (k - 1) + 1)) // stride + 1
 
 
 def make_case(
@@ -56,7 +53,7 @@ def make_case(
     within 0.1 px of an integer, where the op is not smooth (pixel edges, the -1/H/W
     validity edges), so float32, gradcheck's finite differences and the reference agree
     without masking anything, while many samples still land outside the map."""
-    oh, ow = out_size(h, pad[0], dil[0], k[0], stride[0]), out_size(w, pad[1], dil[1], k[1], stride[1])
+    oh, ow = core.conv_out(h, pad[0], dil[0], k[0], stride[0]), core.conv_out(w, pad[1], dil[1], k[1], stride[1])
     kk = k[0] * k[1]
 
     def rnd(*shape):
@@ -83,51 +80,44 @@ def make_case(
     )
 
 
-def reference(case, grad_out=None):
-    """Output and (when grad_out is given) grads of x, offset, mask, weight, bias."""
-    leaves = {
-        name: None if case[name] is None else case[name].detach().clone().requires_grad_()
-        for name in ("x", "offset", "mask", "weight", "bias")
-    }
-    out = deform_conv2d_reference(
-        leaves["x"],
-        leaves["offset"],
-        leaves["mask"],
-        leaves["weight"],
-        leaves["bias"],
-        case["stride"],
-        case["pad"],
-        case["dil"],
-        case["groups"],
-        case["dg"],
-    )
-    if grad_out is None:
-        return out.detach(), None
-    names = [k for k, v in leaves.items() if v is not None]
-    grads = torch.autograd.grad(out, [leaves[k] for k in names], grad_out)
-    return out.detach(), dict(zip(names, grads, strict=True))
+NAMES = ("x", "offset", "mask", "weight", "bias")
 
 
-def ours(case, device, dtype, im2col_step=None, requires_grad=True):
-    t = {
-        name: None
-        if case[name] is None
-        else case[name].to(device, dtype).detach().clone().requires_grad_(requires_grad)
-        for name in ("x", "offset", "mask", "weight", "bias")
+def leaves(case, device="cpu", dtype=torch.float64, requires_grad=True):
+    """The case's tensors (None where absent) on device in dtype, as fresh leaves."""
+    return {
+        k: None if case[k] is None else case[k].to(device, dtype).detach().clone().requires_grad_(requires_grad)
+        for k in NAMES
     }
+
+
+def op_args(case, t, step=0):
+    """The registered op's arguments: the tensors t, then the case's integers."""
+    (sh, sw), (ph, pw), (dh, dw) = case["stride"], case["pad"], case["dil"]
+    return (*(t[k] for k in NAMES), sh, sw, ph, pw, dh, dw, case["groups"], case["dg"], step)
+
+
+def forward(case, t, im2col_step=None):
+    """DCNv1 (deform_conv2d) without mask and bias, else modulated_deform_conv2d, or the registered op where an
+    im2col_step is given."""
     args = (case["stride"], case["pad"], case["dil"], case["groups"], case["dg"])
     if t["mask"] is None and t["bias"] is None:
         step = 32 if im2col_step is None else im2col_step
-        out = deform_conv2d(t["x"], t["offset"], t["weight"], *args, False, step)
-    elif im2col_step is None:
-        out = modulated_deform_conv2d(t["x"], t["offset"], t["mask"], t["weight"], t["bias"], *args)
-    else:
-        (sh, sw), (ph, pw), (dh, dw) = case["stride"], case["pad"], case["dil"]
-        out = torch.ops.visdet_ops.deform_conv2d(
-            t["x"], t["offset"], t["mask"], t["weight"], t["bias"], sh, sw, ph, pw, dh, dw, case["groups"],
-            case["dg"], im2col_step,
-        )  # fmt: skip
-    return out, t
+        return deform_conv2d(t["x"], t["offset"], t["weight"], *args, False, step)
+    if im2col_step is None:
+        return modulated_deform_conv2d(t["x"], t["offset"], t["mask"], t["weight"], t["bias"], *args)
+    return torch.ops.visdet_ops.deform_conv2d(*op_args(case, t, im2col_step))
+
+
+def reference(case, grad_out=None):
+    """Output and (when grad_out is given) grads of x, offset, mask, weight, bias."""
+    t = leaves(case)
+    out = deform_conv2d_reference(*t.values(), case["stride"], case["pad"], case["dil"], case["groups"], case["dg"])
+    if grad_out is None:
+        return out.detach(), None
+    names = [k for k, v in t.items() if v is not None]
+    grads = torch.autograd.grad(out, [t[k] for k in names], grad_out)
+    return out.detach(), dict(zip(names, grads, strict=True))
 
 
 # float32: a sample position rounds to ~1e-6 px; on randn data values move by ~1e-5
@@ -136,25 +126,43 @@ TOL = {torch.float32: dict(rtol=2e-4, atol=2e-4), torch.float64: dict(rtol=1e-10
 GRAD_TOL = {torch.float32: dict(rtol=1e-3, atol=1e-3), torch.float64: dict(rtol=1e-10, atol=1e-10)}
 
 
+# 16-bit storage, float computation: compared with the float64 reference on the same (rounded) inputs, loosely
+# (16-bit columns and GEMM inputs), relative to the largest value.
+HALF_TOL = {torch.float16: 2e-2, torch.bfloat16: 8e-2}
+
+
+def assert_near(got, want, dtype, tol, msg=None):
+    got = got.detach().cpu().double()
+    if dtype in HALF_TOL:
+        assert (got - want).abs().max() < HALF_TOL[dtype] * want.abs().max().item(), msg
+    else:
+        torch.testing.assert_close(got, want, **tol[dtype], msg=msg)
+
+
 def check_against_reference(case, device, dtype, rng, im2col_step=None):
-    want_shape_out, _ = reference(case)
-    grad_out = torch.randn(want_shape_out.shape, generator=rng, dtype=torch.float64)
+    # rounded to dtype: the reference sees the output gradient ours is given
+    grad_out = torch.randn(reference(case)[0].shape, generator=rng, dtype=torch.float64).to(dtype).double()
     want, want_grads = reference(case, grad_out)
-    got, leaves = ours(case, device, dtype, im2col_step)
+    t = leaves(case, device, dtype)
+    got = forward(case, t, im2col_step)
     assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
-    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    assert_near(got, want, dtype, TOL)
     names = list(want_grads)
-    got_grads = torch.autograd.grad(got, [leaves[k] for k in names], grad_out.to(device, dtype))
+    got_grads = torch.autograd.grad(got, [t[k] for k in names], grad_out.to(device, dtype))
     for name, g in zip(names, got_grads, strict=True):
-        assert g.shape == want_grads[name].shape, name
-        torch.testing.assert_close(g.cpu().double(), want_grads[name], **GRAD_TOL[dtype], msg=name)
+        assert g.dtype == dtype and g.shape == want_grads[name].shape, name
+        assert_near(g, want_grads[name], dtype, GRAD_TOL, name)
     # The offset gradient must not be vacuous.
     assert want_grads["offset"].abs().max() > 1e-2
-    return want
+    assert torch.isfinite(want).all()
 
 
 # ---------------------------------------------------------------- correctness
 
+# Larger maps, 40 channels (several CUDA channel slices), offsets of up to 10 px,
+# stride, dilation, deform groups: the CUDA backward's paired (vector) grad_input
+# atomics see every alignment of the sample's left column and the map's edges.
+LARGER = dict(n=2, c=40, h=20, w=72, cout=8, offset_range=2)
 CONFIGS = {
     "3x3": dict(),
     "v1": dict(with_mask=False, with_bias=False),
@@ -167,40 +175,21 @@ CONFIGS = {
     "1x1_no_pad": dict(k=(1, 1), pad=(0, 0)),
     "mask_no_bias": dict(with_bias=False),
     "v1_groups_dg": dict(with_mask=False, with_bias=False, groups=2, dg=2),
+    # Offsets of up to 12 px on a 7x8 map: most samples leave the map (value 0), on
+    # every side; outputs and all gradients still match.
+    "large_offsets_outside_the_map": dict(offset_range=12),
+    "larger_small_offsets": LARGER,
+    "larger_large_offsets": {**LARGER, "offset_range": 9},
+    "larger_stride2": {**LARGER, "stride": (2, 2), "h": 37, "w": 76},
+    "larger_dilation_dg2": {**LARGER, "dil": (2, 3), "pad": (2, 3), "dg": 2},
+    "larger_v1": {**LARGER, "with_mask": False, "with_bias": False},
+    "larger_width_not_multiple_of_4": {**LARGER, "w": 70},
 }
 
 
 @pytest.mark.parametrize("config", list(CONFIGS), ids=list(CONFIGS))
 def test_matches_reference(device, dtype, rng, config):
     check_against_reference(make_case(rng, **CONFIGS[config]), device, dtype, rng)
-
-
-def test_large_offsets_outside_the_map(device, rng):
-    """Offsets of up to 12 px on a 7x8 map: most samples leave the map (value 0), on
-    every side; outputs and all gradients still match."""
-    case = make_case(rng, offset_range=12)
-    want = check_against_reference(case, device, torch.float64, rng)
-    assert torch.isfinite(want).all()
-
-
-@pytest.mark.parametrize(
-    "config",
-    [
-        dict(),
-        dict(offset_range=9),
-        dict(stride=(2, 2), h=37, w=76),
-        dict(dil=(2, 3), pad=(2, 3), dg=2),
-        dict(with_mask=False, with_bias=False),
-        dict(w=70),
-    ],
-    ids=["small_offsets", "large_offsets", "stride2", "dilation_dg2", "v1", "width_not_multiple_of_4"],
-)
-def test_larger_maps(device, dtype, rng, config):
-    """Larger maps, 40 channels (several CUDA channel slices), offsets of up to 10 px,
-    stride, dilation, deform groups: the CUDA backward's paired (vector) grad_input
-    atomics see every alignment of the sample's left column and the map's edges."""
-    base = dict(n=2, c=40, h=20, w=72, cout=8, offset_range=2)
-    check_against_reference(make_case(rng, **{**base, **config}), device, dtype, rng)
 
 
 @pytest.mark.parametrize("step", [1, 2, 3, 5, 32, 0])
@@ -214,14 +203,13 @@ def test_im2col_step_does_not_change_the_result(device, rng, step):
 def test_zero_offsets_equal_conv2d(device, dtype, rng):
     """With zero offsets (and a mask of ones) DCN is an ordinary convolution."""
     case = make_case(rng, stride=(2, 1), dil=(1, 2), pad=(1, 2), groups=2, h=9, w=9)
-    x, weight, bias = (case[k].to(device, dtype) for k in ("x", "weight", "bias"))
-    offset = torch.zeros_like(case["offset"]).to(device, dtype)
-    mask = torch.ones_like(case["mask"]).to(device, dtype)
-    want = torch.nn.functional.conv2d(x, weight, bias, (2, 1), (1, 2), (1, 2), 2)
-    got = modulated_deform_conv2d(x, offset, mask, weight, bias, (2, 1), (1, 2), (1, 2), 2, 1)
-    torch.testing.assert_close(got, want, **TOL[dtype])
-    got = deform_conv2d(x, offset, weight, (2, 1), (1, 2), (1, 2), 2, 1)
-    torch.testing.assert_close(got, want - bias.view(1, -1, 1, 1), **TOL[dtype])
+    t = leaves(case, device, dtype, requires_grad=False)
+    t["offset"].zero_()
+    t["mask"].fill_(1)
+    want = F.conv2d(t["x"], t["weight"], t["bias"], (2, 1), (1, 2), (1, 2), 2)
+    torch.testing.assert_close(forward(case, t), want, **TOL[dtype])
+    v1 = forward(case, {**t, "mask": None, "bias": None})
+    torch.testing.assert_close(v1, want - t["bias"].view(1, -1, 1, 1), **TOL[dtype])
 
 
 def test_integer_offsets_shift_the_input(rng):
@@ -239,15 +227,12 @@ def test_integer_offsets_shift_the_input(rng):
 @pytest.mark.parametrize("with_mask", [True, False])
 def test_gradcheck(device, rng, with_mask):
     case = make_case(rng, n=2, c=4, h=5, w=4, cout=2, groups=2, dg=2, with_mask=with_mask, with_bias=with_mask)
-    names = [k for k in ("x", "offset", "mask", "weight", "bias") if case[k] is not None]
+    names = [k for k in NAMES if case[k] is not None]
     inputs = tuple(case[k].to(device).requires_grad_() for k in names)
-    args = (case["stride"], case["pad"], case["dil"], case["groups"], case["dg"])
 
     def fn(*tensors):
-        t = dict(zip(names, tensors, strict=True))
-        if with_mask:
-            return modulated_deform_conv2d(t["x"], t["offset"], t["mask"], t["weight"], t["bias"], *args)
-        return deform_conv2d(t["x"], t["offset"], t["weight"], *args, False, 1)
+        t = dict.fromkeys(NAMES) | dict(zip(names, tensors, strict=True))
+        return forward(case, t, None if with_mask else 1)
 
     # On CUDA, grad_input is accumulated with atomicAdd, so two backward passes
     # sum in different orders and differ in the last bits of float64 (~1e-16
@@ -257,33 +242,21 @@ def test_gradcheck(device, rng, with_mask):
     assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-6, nondet_tol=nondet_tol)
 
 
-def _op_args(case, device, step=0):
-    (sh, sw), (ph, pw), (dh, dw) = case["stride"], case["pad"], case["dil"]
-    t = [None if case[k] is None else case[k].to(device) for k in ("x", "offset", "mask", "weight", "bias")]
-    return (*t, sh, sw, ph, pw, dh, dw, case["groups"], case["dg"], step)
-
-
 @pytest.mark.parametrize("with_mask", [True, False])
 def test_opcheck(device, rng, with_mask):
     case = make_case(rng, n=3, c=4, h=5, w=6, cout=4, dg=2, with_mask=with_mask, with_bias=with_mask)
-    args = list(_op_args(case, device, step=2))
-    for i in range(5):
-        if args[i] is not None:
-            args[i] = args[i].requires_grad_()
-    torch.library.opcheck(torch.ops.visdet_ops.deform_conv2d.default, tuple(args))
+    torch.library.opcheck(torch.ops.visdet_ops.deform_conv2d.default, op_args(case, leaves(case, device), step=2))
 
 
 def test_opcheck_backward_op(device, rng):
     for with_mask in (True, False):
         case = make_case(rng, n=2, c=4, h=5, w=6, cout=4, with_mask=with_mask, with_bias=with_mask)
-        args = _op_args(case, device)
+        args = op_args(case, leaves(case, device, requires_grad=False))
         grad = torch.randn(2, 4, 5, 6, generator=rng, dtype=torch.float64).to(device)
         torch.library.opcheck(torch.ops.visdet_ops._deform_conv2d_backward.default, (grad, *args))
 
 
 def test_fake_and_meta():
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     with FakeTensorMode():
         x = torch.empty(2, 8, 20, 30)
         w = torch.empty(16, 4, 3, 3)
@@ -346,10 +319,10 @@ def test_non_contiguous(device, dtype, rng):
     for t in (x, off, mask, w, b, g):
         assert not t.is_contiguous()
     got = modulated_deform_conv2d(x, off, mask, w, b, 1, 1, 1, 1, 2)
-    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
+    assert_near(got, want, dtype, TOL)
     grads = torch.autograd.grad(got, (x, off, mask, w, b), g)
-    for name, gr in zip(("x", "offset", "mask", "weight", "bias"), grads, strict=True):
-        torch.testing.assert_close(gr.cpu().double(), want_grads[name], **GRAD_TOL[dtype], msg=name)
+    for name, gr in zip(NAMES, grads, strict=True):
+        assert_near(gr, want_grads[name], dtype, GRAD_TOL, name)
 
 
 def test_nan_and_inf_offsets_give_zero_samples(device):
@@ -369,13 +342,13 @@ def test_nan_and_inf_offsets_give_zero_samples(device):
 # ---------------------------------------------------------------- bad inputs
 
 
-def _good(device="cpu"):
+def _good():
     return dict(
-        input=torch.randn(2, 4, 6, 6, device=device),
-        offset=torch.randn(2, 18, 6, 6, device=device),
-        mask=torch.rand(2, 9, 6, 6, device=device),
-        weight=torch.randn(3, 4, 3, 3, device=device),
-        bias=torch.randn(3, device=device),
+        input=torch.randn(2, 4, 6, 6),
+        offset=torch.randn(2, 18, 6, 6),
+        mask=torch.rand(2, 9, 6, 6),
+        weight=torch.randn(3, 4, 3, 3),
+        bias=torch.randn(3),
     )
 
 
@@ -394,38 +367,31 @@ def _good(device="cpu"):
         (dict(bias=torch.randn(4)), "bias must have shape"),
         (dict(bias=torch.randn(3, 1)), "bias must have 1 dimensions"),
         (dict(weight=torch.randn(3, 4, 0, 3)), "weight must have a non-empty kernel"),
+        # the integer arguments
+        (dict(stride=0), "deform_conv2d: stride must be positive"),
+        (dict(padding=-1), "deform_conv2d: padding must be non-negative"),
+        (dict(dilation=0), "deform_conv2d: dilation must be positive"),
+        (dict(groups=0), "deform_conv2d: groups must be positive"),
+        (dict(groups=2, weight=torch.randn(3, 2, 3, 3)), r"weight.size\(0\) \(3\) must be divisible by groups \(2\)"),
+        (
+            dict(dg=3, offset=torch.randn(2, 54, 6, 6), mask=torch.rand(2, 27, 6, 6)),
+            r"input channels \(4\) must be divisible by deform_groups \(3\)",
+        ),
+        (
+            dict(padding=0, input=torch.randn(2, 4, 2, 6), offset=torch.randn(2, 18, 1, 4)),
+            "is too small for a 3x3 kernel",
+        ),
     ],
 )
 def test_bad_inputs_name_the_argument(change, message):
-    a = _good()
-    a.update(change)
+    a = {**_good(), "stride": 1, "padding": 1, "dilation": 1, "groups": 1, "dg": 1, **change}
+    args = ("input", "offset", "mask", "weight", "bias", "stride", "padding", "dilation", "groups", "dg")
     with pytest.raises(RuntimeError, match=message):
-        modulated_deform_conv2d(a["input"], a["offset"], a["mask"], a["weight"], a["bias"], 1, 1)
+        modulated_deform_conv2d(*(a[k] for k in args))
 
 
-def test_bad_params_name_the_argument():
+def test_deform_conv2d_bias_must_be_false():
     a = _good()
-
-    def call(stride=1, padding=1, dilation=1, groups=1, dg=1, **over):
-        b = {**a, **over}
-        return modulated_deform_conv2d(
-            b["input"], b["offset"], b["mask"], b["weight"], b["bias"], stride, padding, dilation, groups, dg
-        )
-
-    with pytest.raises(RuntimeError, match="deform_conv2d: stride must be positive"):
-        call(stride=0)
-    with pytest.raises(RuntimeError, match="deform_conv2d: padding must be non-negative"):
-        call(padding=-1)
-    with pytest.raises(RuntimeError, match="deform_conv2d: dilation must be positive"):
-        call(dilation=0)
-    with pytest.raises(RuntimeError, match="deform_conv2d: groups must be positive"):
-        call(groups=0)
-    with pytest.raises(RuntimeError, match=r"weight.size\(0\) \(3\) must be divisible by groups \(2\)"):
-        call(groups=2, weight=torch.randn(3, 2, 3, 3))
-    with pytest.raises(RuntimeError, match=r"input channels \(4\) must be divisible by deform_groups \(3\)"):
-        call(dg=3, offset=torch.randn(2, 54, 6, 6), mask=torch.rand(2, 27, 6, 6))
-    with pytest.raises(RuntimeError, match="is too small for a 3x3 kernel"):
-        call(padding=0, input=torch.randn(2, 4, 2, 6), offset=torch.randn(2, 18, 1, 4))
     with pytest.raises(ValueError, match="deform_conv2d: bias must be False"):
         deform_conv2d(a["input"], a["offset"], a["weight"], 1, 1, bias=True)
 
@@ -436,6 +402,7 @@ def test_input_too_small_for_the_dilated_kernel_is_refused(device, rng):
     1-wide output instead of an error. It is refused before the division (the op, its fake impl, DeformConv2d's
     forward); a numerator of exactly 0 (the dilated kernel fits once) still gives a 1x1 output."""
     dev = {"device": device, "dtype": torch.float64}
+    too_small = r"deform_conv2d: the input \(4 x 6, shape \[2, 4, 4, 6\]\) is too small"
     with pytest.raises(
         RuntimeError,
         match=r"deform_conv2d: the input \(1 x 1, shape \[1, 1, 1, 1\]\) is too small for a 1x2 kernel with padding "
@@ -448,13 +415,11 @@ def test_input_too_small_for_the_dilated_kernel_is_refused(device, rng):
     x, w = torch.randn(2, 4, 4, 6, **dev), torch.randn(3, 4, 3, 3, **dev)
     off, mask = torch.zeros(2, 18, 1, 1, **dev), torch.rand(2, 9, 1, 1, **dev)
     for stride in (2, 3, (2, 1)):
-        with pytest.raises(
-            RuntimeError, match=r"deform_conv2d: the input \(4 x 6, shape \[2, 4, 4, 6\]\) is too small"
-        ):
+        with pytest.raises(RuntimeError, match=too_small):
             modulated_deform_conv2d(x, off, mask, w, None, stride, 0, 2)
-    with pytest.raises(RuntimeError, match=r"deform_conv2d: the input \(4 x 6, shape \[2, 4, 4, 6\]\) is too small"):
+    with pytest.raises(RuntimeError, match=too_small):
         torch.ops.visdet_ops.deform_conv2d(x, off, mask, w, None, 2, 2, 0, 0, 2, 2, 1, 1, 0)
-    with pytest.raises(RuntimeError, match=r"deform_conv2d: the input \(4 x 6, shape \[2, 4, 4, 6\]\) is too small"):
+    with pytest.raises(RuntimeError, match=too_small):
         modulated_deform_conv2d(x.to("meta"), off.to("meta"), mask.to("meta"), w.to("meta"), None, 2, 0, 2)
     # padding makes it fit: (4 + 2 - 5) // 2 + 1 = 1 row, (6 + 2 - 5) // 2 + 1 = 2 columns, as the reference
     off = (torch.randn(2, 18, 1, 2, generator=rng, dtype=torch.float64) * 0.5).to(device)
@@ -475,8 +440,6 @@ def test_input_too_small_for_the_dilated_kernel_is_refused(device, rng):
 
 
 def test_fake_refuses_an_input_too_small_for_the_dilated_kernel():
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     with FakeTensorMode(), pytest.raises(RuntimeError, match=r"deform_conv2d: the input \(4 x 6, .*\) is too small"):
         deform_conv2d(torch.empty(2, 4, 4, 6), torch.empty(2, 18, 1, 2), torch.empty(3, 4, 3, 3), 2, 0, 2)
 
@@ -548,12 +511,6 @@ def test_module_defaults_and_init():
         DeformConv2d(8, 16, 3, bias=True)
     with pytest.raises(ValueError, match="not divisible by groups"):
         DeformConv2d(8, 16, 3, groups=3)
-    with pytest.warns(DeprecationWarning, match="deformable_groups"):
-        assert DeformConv2d(8, 16, 3, deformable_groups=2).deform_groups == 2
-    for cls in (DeformConv2dPack, ModulatedDeformConv2dPack):
-        p = cls(8, 16, 3, padding=1)
-        assert torch.equal(p.conv_offset.weight, torch.zeros_like(p.conv_offset.weight))
-        assert torch.equal(p.conv_offset.bias, torch.zeros_like(p.conv_offset.bias))
 
 
 @pytest.mark.parametrize("cls", [DeformConv2d, DeformConv2dPack, ModulatedDeformConv2d, ModulatedDeformConv2dPack])
@@ -590,38 +547,52 @@ def test_module_init_matches_mmcv_formula(groups, kernel_size):
     cin, cout = 32, 64
     kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
     kaiming = (6 / (cin // groups * kh * kw)) ** 0.5
-    for cls in (DeformConv2d, DeformConv2dPack):
-        m = cls(cin, cout, kernel_size, groups=groups, padding=1)
-        assert_uniform_init(m.weight, kaiming, f"{cls.__name__}.weight")
-        if cls is DeformConv2dPack:
-            assert_zero(m.conv_offset.weight, "conv_offset.weight")
-            assert_zero(m.conv_offset.bias, "conv_offset.bias")
-        m.weight.data.fill_(1.0)
-        m.reset_parameters()  # re-draws with the same formula (mmcv's hook name)
-        assert_uniform_init(m.weight, kaiming, f"{cls.__name__}.weight after reset_parameters")
     mmcv_v2 = 1 / (cin * kh * kw) ** 0.5
-    for cls in (ModulatedDeformConv2d, ModulatedDeformConv2dPack):
+    for cls, bound, reinit in (
+        (DeformConv2d, kaiming, "reset_parameters"),
+        (DeformConv2dPack, kaiming, "reset_parameters"),
+        (ModulatedDeformConv2d, mmcv_v2, "init_weights"),
+        (ModulatedDeformConv2dPack, mmcv_v2, "init_weights"),
+    ):
         m = cls(cin, cout, kernel_size, groups=groups, padding=1)
-        assert_uniform_init(m.weight, mmcv_v2, f"{cls.__name__}.weight")
-        assert_zero(m.bias, f"{cls.__name__}.bias")
-        if cls is ModulatedDeformConv2dPack:
+        assert_uniform_init(m.weight, bound, f"{cls.__name__}.weight")
+        if cls.__name__.startswith("Modulated"):
+            assert_zero(m.bias, f"{cls.__name__}.bias")
+        if cls.__name__.endswith("Pack"):
             assert_zero(m.conv_offset.weight, "conv_offset.weight")
             assert_zero(m.conv_offset.bias, "conv_offset.bias")
         m.weight.data.fill_(1.0)
-        m.init_weights()
-        assert_uniform_init(m.weight, mmcv_v2, f"{cls.__name__}.weight after init_weights")
+        getattr(m, reinit)()  # re-draws with the same formula (mmcv's hook names)
+        assert_uniform_init(m.weight, bound, f"{cls.__name__}.weight after {reinit}")
+
+
+def _pack_offset_mask(m, x):
+    """The offset and mask a Pack module computes from x, split as mmcv splits them (DCNv2: o1, o2, mask)."""
+    out = m.conv_offset(x)
+    if not isinstance(m, ModulatedDeformConv2dPack):
+        return out, None
+    o1, o2, mask = torch.chunk(out, 3, dim=1)
+    return torch.cat((o1, o2), 1), torch.sigmoid(mask)
+
+
+def _pack_as_conv(m, x):
+    """What a Pack module computes with its zero-initialised conv_offset: zero offsets, a convolution (and, DCNv2,
+    masks sigmoid(0) = 0.5)."""
+    want = F.conv2d(x, m.weight, None, m.stride, m.padding, m.dilation, m.groups)
+    if isinstance(m, ModulatedDeformConv2dPack):
+        want = 0.5 * want + m.bias.view(1, -1, 1, 1)
+    return want
 
 
 def test_packs_start_as_a_convolution(device, rng):
     """Zero-initialised conv_offset: DCN is conv2d; DCNv2's mask is sigmoid(0) = 0.5."""
     x = torch.randn(2, 8, 9, 10, generator=rng, dtype=torch.float64).to(device)
     dcn = DeformConv2dPack(8, 6, 3, stride=2, padding=1).double().to(device)
-    torch.testing.assert_close(dcn(x), torch.nn.functional.conv2d(x, dcn.weight, None, 2, 1))
     dcn2 = ModulatedDeformConv2dPack(8, 6, 3, padding=1, deform_groups=2).double().to(device)
     with torch.no_grad():
         dcn2.bias.normal_()
-    want = 0.5 * torch.nn.functional.conv2d(x, dcn2.weight, None, 1, 1) + dcn2.bias.view(1, -1, 1, 1)
-    torch.testing.assert_close(dcn2(x), want)
+    for m in (dcn, dcn2):
+        torch.testing.assert_close(m(x), _pack_as_conv(m, x))
 
 
 def test_pack_forward_matches_reference(device, rng):
@@ -632,11 +603,8 @@ def test_pack_forward_matches_reference(device, rng):
         m.conv_offset.bias.normal_(0, 0.5, generator=rng)
         m.bias.normal_(generator=rng)
     x = torch.randn(2, 4, 6, 7, generator=rng, dtype=torch.float64)
-    out = m.conv_offset(x)
-    o1, o2, mask = torch.chunk(out, 3, dim=1)
-    want = deform_conv2d_reference(
-        x, torch.cat((o1, o2), 1), torch.sigmoid(mask), m.weight, m.bias, (1, 1), (1, 1), (1, 1), 1, 2
-    ).detach()
+    offset, mask = _pack_offset_mask(m, x)
+    want = deform_conv2d_reference(x, offset, mask, m.weight, m.bias, (1, 1), (1, 1), (1, 1), 1, 2).detach()
     torch.testing.assert_close(m.to(device)(x.to(device)).detach().cpu(), want)
 
 
@@ -656,48 +624,29 @@ def test_small_input_is_padded_like_mmcv(device, rng):
 
 @pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
 def test_16_bit(device, rng, half):
-    """16-bit storage, float computation: compared with the float64 reference on the
-    same (rounded) inputs, loosely (16-bit columns and GEMM inputs)."""
-    case = make_case(rng, n=3, c=8, cout=8, dg=2, groups=2, storage_dtype=half)
-    grad_out = torch.randn(3, 8, 7, 8, generator=rng, dtype=torch.float64).to(half).double()
-    want, want_grads = reference(case, grad_out)
-    got, leaves = ours(case, device, half)
-    assert got.dtype == half
-    scale = want.abs().max().item()
-    tol = 2e-2 if half == torch.float16 else 8e-2
-    assert (got.detach().cpu().double() - want).abs().max() < tol * scale
-    names = list(want_grads)
-    grads = torch.autograd.grad(got, [leaves[k] for k in names], grad_out.to(device).to(half))
-    for name, g in zip(names, grads, strict=True):
-        assert g.dtype == half, name
-        s = want_grads[name].abs().max().item()
-        assert (g.cpu().double() - want_grads[name]).abs().max() < tol * s, name
-
-
-def test_cuda_many_channels_use_channel_slices(rng):
-    """Few samples and many channels: the CUDA backward splits each deform group into
-    channel slices and sums them; gradients still match the reference."""
-    require_cuda()
-    case = make_case(rng, n=1, c=256, h=4, w=5, cout=4, dg=2)
-    check_against_reference(case, torch.device("cuda"), torch.float64, rng)
+    """16-bit storage, float computation (HALF_TOL)."""
+    check_against_reference(make_case(rng, n=3, c=8, cout=8, dg=2, groups=2, storage_dtype=half), device, half, rng)
 
 
 @pytest.mark.parametrize(
-    "config",
+    ("config", "precision"),
     [
-        dict(n=2, c=8, cout=4),
-        dict(n=2, c=12, cout=6, dg=3, offset_range=12),
-        dict(n=1, c=256, h=4, w=5, cout=4, dg=2),
-        dict(n=2, c=6, cout=4, dg=2),
+        (dict(n=2, c=8, cout=4), torch.float32),
+        (dict(n=2, c=12, cout=6, dg=3, offset_range=12), torch.float32),
+        (dict(n=1, c=256, h=4, w=5, cout=4, dg=2), torch.float32),
+        (dict(n=2, c=6, cout=4, dg=2), torch.float32),
+        (dict(n=1, c=256, h=4, w=5, cout=4, dg=2), torch.float64),
     ],
-    ids=["c8", "c12_dg3_far", "c256_dg2_slices", "c6_dg2_portable"],
+    ids=["c8", "c12_dg3_far", "c256_dg2_slices", "c6_dg2_portable", "c256_dg2_slices_f64"],
 )
-def test_cuda_float32_backward(rng, config):
+def test_cuda_backward(rng, config, precision):
     """float32 on CUDA: with channels per deform group divisible by 4 the backward
     accumulates grad_input channels-last with 4-channel vector atomics (sm_90+);
-    otherwise (c6_dg2) the portable path. Both match the float64 reference."""
+    otherwise (c6_dg2) the portable path. Both match the float64 reference.
+    Few samples and many channels (c256): the CUDA backward splits each deform group
+    into channel slices and sums them; gradients still match the reference, in float64 too."""
     require_cuda()
-    check_against_reference(make_case(rng, **config), torch.device("cuda"), torch.float32, rng)
+    check_against_reference(make_case(rng, **config), torch.device("cuda"), precision, rng)
 
 
 def test_matches_torchvision(device, rng):
@@ -717,105 +666,78 @@ def test_matches_torchvision(device, rng):
 # ---------------------------------------------------------------- integer edge values (tests/integer_edge_harness.py)
 
 
-def _dcn_inputs(device, gen, geom_ints, modulated=False, n=3):
-    """Inputs for stride/pad/dilation (h, w), groups, deform_groups given as
+def _edge_case(gen, geom_ints, modulated=False):
+    """make_case for stride/pad/dilation (h, w), groups, deform_groups given as
     the values under test (out-of-range ones replaced by stand-ins)."""
-    sh, sw, ph, pw, dh, dw, groups, dg = geom_ints
-    st = (edges.small(sh, 1, 4, 1), edges.small(sw, 1, 4, 1))
-    pd = (edges.small(ph, 0, 4, 1), edges.small(pw, 0, 4, 1))
-    dl = (edges.small(dh, 1, 4, 1), edges.small(dw, 1, 4, 1))
-    c, cout = 4, 4
-    gr = edges.small(groups, 1, 4, 1)
-    dgr = edges.small(dg, 1, 4, 1)
-    gr, dgr = (gr if c % gr == 0 else 1), (dgr if c % dgr == 0 else 1)
-    h, w = 7, 8
-    oh = (h + 2 * pd[0] - (dl[0] * 2 + 1)) // st[0] + 1
-    ow = (w + 2 * pd[1] - (dl[1] * 2 + 1)) // st[1] + 1
-    x = torch.randn(n, c, h, w, generator=gen, dtype=torch.float64)
-    weight = torch.randn(cout, c // gr, 3, 3, generator=gen, dtype=torch.float64)
-    offset = torch.randn(n, 2 * dgr * 9, oh, ow, generator=gen, dtype=torch.float64)
-    mask = torch.rand(n, dgr * 9, oh, ow, generator=gen, dtype=torch.float64) if modulated else None
-    bias = torch.randn(cout, generator=gen, dtype=torch.float64) if modulated else None
-    t = [v if v is None else v.to(device) for v in (x, offset, mask, weight, bias)]
-    return t, (st, pd, dl, gr, dgr)
-
-
-def _dcn_want(t, geom):
-    from visdet_ops.reference.deform_conv import deform_conv2d_reference
-
-    x, offset, mask, weight, bias = (v if v is None else v.cpu() for v in t)
-    return deform_conv2d_reference(x, offset, mask, weight, bias, *geom)
+    lows = (1, 1, 0, 0, 1, 1, 1, 1)  # padding may be 0
+    sh, sw, ph, pw, dh, dw, g, dg = (edges.small(v, lo, 4, 1) for v, lo in zip(geom_ints, lows, strict=True))
+    return make_case(
+        gen,
+        n=3,
+        cout=4,
+        stride=(sh, sw),
+        pad=(ph, pw),
+        dil=(dh, dw),
+        groups=g if 4 % g == 0 else 1,  # the 4 channels must divide
+        dg=dg if 4 % dg == 0 else 1,
+        with_mask=modulated,
+        with_bias=modulated,
+    )
 
 
 def _deform_conv(device, gen, modulated=False, stride=1, padding=1, dilation=1, groups=1, deform_groups=1, step=2):
-    from visdet_ops.ops.deform_conv import deform_conv2d, modulated_deform_conv2d
-
-    t, geom = _dcn_inputs(
-        device, gen, (stride, stride, padding, padding, dilation, dilation, groups, deform_groups), modulated
-    )
-    x, offset, mask, weight, bias = t
+    case = _edge_case(gen, (stride, stride, padding, padding, dilation, dilation, groups, deform_groups), modulated)
+    x, offset, mask, weight, bias = leaves(case, device, requires_grad=False).values()
     if modulated:
         got = modulated_deform_conv2d(x, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups)
     else:
         got = deform_conv2d(x, offset, weight, stride, padding, dilation, groups, deform_groups, False, step)
-    edges.close(got, _dcn_want(t, geom))
+    edges.close(got, reference(case)[0])
 
 
-_DCN_OP_ARGS = ("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "deform_groups")
+_DCN_OP_BOUNDS = dict(
+    stride_h=_args.STRIDE,
+    stride_w=_args.STRIDE,
+    pad_h=_args.PADDING,
+    pad_w=_args.PADDING,
+    dilation_h=_args.DILATION,
+    dilation_w=_args.DILATION,
+    groups=_args.GROUPS,
+    deform_groups=_args.GROUPS,
+)
 
 
 def _deform_conv_op(device, gen, arg, v, backward=False):
-    ints = dict(zip(_DCN_OP_ARGS, (1, 1, 1, 1, 1, 1, 1, 1), strict=True), im2col_step=2)
+    ints = dict.fromkeys(_DCN_OP_BOUNDS, 1) | {"im2col_step": 2}
     ints[arg] = v
-    vals = [ints[k] for k in _DCN_OP_ARGS]
-    t, geom = _dcn_inputs(device, gen, vals, modulated=True)
-    x, offset, mask, weight, bias = t
+    vals = [ints[k] for k in _DCN_OP_BOUNDS]
+    case = _edge_case(gen, vals, modulated=True)
+    args = (*leaves(case, device, requires_grad=False).values(), *vals, ints["im2col_step"])
     if not backward:
-        got = torch.ops.visdet_ops.deform_conv2d(x, offset, mask, weight, bias, *vals, ints["im2col_step"])
-        edges.close(got, _dcn_want(t, geom))
+        edges.close(torch.ops.visdet_ops.deform_conv2d(*args), reference(case)[0])
         return
-    go = torch.randn(_dcn_want(t, geom).shape, generator=gen, dtype=torch.float64).to(device)
-    got = torch.ops.visdet_ops._deform_conv2d_backward(go, x, offset, mask, weight, bias, *vals, ints["im2col_step"])
-    from visdet_ops.reference.deform_conv import deform_conv2d_reference
-
-    leaves = [v.cpu().requires_grad_() for v in t]
-    want = torch.autograd.grad((deform_conv2d_reference(*leaves, *geom) * go.cpu()).sum(), leaves)
-    for g, w in zip(got, want, strict=True):
+    go = torch.randn(reference(case)[0].shape, generator=gen, dtype=torch.float64)
+    got = torch.ops.visdet_ops._deform_conv2d_backward(go.to(device), *args)
+    for g, w in zip(got, reference(case, go)[1].values(), strict=True):
         torch.testing.assert_close(g.cpu(), w, rtol=1e-7, atol=1e-9)
 
 
 def _dcn_module(device, gen, cls_name, **kw):
-    from visdet_ops.ops import deform_conv as mod
-
-    args = dict(in_channels=4, out_channels=4, kernel_size=3, padding=1)
-    args.update(kw)
-    m = getattr(mod, cls_name)(**args).to(device).double()
+    m = getattr(visdet_ops, cls_name)(**{"in_channels": 4, "out_channels": 4, "kernel_size": 3, "padding": 1, **kw})
+    m = m.to(device).double()
     if cls_name.endswith("Pack"):
         x = torch.randn(2, m.in_channels, 7, 8, generator=gen, dtype=torch.float64).to(device)
-        got = m(x)
-        # conv_offset starts at zero: zero offsets (and, DCNv2, masks sigmoid(0) = 0.5).
-        want = torch.nn.functional.conv2d(x, m.weight, None, m.stride, m.padding, m.dilation, m.groups)
-        if cls_name.startswith("Modulated"):
-            want = 0.5 * want + m.bias.view(1, -1, 1, 1)
-        edges.close(got.detach(), want.detach())
+        edges.close(m(x).detach(), _pack_as_conv(m, x).detach())
         return
-    kh, kw_ = m.kernel_size
-    x = torch.randn(2, m.in_channels, 7, 8, generator=gen, dtype=torch.float64)
-    oh = (7 + 2 * m.padding[0] - (m.dilation[0] * (kh - 1) + 1)) // m.stride[0] + 1
-    ow = (8 + 2 * m.padding[1] - (m.dilation[1] * (kw_ - 1) + 1)) // m.stride[1] + 1
-    offset = torch.randn(2, 2 * m.deform_groups * kh * kw_, oh, ow, generator=gen, dtype=torch.float64)
-    mask = torch.rand(2, m.deform_groups * kh * kw_, oh, ow, generator=gen, dtype=torch.float64)
-    from visdet_ops.reference.deform_conv import deform_conv2d_reference
-
-    geom = (m.stride, m.padding, m.dilation, m.groups, m.deform_groups)
-    w = m.weight.detach().cpu()
-    if cls_name.startswith("Modulated"):
-        got = m(x.to(device), offset.to(device), mask.to(device))
-        want = deform_conv2d_reference(x, offset, mask, w, m.bias.detach().cpu(), *geom)
-    else:
-        got = m(x.to(device), offset.to(device))
-        want = deform_conv2d_reference(x, offset, None, w, None, *geom)
-    edges.close(got.detach(), want)
+    modulated = cls_name.startswith("Modulated")
+    geom = dict(stride=m.stride, pad=m.padding, dil=m.dilation, groups=m.groups, dg=m.deform_groups)
+    case = make_case(
+        gen, c=m.in_channels, cout=m.out_channels, k=m.kernel_size, with_mask=modulated, with_bias=modulated, **geom
+    )
+    case.update(weight=m.weight.detach().cpu(), bias=m.bias.detach().cpu() if modulated else None)
+    t = leaves(case, device, requires_grad=False)
+    got = m(t["x"], t["offset"], *([t["mask"]] if modulated else []))
+    edges.close(got.detach(), reference(case)[0])
 
 
 DCN_FN_ARGS = (
@@ -831,17 +753,6 @@ DCN_MODULE_ARGS = (
     ("kernel_size", _args.KERNEL_SIZE),
     *DCN_FN_ARGS,
 )
-_DCN_OP_BOUNDS = dict(
-    stride_h=_args.STRIDE,
-    stride_w=_args.STRIDE,
-    pad_h=_args.PADDING,
-    pad_w=_args.PADDING,
-    dilation_h=_args.DILATION,
-    dilation_w=_args.DILATION,
-    groups=_args.GROUPS,
-    deform_groups=_args.GROUPS,
-)
-
 
 INTEGER_EDGE_ROWS = [
     *(
@@ -1063,19 +974,15 @@ def test_output_takes_in_place_ops(device, batch, modulated):
         torch.nn.functional.relu(out, inplace=True)
 
 
-def _dyhead_offset(n, high, low, gen, dtype=torch.float64):
-    """DyHead's spatial_conv_high inputs: offset and mask from the finer level's (high x high) map, the input the
-    coarser level (low x low): the offset a channel slice of the 27-channel map, the mask its sigmoid."""
-    om = (torch.randn(n, 27, high, high, generator=gen, dtype=dtype) * 0.8).requires_grad_()
-    return om, om[:, :18], om[:, 18:].sigmoid()
-
-
 def test_modulated_offset_larger_than_the_output_is_read_as_mmcv_reads_it(device, rng):
     """mmcv's im2col reads image b's offset as a contiguous [C, OH, OW] array from offset[b]'s first element (its
     strides unused but the batch stride): for DyHead that is the first 18 * OH * OW values of image b's 27-channel
     map, which the reference below takes by flattening that map."""
     n, high, low = 2, 10, 5
-    om, offset, mask = _dyhead_offset(n, high, low, rng)
+    # DyHead's spatial_conv_high inputs: offset and mask from the finer level's (high x high) map, the input the
+    # coarser level (low x low): the offset a channel slice of the 27-channel map, the mask its sigmoid.
+    om = (torch.randn(n, 27, high, high, generator=rng, dtype=torch.float64) * 0.8).requires_grad_()
+    mask = om[:, 18:].sigmoid()
     x = torch.randn(n, 4, low, low, generator=rng, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(3, 4, 3, 3, generator=rng, dtype=torch.float64, requires_grad=True)
     bias = torch.randn(3, generator=rng, dtype=torch.float64)
@@ -1204,16 +1111,13 @@ def _dcn_case(draw, device):
     elif bad in ("groups_divide", "ctor_divide"):
         case["groups"] = 3
         case["c"] = 2 * dg if case["c"] % 3 == 0 else case["c"]
-    sh, sw = core.pair(case["stride"])
-    ph, pw = core.pair(case["padding"])
-    dh, dw = core.pair(case["dilation"])
     if fn.endswith("Pack"):
         # Their conv_offset (an nn.Conv2d, as mmcv's) sees the input first: an input too small for the kernel gets
         # torch's own error from it. Drawn large enough.
+        (ph, pw), (dh, dw) = core.pair(case["padding"]), core.pair(case["dilation"])
         case["h"] = max(case["h"], dh * (case["k"][0] - 1) + 1 - 2 * ph)
         case["w"] = max(case["w"], dw * (case["k"][1] - 1) + 1 - 2 * pw)
-    oh = core.conv_out(case["h"], ph, dh, case["k"][0], sh)
-    ow = core.conv_out(case["w"], pw, dw, case["k"][1], sw)
+    *_, oh, ow = _dcn_shapes(case)
     small = module and (case["h"] < case["k"][0] or case["w"] < case["k"][1])
     case["expect"] = core.expectation(bad, mixed, borderline=oh <= 0 or ow <= 0 or case["c"] == 0 or small)
     case["bad"] = bad
@@ -1247,11 +1151,11 @@ def _dcn_run(case):
     fn, bad = case["fn"], case["bad"]
     # deformable_groups: the modules' old keyword name, read from **kwargs (no signature shows it).
     run = core.family_run(case, "deform_conv", "deformable_groups")
+    if fn in _DCN_MODS:
+        return _dcn_module_run(case, run)
     (kh, kw), stride, padding, dilation, oh, ow = _dcn_shapes(case)
     n, c, cout, g, dg = case["n"], case["c"], case["cout"], case["groups"], case["deform_groups"]
     kk = kh * kw
-    if fn in _DCN_MODS:
-        return _dcn_module_run(case, run)
     v2 = fn == "modulated_deform_conv2d"
     ishape = [n, c, case["h"], case["w"]]
     oshape = [n, 2 * dg * kk, max(oh, 0), max(ow, 0)]
@@ -1284,19 +1188,11 @@ def _dcn_run(case):
     dt = core.worst(*(a.dt for _, a in used))
     mixed = case["expect"] == "either"
     xs = {name: a.x(grad=True) for name, a in used}
-    ints = {
-        "stride": case["stride"],
-        "padding": case["padding"],
-        "dilation": case["dilation"],
-        "groups": g,
-        "deform_groups": dg,
-    }
+    ints = {k: case[k] for k in _DCN_INTS}
     if case["im2col_step"] is not None and not v2:
         ints["im2col_step"] = case["im2col_step"]
     if bad == "int_arg":
         ints[case["arg"]] = case["value"]
-    if bad in ("dg_divide", "groups_divide"):
-        pass  # the drawn c, groups and deform_groups disagree
 
     def call():
         if v2:
@@ -1307,18 +1203,9 @@ def _dcn_run(case):
 
     def check(out):
         refs = {name: a.ref(grad=True) for name, a in used}
-        want = _dcn_reference(
-            refs["input"][1],
-            refs["offset"][1],
-            refs["mask"][1] if v2 else None,
-            refs["weight"][1],
-            refs["bias"][1] if has_bias else None,
-            stride,
-            padding,
-            dilation,
-            g,
-            dg,
-        )
+        # mask (DCNv2) and bias (when given) are None where not used
+        tensors = (refs[k][1] if k in refs else None for k in ("input", "offset", "mask", "weight", "bias"))
+        want = _dcn_reference(*tensors, stride, padding, dilation, g, dg)
         core.assert_close("output", out, want, dt)
         core.out_dtype_ok(out, a_in.dt, mixed)
         if run.grads and out.numel():
@@ -1336,15 +1223,9 @@ def _dcn_module_run(case, run):
         "in_channels": c,
         "out_channels": cout,
         "kernel_size": [kh, kw] if kh != kw else kh,
-        "stride": case["stride"],
-        "padding": case["padding"],
-        "dilation": case["dilation"],
-        "groups": g,
+        **{k: case[k] for k in ("stride", "padding", "dilation", "groups")},
+        "deformable_groups" if case["deformable_kw"] else "deform_groups": dg,
     }
-    if case["deformable_kw"]:
-        kwargs["deformable_groups"] = dg
-    else:
-        kwargs["deform_groups"] = dg
     if fn.startswith("Modulated"):
         kwargs["bias"] = case["bias"]
     elif case["im2col_step"] is not None:
@@ -1385,11 +1266,8 @@ def _dcn_module_run(case, run):
         m64 = copy.deepcopy(mod).cpu().double()
         refs = [a.ref(grad=True) for a in inputs]
         x = refs[0][1]
-        if fn == "DeformConv2dPack":
-            offset, mask = m64.conv_offset(x), None
-        elif fn == "ModulatedDeformConv2dPack":
-            o1, o2, mask = torch.chunk(m64.conv_offset(x), 3, dim=1)
-            offset, mask = torch.cat((o1, o2), 1), torch.sigmoid(mask)
+        if fn.endswith("Pack"):
+            offset, mask = _pack_offset_mask(m64, x)
         else:
             offset, mask = refs[1][1], refs[2][1] if len(refs) > 2 else None
         if fn == "DeformConv2d" and (ph_small or pw_small):
