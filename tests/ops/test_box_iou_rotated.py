@@ -15,14 +15,17 @@ from .. import onnx_harness as ox
 
 MODES = ["iou", "iof"]
 # Tolerance of a kernel's IoU against the float64 reference on the same (rounded) boxes: the polygon clipping in
-# the compute dtype.
-TOL = {torch.float64: 1e-12, torch.float32: 2e-6}
+# the compute dtype (16-bit: computed in float32 from the rounded boxes, rounded once).
+TOL = {torch.float64: 1e-12, torch.float32: 2e-6, torch.float16: 1e-3, torch.bfloat16: 4e-3}
 
 
-def random_boxes(n: int, rng: torch.Generator, span: float = 96.0, turns: float = 1.0) -> torch.Tensor:
-    """n boxes (x, y, w, h, angle) of 2-42 px sides, centres in [0, span), angles in [-turns pi, turns pi)."""
+def random_boxes(
+    n: int, rng: torch.Generator, span: float = 96.0, turns: float = 1.0, sides: tuple[float, float] = (2.0, 42.0)
+) -> torch.Tensor:
+    """n boxes (x, y, w, h, angle) of sides in [sides[0], sides[1]), centres in [0, span), angles in
+    [-turns pi, turns pi). tests/ops/test_nms_rotated.py draws its boxes here too."""
     xy = torch.rand(n, 2, generator=rng, dtype=torch.float64) * span
-    wh = torch.rand(n, 2, generator=rng, dtype=torch.float64) * 40 + 2
+    wh = torch.rand(n, 2, generator=rng, dtype=torch.float64) * (sides[1] - sides[0]) + sides[0]
     angle = (torch.rand(n, 1, generator=rng, dtype=torch.float64) * 2 - 1) * math.pi * turns
     return torch.cat([xy, wh, angle], 1)
 
@@ -32,20 +35,27 @@ def iou(a, b, mode="iou", aligned=False, clockwise=True, device="cpu", dtype=tor
     return visdet_ops.box_iou_rotated(a.to(device, dtype), b.to(device, dtype), mode, aligned, clockwise).cpu().double()
 
 
+def check_reference(a, b, device, dtype, mode="iou", aligned=False, clockwise=True, atol=None) -> torch.Tensor:
+    """box_iou_rotated on `device` in `dtype` against the float64 reference (returned), within `atol` (TOL[dtype]
+    unless given). The boxes are rounded to `dtype` first: what is checked is the arithmetic, not the rounding of
+    the inputs."""
+    a, b = a.to(dtype).double(), b.to(dtype).double()
+    want = box_iou_rotated_reference(a, b, mode, aligned, clockwise)
+    got = visdet_ops.box_iou_rotated(a.to(device, dtype), b.to(device, dtype), mode, aligned, clockwise)
+    assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
+    torch.testing.assert_close(got.cpu().double(), want, rtol=0, atol=TOL[dtype] if atol is None else atol)
+    return want
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("clockwise", [True, False])
 @pytest.mark.parametrize("shape", [(1, 1), (7, 7), (33, 300), (300, 33)])
 def test_matches_reference(device, dtype, rng, mode, aligned, clockwise, shape):
     m, n = shape
-    if aligned:
-        n = m
-    # Boxes rounded to `dtype` first: what is checked is the arithmetic, not the rounding of the inputs.
-    a, b = random_boxes(m, rng).to(dtype).double(), random_boxes(n, rng).to(dtype).double()
-    want = box_iou_rotated_reference(a, b, mode, aligned, clockwise)
-    got = visdet_ops.box_iou_rotated(a.to(device, dtype), b.to(device, dtype), mode, aligned, clockwise)
-    assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
-    torch.testing.assert_close(got.cpu().double(), want, rtol=0, atol=TOL[dtype])
+    check_reference(
+        random_boxes(m, rng), random_boxes(m if aligned else n, rng), device, dtype, mode, aligned, clockwise
+    )
 
 
 def test_mmcv_cases(device):
@@ -107,10 +117,8 @@ def test_reference_matches_shapely(rng, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_hard_cases_match_reference(device, dtype, rng, mode):
-    a = hard_boxes(rng).to(dtype).double()
-    torch.testing.assert_close(
-        iou(a, a, mode, device=device, dtype=dtype), box_iou_rotated_reference(a, a, mode), rtol=0, atol=10 * TOL[dtype]
-    )
+    a = hard_boxes(rng)
+    check_reference(a, a, device, dtype, mode, atol=10 * TOL[dtype])
 
 
 def test_thin_boxes_keep_float32_precision(device, rng):
@@ -121,10 +129,8 @@ def test_thin_boxes_keep_float32_precision(device, rng):
     thin = torch.tensor([[40.0, 40, 60, 0.05, 0.3], [40, 40, 0.05, 60, 0.3], [20, 50, 0.02, 45, -1.2]]).double()
     large = random_boxes(200, rng, span=80, turns=2)
     large[:, 2:4] += 20  # short sides of at least 22 px: never a tie with the thin ones
-    got = iou(thin, large, "iof", device=device, dtype=torch.float32)
-    want = box_iou_rotated_reference(thin.float().double(), large.float().double(), "iof")
+    want = check_reference(thin, large, device, torch.float32, "iof", atol=5e-6)
     assert (want > 0.05).sum() > 20, "too few overlapping pairs to measure"
-    torch.testing.assert_close(got, want, rtol=0, atol=5e-6)
     boxes = torch.cat([thin, large[:40]])
     m = iou(boxes, boxes, device=device, dtype=torch.float32)
     assert torch.equal(m, m.T)
@@ -188,12 +194,8 @@ def test_near_parallel_edges(device, dtype, rng, delta):
     b = a.clone()
     b[:, 4] += delta
     b[:, :2] += torch.rand(50, 2, generator=rng, dtype=torch.float64) * 4 - 2
-    a, b = a.to(dtype).double(), b.to(dtype).double()
     for mode in MODES:
-        want = box_iou_rotated_reference(a, b, mode, True)
-        torch.testing.assert_close(
-            iou(a, b, mode, True, device=device, dtype=dtype), want, rtol=0, atol=10 * TOL[dtype]
-        )
+        check_reference(a, b, device, dtype, mode, True, atol=10 * TOL[dtype])
 
 
 def test_angles_beyond_pi_are_the_same_box(device, dtype, rng):
@@ -249,10 +251,8 @@ def test_large_coordinates_small_boxes(device, dtype, rng):
     shift = 1e6
     a[:, :2] += shift
     b[:, :2] += shift
-    a, b = a.to(dtype).double(), b.to(dtype).double()
-    want = box_iou_rotated_reference(a, b)
+    want = check_reference(a, b, device, dtype, atol=10 * TOL[dtype])
     assert want.max() > 0.5  # the pairs overlap: a precision loss would show
-    torch.testing.assert_close(iou(a, b, device=device, dtype=dtype), want, rtol=0, atol=10 * TOL[dtype])
 
 
 def test_clockwise_false_negates_the_angle(device, dtype, rng):
@@ -277,15 +277,9 @@ def test_iou_is_symmetric_and_iof_is_over_bboxes1(device, rng):
 @pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
 @pytest.mark.parametrize("aligned", [False, True])
 def test_reduced_precision(device, rng, half, aligned):
-    a = random_boxes(70, rng).to(half)
-    b = random_boxes(70 if aligned else 40, rng).to(half)
+    a, b = random_boxes(70, rng), random_boxes(70 if aligned else 40, rng)
     for mode in MODES:
-        got = visdet_ops.box_iou_rotated(a.to(device), b.to(device), mode, aligned)
-        assert got.dtype == half
-        # computed in float32 from the rounded boxes, rounded once
-        want = box_iou_rotated_reference(a.double(), b.double(), mode, aligned)
-        tol = 1e-3 if half == torch.float16 else 4e-3
-        torch.testing.assert_close(got.cpu().double(), want, rtol=0, atol=tol)
+        check_reference(a, b, device, half, mode, aligned)
 
 
 def test_empty(device, dtype):
@@ -362,18 +356,14 @@ def test_op_takes_mode_by_name(device, rng):
         ((torch.zeros(3, 5), torch.zeros(3, 5, dtype=torch.float64)), RuntimeError, "same dtype"),
         ((torch.zeros(2, 5), torch.zeros(3, 5), "iou", True), RuntimeError, "aligned=True needs as many bboxes1"),
         ((torch.zeros(2, 5), torch.zeros(3, 5), "giou"), ValueError, r"mode must be one of \['iou', 'iof'\]"),
+        # mmcv asserts the mode: code that catches AssertionError keeps working.
+        ((torch.zeros(1, 5), torch.zeros(1, 5), "giou"), AssertionError, r"mode must be one of \['iou', 'iof'\]"),
         (([[0.0] * 5], torch.zeros(3, 5)), TypeError, "bboxes1 must be a Tensor"),
     ],
 )
 def test_bad_inputs(args, error, match):
     with pytest.raises(error, match=match):
         visdet_ops.box_iou_rotated(*args)
-
-
-def test_bad_mode_is_also_an_assertion_error():
-    """mmcv asserts the mode: code that catches AssertionError keeps working."""
-    with pytest.raises(AssertionError):
-        visdet_ops.box_iou_rotated(torch.zeros(1, 5), torch.zeros(1, 5), "giou")
 
 
 def test_devices_must_match():
@@ -533,16 +523,12 @@ FUZZ = core.family("box_iou_rotated", ["box_iou_rotated"])((_case, _run))
 # ---------------------------------------------------------------- ONNX export (tests/onnx_harness.py)
 
 
-def onnx_rotated_boxes(n: int, rng: torch.Generator) -> torch.Tensor:
-    return random_boxes(n, rng).float()
-
-
 # op -> rng -> (the public call, its inputs, the visdet_ops-domain node's attributes): tests/test_onnx.py's
 # test_custom_nodes
 ONNX_CUSTOM_CASES = {
     "box_iou_rotated": lambda rng: (
         lambda a, b: visdet_ops.box_iou_rotated(a, b, "iof", clockwise=False),
-        (onnx_rotated_boxes(3, rng), onnx_rotated_boxes(2, rng)),
+        (random_boxes(3, rng).float(), random_boxes(2, rng).float()),
         {"mode": "iof", "aligned": 0, "clockwise": 0},
     ),
 }
@@ -552,5 +538,5 @@ ONNX_CUSTOM_CASES = {
 def test_onnx_node_runs_nothing_else(onnx_table, rng):
     """The exported graph is the one custom node and its inputs (the wrapper's detach leaves nothing behind)."""
     model = ox.CallModel(lambda a, b: visdet_ops.box_iou_rotated(a, b))
-    onnx_model = ox.export(onnx_table, model, (onnx_rotated_boxes(3, rng), onnx_rotated_boxes(2, rng)))
+    onnx_model = ox.export(onnx_table, model, (random_boxes(3, rng).float(), random_boxes(2, rng).float()))
     assert [n.op_type for n in onnx_model.graph.node if n.domain] == ["box_iou_rotated"]

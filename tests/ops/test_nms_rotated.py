@@ -15,18 +15,15 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import require_cuda
-from ._boxes import check_keep, cuda_graph_boxes
+from ._boxes import check_keep, refused_capture
+from .test_box_iou_rotated import random_boxes as rotated_boxes
 
 
 def random_boxes(n: int, rng: torch.Generator, density: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """n rotated boxes (x, y, w, h, angle) of 4-40 px sides, about `density` neighbours each, and scores exact in
-    float32 (a float32 run sorts what the float64 reference sorts)."""
-    span = 30 * math.sqrt(max(n, 1) / density)
-    xy = torch.rand(n, 2, generator=rng, dtype=torch.float64) * span
-    wh = torch.rand(n, 2, generator=rng, dtype=torch.float64) * 36 + 4
-    angle = (torch.rand(n, 1, generator=rng, dtype=torch.float64) * 4 - 2) * math.pi
-    scores = torch.rand(n, generator=rng, dtype=torch.float64).float().double()
-    return torch.cat([xy, wh, angle], 1), scores
+    """n rotated boxes (x, y, w, h, angle) of 4-40 px sides, angles in [-2 pi, 2 pi), about `density` neighbours
+    each, and scores exact in float32 (a float32 run sorts what the float64 reference sorts)."""
+    boxes = rotated_boxes(n, rng, span=30 * math.sqrt(max(n, 1) / density), turns=2, sides=(4.0, 40.0))
+    return boxes, torch.rand(n, generator=rng, dtype=torch.float64).float().double()
 
 
 def clear(boxes: torch.Tensor, iou: float, clockwise: bool = True, margin: float = 1e-5) -> float:
@@ -91,15 +88,11 @@ MMCV_LABELS = torch.tensor([1.0, 0.0, 1.0, 0.0])
 def test_mmcv_nms_rotated_case(device):
     boxes = MMCV_BOXES.to(device)
     want = torch.tensor([[1.0, 4.0, 13.0, 7.0, 0.6], [3.0, 6.0, 9.0, 11.0, 0.6], [6.0, 3.0, 8.0, 7.0, 0.5]])
-    dets, keep = visdet_ops.nms_rotated(boxes[:, :5], boxes[:, -1], 0.5)
-    assert keep.cpu().tolist() == [3, 1, 0]
-    torch.testing.assert_close(dets.cpu()[:, :5], want)
-    flipped = boxes.clone()
-    flipped[:, -2] *= -1
-    dets, keep = visdet_ops.nms_rotated(flipped[:, :5], flipped[:, -1], 0.5, clockwise=False)
-    dets[:, -2] *= -1
-    assert keep.cpu().tolist() == [3, 1, 0]
-    torch.testing.assert_close(dets.cpu()[:, :5], want)
+    # clockwise=False on the boxes with negated angles: the same boxes
+    for clockwise, flip in ((True, 1.0), (False, torch.tensor([1.0, 1, 1, 1, -1], device=device))):
+        dets, keep = visdet_ops.nms_rotated(boxes[:, :5] * flip, boxes[:, -1], 0.5, clockwise=clockwise)
+        assert keep.cpu().tolist() == [3, 1, 0]
+        torch.testing.assert_close((dets[:, :5] * flip).cpu(), want)
 
 
 def test_mmcv_labels_case_is_class_aware(device):
@@ -115,14 +108,12 @@ def test_mmcv_labels_case_is_class_aware(device):
 
 def test_mmcv_batched_nms_case(device):
     """mmcv's test_batched_nms (type nms_rotated), through visdet_ops.batched_nms: CPU tensors, float labels."""
-    boxes = MMCV_BOXES.to(device)
+    boxes, labels = MMCV_BOXES.to(device), MMCV_LABELS.to(device)
     cfg = dict(type="nms_rotated", iou_threshold=0.5)
-    dets, keep = visdet_ops.batched_nms(boxes[:, :5], boxes[:, -1], MMCV_LABELS.to(device), cfg, class_agnostic=True)
-    assert keep.cpu().tolist() == [3, 1, 0]
-    torch.testing.assert_close(dets.cpu()[:, :5], MMCV_BOXES[[3, 1, 0], :5])
-    dets, keep = visdet_ops.batched_nms(boxes[:, :5], boxes[:, -1], MMCV_LABELS.to(device), cfg, class_agnostic=False)
-    assert keep.cpu().tolist() == [3, 1, 0, 2] and dets.shape == (4, 6)
-    torch.testing.assert_close(dets.cpu(), MMCV_BOXES[[3, 1, 0, 2]])
+    for class_agnostic, want in ((True, [3, 1, 0]), (False, [3, 1, 0, 2])):
+        dets, keep = visdet_ops.batched_nms(boxes[:, :5], boxes[:, -1], labels, cfg, class_agnostic=class_agnostic)
+        assert keep.cpu().tolist() == want and dets.shape == (len(want), 6)
+        torch.testing.assert_close(dets.cpu(), MMCV_BOXES[want])
     assert cfg == dict(type="nms_rotated", iou_threshold=0.5)
 
 
@@ -203,26 +194,24 @@ def test_non_contiguous(device, rng):
     assert keep.cpu().tolist() == nms_rotated_reference(boxes, scores, iou).tolist()
 
 
-@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
-def test_reduced_precision(device, rng, half):
-    boxes, scores = random_boxes(200, rng, density=3)
-    b, s = boxes.to(half), scores.to(half)
-    iou = clear(b.double(), 0.5, margin=1e-4)
+@pytest.mark.parametrize(
+    "box_dtype, score_dtype, n, margin",
+    [
+        (torch.float16, torch.float16, 200, 1e-4),
+        (torch.bfloat16, torch.bfloat16, 200, 1e-4),
+        # float32 boxes beside 16-bit scores (an AMP step's outputs): the scores may have another dtype.
+        (torch.float32, torch.float16, 100, 1e-5),
+    ],
+    ids=["f16", "bf16", "f32_boxes_f16_scores"],
+)
+def test_reduced_precision(device, rng, box_dtype, score_dtype, n, margin):
+    boxes, scores = random_boxes(n, rng, density=3)
+    b, s = boxes.to(box_dtype), scores.to(score_dtype)
+    iou = clear(b.double(), 0.5, margin=margin)
     dets, keep = visdet_ops.nms_rotated(b.to(device), s.to(device), iou)
-    assert dets.dtype == half
+    assert dets.dtype == box_dtype
     # computed in float32 from the rounded values
     assert keep.cpu().tolist() == nms_rotated_reference(b.double(), s.double(), iou).tolist()
-
-
-def test_scores_may_have_another_dtype(device, rng):
-    """float32 boxes beside 16-bit scores (an AMP step's outputs)."""
-    boxes, scores = random_boxes(100, rng, density=3)
-    boxes = boxes.float()
-    iou = clear(boxes.double(), 0.5)
-    s = scores.to(torch.float16)
-    dets, keep = visdet_ops.nms_rotated(boxes.to(device), s.to(device), iou)
-    assert keep.cpu().tolist() == nms_rotated_reference(boxes.double(), s.double(), iou).tolist()
-    assert dets.dtype == torch.float32
 
 
 def test_cpu_threads_agree(rng):
@@ -341,17 +330,6 @@ def test_batched_nms_class_agnostic_and_max_num(device, rng):
     assert keep.cpu().tolist() == want.tolist()
 
 
-@pytest.mark.parametrize("split_thr", [1, 50, 10000])
-def test_batched_nms_split_thr(device, rng, split_thr):
-    """Above split_thr, CUDA runs chunks of whole classes: the same result (the CPU takes every class at once)."""
-    boxes, scores = random_boxes(400, rng, density=4)
-    idxs = torch.randint(-2, 6, (400,), generator=rng)
-    iou = clear(boxes, 0.4)
-    cfg = dict(type="nms_rotated", iou_threshold=iou, split_thr=split_thr)
-    _, keep = visdet_ops.batched_nms(boxes.to(device), scores.to(device), idxs.to(device), cfg)
-    assert keep.cpu().tolist() == nms_rotated_reference(boxes, scores, iou, idxs).tolist()
-
-
 def test_batched_nms_none_cfg_keeps_its_box_check(device, rng):
     """nms_cfg=None runs no op and checks [N, 4] boxes, as before rotated boxes came (tests/ops/test_nms.py's
     test_shapes_checked_before_indexing pins that); mmcv sorts any boxes there. Rotated boxes without suppression:
@@ -378,12 +356,13 @@ def test_batched_nms_bad_rotated_cfg(cfg, boxes, error, match):
 
 
 @pytest.mark.parametrize("key", ["max_num", "split_thr"])
-@pytest.mark.parametrize("value", sorted({*edges.VALUES, -(2**63), 3}))
+@pytest.mark.parametrize("value", sorted({*edges.VALUES, -(2**63), 1, 3, 50, 10000}))
 def test_batched_nms_rotated_integer_keys(device, rng, key, value):
     """batched_nms' integer keys with type 'nms_rotated' take any value, as type 'nms' (tests/ops/test_nms.py's
-    integer-edge rows of batched_nms): max_num <= 0 keeps all, split_thr <= 0 splits every class."""
-    boxes, scores = random_boxes(40, rng, density=3)
-    idxs = torch.randint(0, 3, (40,), generator=rng)
+    integer-edge rows of batched_nms): max_num <= 0 keeps all, split_thr <= 0 splits every class. Above split_thr,
+    CUDA runs chunks of whole classes: the same result (the CPU takes every class at once)."""
+    boxes, scores = random_boxes(400, rng, density=4)
+    idxs = torch.randint(-2, 6, (400,), generator=rng)
     iou = clear(boxes, 0.4)
     cfg = {"type": "nms_rotated", "iou_threshold": iou, key: value}
     _, keep = visdet_ops.batched_nms(boxes.to(device), scores.to(device), idxs.to(device), cfg)
@@ -608,23 +587,11 @@ ONNX_CUSTOM_CASES = {
 CUDA_GRAPH_DATA_DEPENDENT = {"visdet_ops::nms_rotated": "how many boxes survive"}
 
 
-def _cuda_graph_rotated(gen):
-    """The box family's CUDA boxes as rotated ones (centre, size, the score as the angle), their scores, class ids."""
-    boxes, scores, idxs = cuda_graph_boxes(gen)
-    rotated = torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2], scores[:, None]], 1)
-    return rotated, scores, idxs
-
-
-def _refused_nms_rotated(gen):
-    rotated, scores, _ = _cuda_graph_rotated(gen)
-    return lambda: visdet_ops.nms_rotated(rotated, scores, 0.5)
-
-
-def _refused_batched_nms_rotated(gen):
-    rotated, scores, idxs = _cuda_graph_rotated(gen)
-    return lambda: visdet_ops.batched_nms_rotated(rotated, scores, idxs, 0.5)
-
-
 # public function -> gen -> its call on CUDA inputs, which raises "<name> cannot be captured in a CUDA graph: ..."
-# inside a capture and works before and after it (test_data_dependent_ops_refuse_capture_clearly, CUDA only)
-CUDA_GRAPH_REFUSALS = {"nms_rotated": _refused_nms_rotated, "batched_nms_rotated": _refused_batched_nms_rotated}
+# inside a capture and works before and after it (test_data_dependent_ops_refuse_capture_clearly, CUDA only). The
+# rotated boxes are the box family's dets (x1, y1, x2, y2, score), built before the capture, read as (x, y, w, h,
+# angle): sides x2, y2 > 1, the score as the angle.
+CUDA_GRAPH_REFUSALS = {
+    "nms_rotated": refused_capture(lambda b, s, i, d: visdet_ops.nms_rotated(d, s, 0.5)),
+    "batched_nms_rotated": refused_capture(lambda b, s, i, d: visdet_ops.batched_nms_rotated(d, s, i, 0.5)),
+}
