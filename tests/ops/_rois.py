@@ -5,6 +5,8 @@ deform_roi_pool and roi_align_rotated (rotated RoIs [K, 6]) share.
   in each op's test file: empty RoIs, invalid RoIs on CUDA (NaN rows, no gradient, no host sync), the sync checks'
   errors, a RoI with a huge coordinate (the adaptive grid cap, in the integer-edge worker). The compile and
   determinism tests are tests/test_compile_determinism.py's, the CUDA graph capture tests/test_cuda_graphs.py's.
+- Unit tests of the [K, 5] RoI ops: their random RoIs (random_rois), the degenerate ones (DEGENERATE_ROIS), the
+  check of an autograd formula registered from Python.
 - Fuzz: the RoI cases' common strategy and inputs, the NaN rule of a bad RoI on CUDA, the comparison that allows a
   sample on a discontinuity, the runner of the sampled ops (roi_align, roi_align_rotated: sampled_roi_run).
 - ONNX export: RoIs with real corners, the dynamic dimensions.
@@ -101,6 +103,40 @@ def roi_case(draw, device, fn, extra_bad=(), module=False):
 def tiny_inputs(device) -> tuple[torch.Tensor, torch.Tensor]:
     """A [1, 2, 8, 8] map and one RoI inside it: the calls of the argument-message tests."""
     return torch.rand(1, 2, 8, 8, device=device), torch.tensor([[0.0, 1, 1, 6, 6]], device=device)
+
+
+# Zero-size, reversed (x2 < x1) and fully-outside RoIs over an 8 x 8 map (the degenerate-RoI tests).
+DEGENERATE_ROIS = [[0, 3, 3, 3, 3], [0, 6, 6, 2, 2], [0, 100, 100, 120, 130], [0, -50, -50, -40, -45]]
+
+
+def random_rois(k, batch, height, width, scale, rng, margin=0.05, extent=0.6, shrink=0.0) -> torch.Tensor:
+    """The unit tests' float64 RoIs [K, 5] (batch_index, x1, y1, x2, y2) in image coordinates (map size / scale):
+    corners from `margin` of the image before it to `margin` past it (some RoIs partly outside, some tiny), sizes up
+    to `extent` of the image less `shrink` (a negative size: an empty RoI)."""
+    img_h, img_w = height / scale, width / scale
+    x1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * (1 + 2 * margin) - img_w * margin
+    y1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * (1 + 2 * margin) - img_h * margin
+    w = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * extent - shrink
+    h = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * extent - shrink
+    b = torch.randint(0, batch, (k,), generator=rng).double()
+    return torch.stack([b, x1, y1, x1 + w, y1 + h], 1)
+
+
+def assert_autograd_registered_from_python(name: str, public, *op_args) -> None:
+    """One autograd formula for the classic and the stable build: torch.library.register_autograd in
+    visdet_ops/ops/<name>.py (the stable ABI has no C++ autograd), for the op and its backward (roi_align,
+    roi_pool: the op `name` called with (input, rois, *op_args), its public function `public`)."""
+    for op_name in (name, f"_{name}_backward"):
+        op = getattr(torch.ops.visdet_ops, op_name).default
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Autograd")
+        assert not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    x = torch.randn(1, 1, 4, 4, requires_grad=True)
+    rois = torch.tensor([[0, 0, 0, 3, 3.0]])
+    # A direct call of the op runs the registered formula; the public function the same formula through its cheap
+    # eager entry point (_registration.register_autograd).
+    direct = getattr(torch.ops.visdet_ops, name)(x, rois, *op_args)[0]
+    assert f"GeneratedBackwardFor_visdet_ops_{name}" in direct.grad_fn.name()
+    assert public(x, rois, 2).grad_fn.name() == f"{name}_eagerBackward"
 
 
 def roi_inputs(run: core.Run, case: dict, distinct: bool = False, rotated: bool = False):

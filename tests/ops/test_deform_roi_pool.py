@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import pytest
@@ -16,7 +17,18 @@ from .. import autocast_harness as amp
 from .. import fuzz_core as core
 from .. import integer_edge_harness as edges
 from ..conftest import assert_uniform_init, assert_zero, require_cuda
-from ._rois import RoIOpTester, close_up_to_edges, roi_case, roi_inputs, roi_unchecked, tiny_inputs
+from ._rois import (
+    DEGENERATE_ROIS,
+    RoIOpTester,
+    close_up_to_edges,
+    pooled_edge_rows,
+    random_rois,
+    roi_case,
+    roi_inputs,
+    roi_unchecked,
+    rois_autocast_case,
+    tiny_inputs,
+)
 
 # ---------------------------------------------------------------- inputs
 
@@ -51,17 +63,6 @@ def near_kink(ys, xs, tol=1e-4) -> bool:
     return bool(((ys - ys.round()).abs() < tol).any() or ((xs - xs.round()).abs() < tol).any())
 
 
-def random_roi(batch, height, width, scale, rng):
-    """A RoI in image coordinates, sometimes partly outside the map or tiny."""
-    img_h, img_w = height / scale, width / scale
-    x1 = torch.rand((), generator=rng, dtype=torch.float64).item() * img_w * 1.1 - img_w * 0.05
-    y1 = torch.rand((), generator=rng, dtype=torch.float64).item() * img_h * 1.1 - img_h * 0.05
-    w = torch.rand((), generator=rng, dtype=torch.float64).item() * img_w * 0.6
-    h = torch.rand((), generator=rng, dtype=torch.float64).item() * img_h * 0.6
-    b = float(torch.randint(0, batch, (), generator=rng))
-    return [b, x1, y1, x1 + w, y1 + h]
-
-
 def case(
     rng,
     batch=2,
@@ -87,7 +88,8 @@ def case(
     rois, offsets = [], []
     for _ in range(k):
         for _attempt in range(1000):
-            roi = torch.tensor(random_roi(batch, height, width, scale, rng)).to(storage_dtype).double()
+            # One RoI as random_rois draws it (partly outside the map, or tiny), rounded to float32 first.
+            roi = random_rois(1, batch, height, width, scale, rng)[0].float().to(storage_dtype).double()
             off = None
             if with_offset:
                 off = torch.randn(2, *output_size, generator=rng, dtype=torch.float64) * offset_scale
@@ -122,6 +124,27 @@ def reference_with_grads(x, rois, offset, output_size, scale, sr, gamma, grad_ou
     return want.detach(), grads
 
 
+def run_and_compare(device, dtype, x, rois, offset, geometry, grad_out, tol, offset_tol=None):
+    """deform_roi_pool(x, rois, offset, *geometry) (output_size, spatial_scale, sampling_ratio, gamma) on
+    device/dtype, forward and backward with grad_out, against the float64 reference on the same values; the offset's
+    gradient within offset_tol (None: the caller compares it). Returns the reference's output and gradients and the
+    op's gradients."""
+    want, want_grads = reference_with_grads(x, rois, offset, *geometry, grad_out)
+    xd = x.to(device, dtype).requires_grad_()
+    od = None if offset is None else offset.to(device, dtype).requires_grad_()
+    got = visdet_ops.deform_roi_pool(xd, rois.to(device, dtype), od, *geometry)
+    assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
+    torch.testing.assert_close(got.detach().cpu().double(), want, **tol)
+    inputs = (xd,) if od is None else (xd, od)
+    got_grads = torch.autograd.grad(got, inputs, grad_out.to(device, dtype))
+    for g, inp in zip(got_grads, inputs, strict=True):
+        assert g.dtype == dtype and g.shape == inp.shape
+    torch.testing.assert_close(got_grads[0].cpu().double(), want_grads[0], **tol)
+    if od is not None and offset_tol is not None:
+        torch.testing.assert_close(got_grads[1].cpu().double(), want_grads[1], **offset_tol)
+    return want, want_grads, got_grads
+
+
 # ---------------------------------------------------------------- correctness
 
 
@@ -130,24 +153,15 @@ def reference_with_grads(x, rois, offset, output_size, scale, sr, gamma, grad_ou
 @pytest.mark.parametrize("output_size", [(7, 7), (3, 5)])
 @pytest.mark.parametrize("gamma", [0.1, 0.5])
 def test_forward_backward_match_reference(device, dtype, rng, with_offset, sampling_ratio, output_size, gamma):
-    scale = 0.5
     x, rois, offset = case(
         rng, output_size=output_size, sampling_ratio=sampling_ratio, gamma=gamma, with_offset=with_offset
     )
     grad_out = torch.randn(rois.shape[0], x.shape[1], *output_size, generator=rng, dtype=torch.float64)
-    want, want_grads = reference_with_grads(x, rois, offset, output_size, scale, sampling_ratio, gamma, grad_out)
-
-    xd = x.to(device, dtype).requires_grad_()
-    od = None if offset is None else offset.to(device, dtype).requires_grad_()
-    got = visdet_ops.deform_roi_pool(xd, rois.to(device, dtype), od, output_size, scale, sampling_ratio, gamma)
-    assert got.dtype == dtype and got.device.type == device.type and got.shape == want.shape
-    torch.testing.assert_close(got.detach().cpu().double(), want, **TOL[dtype])
-    inputs = (xd,) if od is None else (xd, od)
-    got_grads = torch.autograd.grad(got, inputs, grad_out.to(device, dtype))
-    torch.testing.assert_close(got_grads[0].cpu().double(), want_grads[0], **TOL[dtype])
-    if od is not None:
-        assert got_grads[1].shape == od.shape
-        torch.testing.assert_close(got_grads[1].cpu().double(), want_grads[1], **GRAD_OFFSET_TOL[dtype])
+    geometry = (output_size, 0.5, sampling_ratio, gamma)
+    _, want_grads, _ = run_and_compare(
+        device, dtype, x, rois, offset, geometry, grad_out, TOL[dtype], GRAD_OFFSET_TOL[dtype]
+    )
+    if with_offset:
         # Offsets move samples by O(RoI size): a test whose offset gradient is all
         # zero would not test anything.
         assert want_grads[1].abs().max() > 1e-3
@@ -158,13 +172,7 @@ def test_large_offsets_push_samples_outside(device, rng):
     each side; values and gradients still match the reference."""
     x, rois, offset = case(rng, k=16, gamma=1.0, offset_scale=3.0, output_size=(4, 4))
     grad_out = torch.randn(16, 3, 4, 4, generator=rng, dtype=torch.float64)
-    want, want_grads = reference_with_grads(x, rois, offset, (4, 4), 0.5, 2, 1.0, grad_out)
-    xd, od = x.to(device).requires_grad_(), offset.to(device).requires_grad_()
-    got = visdet_ops.deform_roi_pool(xd, rois.to(device), od, 4, 0.5, 2, 1.0)
-    torch.testing.assert_close(got.detach().cpu(), want)
-    gi, go = torch.autograd.grad(got, (xd, od), grad_out.to(device))
-    torch.testing.assert_close(gi.cpu(), want_grads[0])
-    torch.testing.assert_close(go.cpu(), want_grads[1])
+    want, _, _ = run_and_compare(device, torch.float64, x, rois, offset, ((4, 4), 0.5, 2, 1.0), grad_out, {}, {})
     assert (want == 0).any() and (want != 0).any()
 
 
@@ -247,15 +255,10 @@ def test_gradcheck(device, rng, sampling_ratio, with_offset):
         rng, batch=2, channels=2, height=6, width=7, k=4, scale=1.0, output_size=(3, 2),
         sampling_ratio=sampling_ratio, gamma=0.3, with_offset=with_offset,
     )  # fmt: skip
-    x = x.to(device).requires_grad_()
     rois = rois.to(device)
-    if with_offset:
-        offset = offset.to(device).requires_grad_()
-        fn = lambda inp, off: visdet_ops.deform_roi_pool(inp, rois, off, (3, 2), 1.0, sampling_ratio, 0.3)  # noqa: E731
-        assert torch.autograd.gradcheck(fn, (x, offset), eps=1e-6, atol=1e-5)
-    else:
-        fn = lambda inp: visdet_ops.deform_roi_pool(inp, rois, None, (3, 2), 1.0, sampling_ratio, 0.3)  # noqa: E731
-        assert torch.autograd.gradcheck(fn, (x,), eps=1e-6, atol=1e-5)
+    inputs = (x.to(device).requires_grad_(),) + ((offset.to(device).requires_grad_(),) if with_offset else ())
+    fn = lambda inp, off=None: visdet_ops.deform_roi_pool(inp, rois, off, (3, 2), 1.0, sampling_ratio, 0.3)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("with_offset", [True, False])
@@ -325,11 +328,7 @@ def test_degenerate_rois(device):
     """Zero-size, reversed and fully-outside RoIs, NaN and infinite offsets:
     finite values equal to the reference, no crash."""
     x = torch.randn(1, 2, 8, 8, device=device, dtype=torch.float64)
-    rois = torch.tensor(
-        [[0, 3, 3, 3, 3], [0, 6, 6, 2, 2], [0, 100, 100, 120, 130], [0, -50, -50, -40, -45], [0, 1, 1, 6, 6]],
-        device=device,
-        dtype=torch.float64,
-    )
+    rois = torch.tensor([*DEGENERATE_ROIS, [0, 1, 1, 6, 6]], device=device, dtype=torch.float64)
     offset = torch.randn(5, 2, 2, 2, device=device, dtype=torch.float64)
     for off in (None, offset):
         got = visdet_ops.deform_roi_pool(x, rois, off, 2, 1.0, 0, 0.1)
@@ -386,15 +385,7 @@ def test_16bit_against_float64_reference(device, rng, dtype, tol):
     final rounding to 16 bits."""
     x, rois, offset = case(rng, channels=8, k=24, storage_dtype=dtype)
     grad_out = torch.randn(24, 8, 7, 7, generator=rng, dtype=torch.float64).to(dtype).double()
-    want, (want_gi, want_go) = reference_with_grads(x, rois, offset, (7, 7), 0.5, 0, 0.1, grad_out)
-    xd = x.to(device, dtype).requires_grad_()
-    od = offset.to(device, dtype).requires_grad_()
-    got = visdet_ops.deform_roi_pool(xd, rois.to(device, dtype), od, 7, 0.5, 0, 0.1)
-    assert got.dtype == dtype
-    torch.testing.assert_close(got.detach().cpu().double(), want, **tol)
-    gi, go = torch.autograd.grad(got, (xd, od), grad_out.to(device, dtype))
-    assert gi.dtype == dtype and go.dtype == dtype
-    torch.testing.assert_close(gi.cpu().double(), want_gi, **tol)
+    _, (_, want_go), (_, go) = run_and_compare(device, dtype, x, rois, offset, ((7, 7), 0.5, 0, 0.1), grad_out, tol)
     scale = want_go.abs().max().item()
     torch.testing.assert_close(go.cpu().double() / scale, want_go / scale, **tol)
 
@@ -699,67 +690,23 @@ def _deform_roi_pool_pack(device, gen, cls_name, output_size=2, output_channels=
 
 
 INTEGER_EDGE_ROWS = [
-    edges.kw_row("deform_roi_pool-output_size", "output_size", _args.POOLED_SIZE, _deform_roi_pool),
-    edges.kw_row(
-        "deform_roi_pool-sampling_ratio", "sampling_ratio", _args.SAMPLING_RATIO, _deform_roi_pool, at_bound=(1, 16)
-    ),
-    edges.Row(
-        "DeformRoIPool-output_size",
-        ("output_size",),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _deform_roi_pool(d, g, v, module=True),
-    ),
-    edges.Row(
-        "DeformRoIPool-sampling_ratio",
-        ("sampling_ratio",),
-        _args.SAMPLING_RATIO,
-        lambda d, v, g: _deform_roi_pool(d, g, 3, v, module=True),
-    ),
-    edges.Row(
-        "op.deform_roi_pool-pooled_height",
-        edges.names("pooled_height"),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _deform_roi_pool_op(d, g, ph=v),
-    ),
-    edges.Row(
-        "op.deform_roi_pool-pooled_width",
-        edges.names("pooled_width"),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _deform_roi_pool_op(d, g, pw=v),
-    ),
-    edges.Row(
-        "op.deform_roi_pool-sampling_ratio",
-        ("sampling_ratio",),
-        _args.SAMPLING_RATIO,
-        lambda d, v, g: _deform_roi_pool_op(d, g, sr=v),
-    ),
-    edges.Row(
-        "op._deform_roi_pool_backward-sampling_ratio",
-        ("sampling_ratio",),
-        _args.SAMPLING_RATIO,
-        lambda d, v, g: _deform_roi_pool_backward_op(d, g, v),
+    *pooled_edge_rows(
+        "deform_roi_pool",
+        "DeformRoIPool",
+        _deform_roi_pool,
+        functools.partial(_deform_roi_pool, module=True),
+        _deform_roi_pool_op,
+        _deform_roi_pool_backward_op,
+        (1, 16),
     ),
     *(
-        edges.Row(
-            f"{cls}-{arg}",
-            (arg,),
-            _args.CHANNELS,
-            lambda d, v, g, cls=cls, arg=arg: _deform_roi_pool_pack(d, g, cls, **{arg: v}),
-            at_bound=(1,),
+        edges.kw_row(f"{cls}-{arg}", arg, bounds, functools.partial(_deform_roi_pool_pack, cls_name=cls), at_bound=at)
+        for pack_args in (
+            (("output_channels", _args.CHANNELS, (1,)), ("deform_fc_channels", _args.CHANNELS, (1,))),
+            (("output_size", _args.POOLED_SIZE, (1, 3)), ("sampling_ratio", _args.SAMPLING_RATIO, (1, 3))),
         )
         for cls in ("DeformRoIPoolPack", "ModulatedDeformRoIPoolPack")
-        for arg in ("output_channels", "deform_fc_channels")
-    ),
-    *(
-        edges.Row(
-            f"{cls}-{arg}",
-            (arg,),
-            b,
-            lambda d, v, g, cls=cls, arg=arg: _deform_roi_pool_pack(d, g, cls, **{arg: v}),
-            at_bound=(1, 3),
-        )
-        for cls in ("DeformRoIPoolPack", "ModulatedDeformRoIPoolPack")
-        for arg, b in (("output_size", _args.POOLED_SIZE), ("sampling_ratio", _args.SAMPLING_RATIO))
+        for arg, bounds, at in pack_args
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
@@ -788,41 +735,39 @@ def test_modules_and_fake_impls_name_the_argument():
 # ---------------------------------------------------------------- under autocast (tests/autocast_harness.py)
 
 
-def case_deform_roi_pool(gen, kind="fn"):
+def case_deform_roi_pool(gen, module=False):
     rois = amp.rois(gen, 10, 2, 4 * 28)
-    if kind in ("fn", "module"):
-        offset_param = torch.nn.Linear(1, 10 * 2 * 7 * 7)
-        amp.randomize(offset_param, gen, 0.1)
-        with torch.no_grad():
-            # Offsets exactly representable in bfloat16 and float16: the autocast kernel casts the float32 offset to
-            # the features' dtype (docs/ops.md), and a sampling point that the rounding moves across a pixel edge
-            # changes the offset gradient by a step (bilinear weights are not differentiable there), which is not
-            # the precision this test measures. The float32 run then samples at exactly the same points.
-            offset_param.weight.copy_(offset_param.weight.bfloat16().float())
-
-        def body(p, img, rois):
-            x = p["stem"](img)
-            # A float32 offset (from a float32 parameter) beside 16-bit features.
-            offset = p["offset"].weight.view(10, 2, 7, 7)
-            if kind == "module":
-                return visdet_ops.DeformRoIPool(7, 0.25, 2, 0.1)(x, rois, offset)
-            return visdet_ops.deform_roi_pool(x, rois, offset, 7, 0.25, 2, 0.1)
-
-        return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), offset=offset_param)
-    cls = {"pack": visdet_ops.DeformRoIPoolPack, "mpack": visdet_ops.ModulatedDeformRoIPoolPack}[kind]
-    layer = amp.randomize(cls(7, 8, deform_fc_channels=32, spatial_scale=0.25, sampling_ratio=2), gen, 0.05)
+    offset_param = torch.nn.Linear(1, 10 * 2 * 7 * 7)
+    amp.randomize(offset_param, gen, 0.1)
+    with torch.no_grad():
+        # Offsets exactly representable in bfloat16 and float16: the autocast kernel casts the float32 offset to
+        # the features' dtype (docs/ops.md), and a sampling point that the rounding moves across a pixel edge
+        # changes the offset gradient by a step (bilinear weights are not differentiable there), which is not
+        # the precision this test measures. The float32 run then samples at exactly the same points.
+        offset_param.weight.copy_(offset_param.weight.bfloat16().float())
 
     def body(p, img, rois):
-        return p["layer"](p["stem"](img), rois)
+        x = p["stem"](img)
+        # A float32 offset (from a float32 parameter) beside 16-bit features.
+        offset = p["offset"].weight.view(10, 2, 7, 7)
+        if module:
+            return visdet_ops.DeformRoIPool(7, 0.25, 2, 0.1)(x, rois, offset)
+        return visdet_ops.deform_roi_pool(x, rois, offset, 7, 0.25, 2, 0.1)
 
-    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), layer=layer)
+    return amp.Case(body, (amp.img(gen), rois), amp.LOW, stem=amp.Stem(8, gen), offset=offset_param)
+
+
+def case_pack(gen, cls):
+    rois = amp.rois(gen, 10, 2, 4 * 28)
+    layer = amp.randomize(cls(7, 8, deform_fc_channels=32, spatial_scale=0.25, sampling_ratio=2), gen, 0.05)
+    return rois_autocast_case(gen, rois, None, layer, module=True)
 
 
 AUTOCAST_CASES = {
     "deform_roi_pool": lambda g: case_deform_roi_pool(g),
-    "DeformRoIPool": lambda g: case_deform_roi_pool(g, "module"),
-    "DeformRoIPoolPack": lambda g: case_deform_roi_pool(g, "pack"),
-    "ModulatedDeformRoIPoolPack": lambda g: case_deform_roi_pool(g, "mpack"),
+    "DeformRoIPool": lambda g: case_deform_roi_pool(g, module=True),
+    "DeformRoIPoolPack": lambda g: case_pack(g, DeformRoIPoolPack),
+    "ModulatedDeformRoIPoolPack": lambda g: case_pack(g, ModulatedDeformRoIPoolPack),
 }
 test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 

@@ -17,25 +17,17 @@ from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
 from ._rois import (
+    DEGENERATE_ROIS,
     RoIOpTester,
+    assert_autograd_registered_from_python,
     onnx_export_and_run,
     pooled_edge_rows,
+    random_rois,
     roi_case,
     rois_autocast_cases,
     sampled_roi_run,
     tiny_inputs,
 )
-
-
-def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
-    """RoIs in image coordinates, some partly outside the map, some tiny."""
-    img_h, img_w = height / scale, width / scale
-    x1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * 1.1 - img_w * 0.05
-    y1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * 1.1 - img_h * 0.05
-    w = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * 0.6
-    h = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * 0.6
-    b = torch.randint(0, batch, (k,), generator=rng).double()
-    return torch.stack([b, x1, y1, x1 + w, y1 + h], 1)
 
 
 def case(rng, batch=2, channels=3, height=13, width=17, k=12, scale=0.5):
@@ -215,11 +207,7 @@ def test_non_contiguous(device, dtype, rng):
 def test_degenerate_rois(device):
     """Zero-size, reversed and fully-outside RoIs give finite values, no crash."""
     x = torch.randn(1, 2, 8, 8, device=device, dtype=torch.float64)
-    rois = torch.tensor(
-        [[0, 3, 3, 3, 3], [0, 6, 6, 2, 2], [0, 100, 100, 120, 130], [0, -50, -50, -40, -45]],
-        device=device,
-        dtype=torch.float64,
-    )
+    rois = torch.tensor(DEGENERATE_ROIS, device=device, dtype=torch.float64)
     for mode in ("avg", "max"):
         for aligned in (True, False):
             got = visdet_ops.roi_align(x, rois, 2, 1.0, 0, mode, aligned)
@@ -317,20 +305,7 @@ def test_backward_op_skips_invalid_rois(device):
 
 
 def test_autograd_is_registered_from_python():
-    """One autograd formula for the classic and the stable build: torch.library.register_autograd in
-    visdet_ops/ops/roi_align.py (the stable ABI has no C++ autograd), for the op and its backward."""
-    for name in ("roi_align", "_roi_align_backward"):
-        op = getattr(torch.ops.visdet_ops, name).default
-        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Autograd")
-        assert not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
-    x = torch.randn(1, 1, 4, 4, requires_grad=True)
-    rois = torch.tensor([[0, 0, 0, 3, 3.0]])
-    # A direct call of the op runs the registered formula; the public function the same formula through its cheap
-    # eager entry point (_registration.register_autograd).
-    direct = torch.ops.visdet_ops.roi_align(x, rois, 2, 2, 1.0, 0, "avg", True)[0]
-    assert "GeneratedBackwardFor_visdet_ops_roi_align" in direct.grad_fn.name()
-    out = visdet_ops.roi_align(x, rois, 2)
-    assert out.grad_fn.name() == "roi_align_eagerBackward"
+    assert_autograd_registered_from_python("roi_align", visdet_ops.roi_align, 2, 2, 1.0, 0, "avg", True)
 
 
 def test_bad_pool_mode():

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from hypothesis import strategies as st
@@ -15,8 +17,11 @@ from .. import integer_edge_harness as edges
 from .. import onnx_harness as ox
 from ..conftest import require_cuda, torchvision_or_skip
 from ._rois import (
+    DEGENERATE_ROIS,
     RoIOpTester,
+    assert_autograd_registered_from_python,
     onnx_export_and_run,
+    random_rois,
     roi_case,
     roi_inputs,
     roi_unchecked,
@@ -42,20 +47,10 @@ def dyadic_grad(shape, rng: torch.Generator) -> torch.Tensor:
     return torch.randint(-64, 64, shape, generator=rng).double() / 16
 
 
-def random_rois(k: int, batch: int, height: int, width: int, scale: float, rng: torch.Generator) -> torch.Tensor:
-    """RoIs in image coordinates: some partly or wholly outside the map, some smaller than
-    a pixel, some empty (x2 + 1 <= x1)."""
-    img_h, img_w = height / scale, width / scale
-    x1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * 1.2 - img_w * 0.1
-    y1 = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * 1.2 - img_h * 0.1
-    w = torch.rand(k, generator=rng, dtype=torch.float64) * img_w * 0.7 - 2.5
-    h = torch.rand(k, generator=rng, dtype=torch.float64) * img_h * 0.7 - 2.5
-    b = torch.randint(0, batch, (k,), generator=rng).double()
-    return torch.stack([b, x1, y1, x1 + w, y1 + h], 1)
-
-
 def case(rng, batch=2, channels=3, height=13, width=17, k=16, scale=0.5):
-    return distinct_input(batch, channels, height, width, rng), random_rois(k, batch, height, width, scale, rng)
+    x = distinct_input(batch, channels, height, width, rng)
+    # RoIs partly or wholly outside the map, some smaller than a pixel, some empty (x2 + 1 <= x1).
+    return x, random_rois(k, batch, height, width, scale, rng, margin=0.1, extent=0.7, shrink=2.5)
 
 
 def run_and_compare(x, rois, output_size, scale, device, dtype, rng):
@@ -173,18 +168,9 @@ def test_degenerate_rois(device):
     """Empty (x2 + 1 <= x1), one-pixel, fully outside and huge RoIs: finite values, the
     reference's answer, and no gradient where the output is an empty bin's 0."""
     x = torch.randn(1, 2, 8, 8, device=device, dtype=torch.float64, requires_grad=True)
-    rois = torch.tensor(
-        [
-            [0, 3, 3, 3, 3],
-            [0, 6, 6, 2, 2],
-            [0, 5, 5, 4, 4],
-            [0, 100, 100, 120, 130],
-            [0, -50, -50, -40, -45],
-            [0, -1e30, -1e30, 1e30, 1e30],
-        ],
-        device=device,
-        dtype=torch.float64,
-    )
+    # Rows 1 to 4 (reversed, outside, outside, empty) pool empty bins.
+    rois = [*DEGENERATE_ROIS, [0, 5, 5, 4, 4], [0, -1e30, -1e30, 1e30, 1e30]]
+    rois = torch.tensor(rois, device=device, dtype=torch.float64)
     got = visdet_ops.roi_pool(x, rois, 2)
     want = roi_pool_reference(x.detach().cpu(), rois.cpu(), (2, 2), 1.0)
     assert torch.isfinite(got).all()
@@ -207,19 +193,7 @@ def test_backward_op_ignores_out_of_range_argmax(device):
 
 
 def test_autograd_is_registered_from_python():
-    """One autograd formula for the classic and the stable build: torch.library.register_autograd in
-    visdet_ops/ops/roi_pool.py (the stable ABI has no C++ autograd), for the op and its backward."""
-    for name in ("roi_pool", "_roi_pool_backward"):
-        op = getattr(torch.ops.visdet_ops, name).default
-        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Autograd")
-    x = torch.randn(1, 1, 4, 4, requires_grad=True)
-    rois = torch.tensor([[0, 0, 0, 3, 3.0]])
-    # A direct call of the op runs the registered formula; the public function the same formula through its cheap
-    # eager entry point (_registration.register_autograd).
-    direct = torch.ops.visdet_ops.roi_pool(x, rois, 2, 2, 1.0)[0]
-    assert "GeneratedBackwardFor_visdet_ops_roi_pool" in direct.grad_fn.name()
-    out = visdet_ops.roi_pool(x, rois, 2)
-    assert out.grad_fn.name() == "roi_pool_eagerBackward"
+    assert_autograd_registered_from_python("roi_pool", visdet_ops.roi_pool, 2, 2, 1.0)
 
 
 # What RoIOpTester.test_shared_checks does not cover: the checks of this op alone.
@@ -314,30 +288,20 @@ def _roi_pool(device, gen, output_size=3, module=False):
     edges.close(got, roi_pool_reference(x.cpu(), rois.cpu(), (output_size, output_size), 1.0))
 
 
-def _roi_pool_op(device, gen, ph=3, pw=3):
+def _roi_pool_op(device, gen, pooled_height=3, pooled_width=3):
     from visdet_ops.reference.roi_pool import roi_pool_reference
 
     x, rois = edges.roi_inputs(device, gen)
-    got, _ = torch.ops.visdet_ops.roi_pool(x, rois, ph, pw, 1.0)
-    edges.close(got, roi_pool_reference(x.cpu(), rois.cpu(), (ph, pw), 1.0))
+    got, _ = torch.ops.visdet_ops.roi_pool(x, rois, pooled_height, pooled_width, 1.0)
+    edges.close(got, roi_pool_reference(x.cpu(), rois.cpu(), (pooled_height, pooled_width), 1.0))
 
 
 INTEGER_EDGE_ROWS = [
-    edges.Row("roi_pool-output_size", ("output_size",), _args.POOLED_SIZE, lambda d, v, g: _roi_pool(d, g, v)),
-    edges.Row(
-        "RoIPool-output_size", ("output_size",), _args.POOLED_SIZE, lambda d, v, g: _roi_pool(d, g, v, module=True)
-    ),
-    edges.Row(
-        "op.roi_pool-pooled_height",
-        edges.names("pooled_height"),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _roi_pool_op(d, g, ph=v),
-    ),
-    edges.Row(
-        "op.roi_pool-pooled_width",
-        edges.names("pooled_width"),
-        _args.POOLED_SIZE,
-        lambda d, v, g: _roi_pool_op(d, g, pw=v),
+    edges.kw_row("roi_pool-output_size", "output_size", _args.POOLED_SIZE, _roi_pool),
+    edges.kw_row("RoIPool-output_size", "output_size", _args.POOLED_SIZE, functools.partial(_roi_pool, module=True)),
+    *(
+        edges.kw_row(f"op.roi_pool-{arg}", arg, _args.POOLED_SIZE, _roi_pool_op)
+        for arg in ("pooled_height", "pooled_width")
     ),
 ]
 test_integer_edge = edges.integer_edge_test(INTEGER_EDGE_ROWS)
