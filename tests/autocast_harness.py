@@ -1,8 +1,8 @@
 """Every public op and module under torch.autocast, fed what an AMP step produces: the harness. Each op's cases
-live in its test file, tests/ops/test_<module>.py: `AUTOCAST_CASES` (name -> case(gen), run by
-`test_op_under_autocast_matches_float32 = float32_comparison_test(AUTOCAST_CASES)`) and `AUTOCAST_OPCHECKS` (op
-name -> (op, args) for opcheck under autocast, run by `opcheck_test(AUTOCAST_OPCHECKS)`); tests/test_autocast.py
-fails when a public name of an op module has neither a case nor an entry in its test file's
+live in its test file, tests/ops/test_<module>.py: `AUTOCAST_CASES` (name -> case(gen), each compared by
+tests/test_autocast.py's test_op_under_autocast_matches_float32 through check_case) and `AUTOCAST_OPCHECKS` (op
+name -> (op, args) for opcheck under autocast, run by its test_opcheck_under_autocast); tests/test_autocast.py
+also fails when a public name of an op module has neither a case nor an entry in its test file's
 `AUTOCAST_COVERED_OTHERWISE`.
 
 Each case is a small model: float32 nn.Conv2d / nn.Linear layers make the op's 16-bit
@@ -155,18 +155,6 @@ def _relative_norm(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got - want).norm() / want.norm().clamp_min(1e-12)).item()
 
 
-def float32_comparison_test(cases: dict):
-    """The test that runs each case of `cases` (name -> case(gen): a Case) under autocast and in float32 and
-    compares: assign it to `test_op_under_autocast_matches_float32` in the cases' test file."""
-
-    @pytest.mark.parametrize("name", list(cases))
-    @pytest.mark.parametrize("device_name, dtype", AMP)
-    def test_op_under_autocast_matches_float32(rng, name, device_name, dtype):
-        check_case(name, cases[name], device_for(device_name), dtype, rng)
-
-    return test_op_under_autocast_matches_float32
-
-
 def check_case(name: str, make_case, device: torch.device, dtype: torch.dtype, rng: torch.Generator) -> None:
     """One case under torch.autocast(device, dtype) against float32 (the module docstring's comparison); raises
     AssertionError naming the case. Also what tests/sanitize_sweep.py runs under compute-sanitizer: every op's
@@ -208,19 +196,12 @@ def check_case(name: str, make_case, device: torch.device, dtype: torch.dtype, r
     assert checked > 0, f"{name}: no gradient was compared"
 
 
-def opcheck_test(cases: dict):
-    """The test that runs torch.library.opcheck under autocast on each of `cases` (op name -> fn(device, dtype,
-    gen) giving (op overload, args)): assign it to `test_opcheck_under_autocast` in the cases' test file."""
-
-    @pytest.mark.parametrize("name", list(cases))
-    @pytest.mark.parametrize("device_name, dtype", AMP)
-    def test_opcheck_under_autocast(rng, name, device_name, dtype):
-        device = device_for(device_name)
-        op, args = cases[name](device, dtype, rng)
-        with torch.autocast(device.type, dtype=dtype):
-            torch.library.opcheck(op, args)
-
-    return test_opcheck_under_autocast
+def check_opcheck(make, device: torch.device, dtype: torch.dtype, rng: torch.Generator) -> None:
+    """torch.library.opcheck under torch.autocast(device, dtype) of the (op overload, args) that make(device, dtype,
+    gen) gives: an AUTOCAST_OPCHECKS entry."""
+    op, args = make(device, dtype, rng)
+    with torch.autocast(device.type, dtype=dtype):
+        torch.library.opcheck(op, args)
 
 
 def features(device: torch.device, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:

@@ -1,6 +1,7 @@
-"""The autocast checks that span ops; each op's own cases (a float32 comparison of every public op and module
-under torch.autocast, opcheck of its autocast path) are in its test file, tests/ops/test_<module>.py, over the
-harness in tests/autocast_harness.py (its docstring: what is compared, and the tolerances)."""
+"""The autocast checks that span ops, and the two tests every op's autocast cases run through: each op's test file,
+tests/ops/test_<module>.py, declares its cases (AUTOCAST_CASES: a float32 comparison of every public op and module
+under torch.autocast; AUTOCAST_OPCHECKS: opcheck of its autocast path), collected here by family, over the harness in
+tests/autocast_harness.py (its docstring: what is compared, and the tolerances)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from visdet_ops import _loader
 from visdet_ops.ops import EXAMPLES
 
 from . import autocast_harness as amp
-from .conftest import op_test_module
+from .conftest import declarations, op_test_module
 
 
 def test_every_public_op_and_module_has_a_case():
@@ -47,6 +48,29 @@ def test_every_op_with_an_autocast_rule_has_an_opcheck():
     assert not missing, f"registered ops with an autocast rule and no AUTOCAST_OPCHECKS entry: {missing}"
     stray = sorted(opchecks - set(ruled))
     assert not stray, f"AUTOCAST_OPCHECKS entries of ops without an autocast rule: {stray}"
+
+
+def _declared(name: str) -> list:
+    """A pytest param per entry of every family's `name` declaration, its id `<family>-<entry>`."""
+    return [
+        pytest.param(family, key, id=f"{family}-{key}") for family, table in declarations(name).items() for key in table
+    ]
+
+
+@pytest.mark.parametrize("family, name", _declared("AUTOCAST_CASES"))
+@pytest.mark.parametrize("device_name, dtype", amp.AMP)
+def test_op_under_autocast_matches_float32(rng, family, name, device_name, dtype):
+    """Each family's AUTOCAST_CASES under autocast against float32 (tests/autocast_harness.py)."""
+    case = declarations("AUTOCAST_CASES", [family])[family][name]
+    amp.check_case(name, case, amp.device_for(device_name), dtype, rng)
+
+
+@pytest.mark.parametrize("family, name", _declared("AUTOCAST_OPCHECKS"))
+@pytest.mark.parametrize("device_name, dtype", amp.AMP)
+def test_opcheck_under_autocast(rng, family, name, device_name, dtype):
+    """Each family's AUTOCAST_OPCHECKS: torch.library.opcheck under autocast."""
+    make = declarations("AUTOCAST_OPCHECKS", [family])[family][name]
+    amp.check_opcheck(make, amp.device_for(device_name), dtype, rng)
 
 
 def test_gradients_come_back_in_each_inputs_dtype(rng):

@@ -400,7 +400,7 @@ class RotatedBoxHead(amp.Producer):
 def test_box_iou_rotated_under_autocast(rng, device_name, dtype, mode):
     """16-bit predicted boxes (a Linear's output under autocast) against float32 targets: a float32 output equal to
     the float32 op on the same (upcast) values. No gradient to compare (the op has none), so this is its autocast
-    case rather than a float32_comparison_test one."""
+    case rather than an AUTOCAST_CASES entry."""
     device = amp.device_for(device_name)
     feats = torch.randn(30, 16, generator=rng).to(device)
     head = RotatedBoxHead(rng).to(device)
@@ -424,7 +424,6 @@ def _opcheck_box_iou_rotated(device, dtype, gen):
 
 
 AUTOCAST_OPCHECKS = {"box_iou_rotated": _opcheck_box_iou_rotated}
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

@@ -240,7 +240,6 @@ def case_corner_pool(gen, fn):
 
 
 AUTOCAST_CASES = {fn: lambda g, fn=fn: case_corner_pool(g, fn) for fn in (*_POOL_FNS, "corner_pool", "CornerPool")}
-test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

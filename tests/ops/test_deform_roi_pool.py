@@ -769,7 +769,6 @@ AUTOCAST_CASES = {
     "DeformRoIPoolPack": lambda g: case_pack(g, DeformRoIPoolPack),
     "ModulatedDeformRoIPoolPack": lambda g: case_pack(g, ModulatedDeformRoIPoolPack),
 }
-test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
 def _opcheck_deform_roi_pool(device, dtype, gen):
@@ -779,7 +778,6 @@ def _opcheck_deform_roi_pool(device, dtype, gen):
 
 
 AUTOCAST_OPCHECKS = {"deform_roi_pool": _opcheck_deform_roi_pool}
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

@@ -588,7 +588,6 @@ AUTOCAST_CASES = {
     "softmax_focal_loss": lambda g: case_focal(g, "softmax"),
     "SoftmaxFocalLoss": lambda g: case_focal(g, "softmax", module=True),
 }
-test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
 def _opcheck_focal_loss(kind: str, reduction: str):
@@ -605,7 +604,6 @@ AUTOCAST_OPCHECKS = {
     "sigmoid_focal_loss": _opcheck_focal_loss("sigmoid", "mean"),
     "softmax_focal_loss": _opcheck_focal_loss("softmax", "none"),
 }
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 @pytest.mark.parametrize("kind", KINDS)

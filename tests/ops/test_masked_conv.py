@@ -358,7 +358,6 @@ AUTOCAST_CASES = {
     "masked_conv2d": lambda g: case_masked_conv(g),
     "MaskedConv2d": lambda g: case_masked_conv(g, module=True),
 }
-test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
 def _opcheck_masked_conv2d(device, dtype, gen):
@@ -369,7 +368,6 @@ def _opcheck_masked_conv2d(device, dtype, gen):
 
 
 AUTOCAST_OPCHECKS = {"masked_conv2d": _opcheck_masked_conv2d}
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

@@ -595,7 +595,6 @@ def _opcheck_under_autocast(op):
 
 
 AUTOCAST_OPCHECKS = {op: _opcheck_under_autocast(op) for op in AUTOCAST_DISCRETE}
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 # Covered by test_nms_family_under_autocast (indices must equal the float32 ones), not by a float32 comparison.

@@ -431,7 +431,6 @@ def _opcheck_nms_rotated(device, dtype, gen):
 
 
 AUTOCAST_OPCHECKS = {"nms_rotated": _opcheck_nms_rotated}
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

@@ -456,7 +456,6 @@ AUTOCAST_CASES = rois_autocast_cases(
     roi_align=lambda x, rois: visdet_ops.roi_align(x, rois, 7, 0.25, 2, "avg", True),
     roi_align_max=lambda x, rois: visdet_ops.roi_align(x, rois, 7, 0.25, 2, "max", True),
 )
-test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
 AUTOCAST_OPCHECKS = {
@@ -465,7 +464,6 @@ AUTOCAST_OPCHECKS = {
         (amp.features(device, dtype, gen), amp.rois(gen, 5, 2, 40).to(device), 3, 3, 0.5, 2, "avg", True),
     ),
 }
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

@@ -648,7 +648,6 @@ AUTOCAST_CASES = rois_autocast_cases(
     {"RoIAlignRotated": lambda: visdet_ops.RoIAlignRotated(7, 0.25, 2, True, False)},
     roi_align_rotated=lambda x, rois: visdet_ops.roi_align_rotated(x, rois, 7, 0.25, 2, True, False),
 )
-test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
 AUTOCAST_OPCHECKS = {
@@ -657,7 +656,6 @@ AUTOCAST_OPCHECKS = {
         (amp.features(device, dtype, gen), _amp_rotated_rois(gen, 5, 2, 40).to(device), 3, 3, 0.5, 2, True, False),
     ),
 }
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)

@@ -343,7 +343,6 @@ AUTOCAST_CASES = rois_autocast_cases(
     {"RoIPool": lambda: visdet_ops.RoIPool(5, 0.25)},
     roi_pool=lambda x, rois: visdet_ops.roi_pool(x, rois, 5, 0.25),
 )
-test_op_under_autocast_matches_float32 = amp.float32_comparison_test(AUTOCAST_CASES)
 
 
 AUTOCAST_OPCHECKS = {
@@ -352,7 +351,6 @@ AUTOCAST_OPCHECKS = {
         (amp.features(device, dtype, gen), amp.rois(gen, 5, 2, 40).to(device), 3, 3, 0.5),
     ),
 }
-test_opcheck_under_autocast = amp.opcheck_test(AUTOCAST_OPCHECKS)
 
 
 # ---------------------------------------------------------------- fuzz (tests/test_fuzz.py, tests/fuzz_core.py)
