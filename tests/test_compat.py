@@ -9,66 +9,45 @@ from visdet_ops import _build_rules, _compat, _install
 
 INFO_CU130 = {"TORCH_VERSION": "2.14.1", "TORCH_CUDA_VERSION": "13.0", "CXX11_ABI": True}
 INFO_CPU = {"TORCH_VERSION": "2.13.0+cpu", "TORCH_CUDA_VERSION": None, "CXX11_ABI": True}
+INFO_STABLE_CU13 = dict(INFO_CU130, STABLE_ABI=True, STABLE_ABI_FLOOR="2.11")
 
 
-def statuses(info, torch_version, cuda, abi=True):
-    return {c.name: c.status for c in _compat.environment_checks(info, torch_version, cuda, abi)}
-
-
-def test_matching_environment_is_ok():
-    assert set(statuses(INFO_CU130, "2.14.0+cu130", "13.0").values()) == {"OK"}
-    assert set(statuses(INFO_CPU, "2.13.0+cpu", None).values()) == {"OK"}
-
-
-def test_torch_minor_mismatch_fails():
-    s = statuses(INFO_CU130, "2.13.0+cpu", None)
-    assert s["torch version"] == "FAIL" and s["CUDA"] == "FAIL"
-
-
-def test_cpu_build_on_cuda_torch_warns_only():
-    s = statuses(INFO_CPU, "2.13.0+cu130", "13.0")
-    assert s == {"torch version": "OK", "CUDA": "WARN", "C++ ABI": "OK"}
-
-
-def test_cuda_major_mismatch_fails_minor_warns():
-    assert statuses(INFO_CU130, "2.14.1", "12.8")["CUDA"] == "FAIL"
-    assert statuses(INFO_CU130, "2.14.1", "13.1")["CUDA"] == "WARN"
-
-
-def test_abi_mismatch_fails():
-    assert statuses(INFO_CU130, "2.14.1", "13.0", abi=False)["C++ ABI"] == "FAIL"
-
-
-INFO_STABLE_CU13 = {
-    "TORCH_VERSION": "2.14.1",
-    "TORCH_CUDA_VERSION": "13.0",
-    "CXX11_ABI": True,
-    "STABLE_ABI": True,
-    "STABLE_ABI_FLOOR": "2.11",
-}
-
-
-def test_stable_build_runs_on_every_torch_from_the_floor():
-    for found in ("2.11.0+cu130", "2.14.1", "2.20.0", "3.0.0"):
-        assert set(statuses(INFO_STABLE_CU13, found, "13.0").values()) == {"OK"}, found
-    # A CUDA minor other than the build's is expected (one wheel per CUDA major); the major still splits wheels.
-    assert statuses(INFO_STABLE_CU13, "2.12.0", "13.2")["CUDA"] == "OK"
-    assert statuses(INFO_STABLE_CU13, "2.12.0", "12.8")["CUDA"] == "FAIL"
-    # The C++ ABI flag does not matter: the stable ABI is a C interface.
-    assert statuses(INFO_STABLE_CU13, "2.12.0", "13.0", abi=False)["C++ ABI"] == "OK"
-
-
-def test_stable_cuda_build_loads_beside_a_cpu_only_torch():
-    # The stable CUDA extension links no libtorch_cuda/libcudart (host_cuda.h, setup.py): the CPU kernels run.
-    found = statuses(INFO_STABLE_CU13, "2.13.0+cpu", None)
-    assert set(found.values()) == {"OK"}, found
-    # A classic CUDA build needs torch's CUDA runtime.
-    assert statuses(INFO_CU130, "2.14.1+cpu", None)["CUDA"] == "FAIL"
-
-
-def test_stable_build_refuses_torch_below_the_floor():
-    assert statuses(INFO_STABLE_CU13, "2.10.0+cu130", "13.0")["torch version"] == "FAIL"
-    assert statuses(INFO_STABLE_CU13, "2.9.1", "13.0")["torch version"] == "FAIL"
+@pytest.mark.parametrize(
+    "info, torch_version, cuda, abi, want",
+    [
+        # want: the statuses of the torch version, CUDA and C++ ABI checks.
+        (INFO_CU130, "2.14.0+cu130", "13.0", True, ("OK", "OK", "OK")),
+        (INFO_CPU, "2.13.0+cpu", None, True, ("OK", "OK", "OK")),
+        (INFO_CU130, "2.13.0+cpu", None, True, ("FAIL", "FAIL", "OK")),  # a torch minor mismatch fails
+        (INFO_CPU, "2.13.0+cu130", "13.0", True, ("OK", "WARN", "OK")),  # a CPU build on a CUDA torch warns only
+        (INFO_CU130, "2.14.1", "12.8", True, ("OK", "FAIL", "OK")),  # a CUDA major mismatch fails, a minor warns
+        (INFO_CU130, "2.14.1", "13.1", True, ("OK", "WARN", "OK")),
+        (INFO_CU130, "2.14.1", "13.0", False, ("OK", "OK", "FAIL")),
+        # The version comparison is numeric, not a string's.
+        (dict(INFO_CU130, TORCH_VERSION="2.1.0"), "2.10.0", "13.0", True, ("FAIL", "OK", "OK")),
+        (dict(INFO_CU130, TORCH_VERSION="2.10.2"), "2.10.0", "13.0", True, ("OK", "OK", "OK")),
+        # A stable build runs on every torch from the floor.
+        (INFO_STABLE_CU13, "2.11.0+cu130", "13.0", True, ("OK", "OK", "OK")),
+        (INFO_STABLE_CU13, "2.14.1", "13.0", True, ("OK", "OK", "OK")),
+        (INFO_STABLE_CU13, "2.20.0", "13.0", True, ("OK", "OK", "OK")),
+        (INFO_STABLE_CU13, "3.0.0", "13.0", True, ("OK", "OK", "OK")),
+        # A CUDA minor other than the build's is expected (one wheel per CUDA major); the major still splits wheels.
+        (INFO_STABLE_CU13, "2.12.0", "13.2", True, ("OK", "OK", "OK")),
+        (INFO_STABLE_CU13, "2.12.0", "12.8", True, ("OK", "FAIL", "OK")),
+        # The C++ ABI flag does not matter: the stable ABI is a C interface.
+        (INFO_STABLE_CU13, "2.12.0", "13.0", False, ("OK", "OK", "OK")),
+        # The stable CUDA extension links no libtorch_cuda/libcudart (host_cuda.h, setup.py): the CPU kernels run.
+        (INFO_STABLE_CU13, "2.13.0+cpu", None, True, ("OK", "OK", "OK")),
+        # A classic CUDA build needs torch's CUDA runtime.
+        (INFO_CU130, "2.14.1+cpu", None, True, ("OK", "FAIL", "OK")),
+        # A stable build refuses a torch below its floor.
+        (INFO_STABLE_CU13, "2.10.0+cu130", "13.0", True, ("FAIL", "OK", "OK")),
+        (INFO_STABLE_CU13, "2.9.1", "13.0", True, ("FAIL", "OK", "OK")),
+    ],
+)
+def test_environment_checks(info, torch_version, cuda, abi, want):
+    got = {c.name: c.status for c in _compat.environment_checks(info, torch_version, cuda, abi)}
+    assert got == dict(zip(("torch version", "CUDA", "C++ ABI"), want, strict=True))
 
 
 def test_stable_target_version_macro():
@@ -120,12 +99,6 @@ def test_variant_note_says_why_in_one_clause():
     assert _build_rules.variant_note("stable211cu12") == "stable211cu12: one build for every torch >= 2.11 with CUDA 12"
     assert _build_rules.variant_note("stable211cpu") == "stable211cpu: one CPU build for every torch >= 2.11"
     assert _build_rules.variant_note("pt213cpu") == "pt213cpu"
-
-
-def test_version_comparison_is_numeric_not_string():
-    info = dict(INFO_CU130, TORCH_VERSION="2.1.0")
-    assert statuses(info, "2.10.0", "13.0")["torch version"] == "FAIL"
-    assert statuses(dict(INFO_CU130, TORCH_VERSION="2.10.2"), "2.10.0", "13.0")["torch version"] == "OK"
 
 
 @pytest.mark.parametrize(
@@ -271,11 +244,12 @@ def test_sass_runs_as_torch_decides(code, device, runs):
 
 def test_jetson_orin_is_told_to_build_from_source():
     """The aarch64 CUDA 13 wheel's archs: Orin (sm_87) is covered by neither SASS nor PTX and gets the build line."""
-    check = _compat.arch_check(["8.0", "9.0", "10.0", "11.0", "12.0"], ["12.0"], (8, 7), "Orin")
+    sass = ["8.0", "9.0", "10.0", "11.0", "12.0"]
+    check = _compat.arch_check(sass, ["12.0"], (8, 7), "Orin")
     assert check.status == "FAIL"
     assert "integrated (Jetson) GPU" in check.detail and "TORCH_CUDA_ARCH_LIST=8.7 pip install" in check.detail
-    assert _compat.arch_check(["8.0", "9.0", "10.0", "11.0", "12.0"], ["12.0"], (11, 0), "Thor").status == "OK"
-    assert _compat.arch_check(["8.0", "9.0", "10.0", "11.0", "12.0"], ["12.0"], (12, 1), "GB10").status == "OK"
+    assert _compat.arch_check(sass, ["12.0"], (11, 0), "Thor").status == "OK"
+    assert _compat.arch_check(sass, ["12.0"], (12, 1), "GB10").status == "OK"
 
 
 PUBLISHED = {

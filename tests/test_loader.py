@@ -39,6 +39,13 @@ def _python(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=root)
 
 
+@pytest.fixture
+def mismatched_copy(package_copy: Path) -> Path:
+    """The package copy, built for a torch minor that is not this one (2.99): the import must refuse it."""
+    _set_build_info(package_copy, TORCH_VERSION="2.99.0", VERSION="0.1.0+pt299cpu", STABLE_ABI=False)
+    return package_copy
+
+
 def _set_build_info(root: Path, **changes) -> None:
     path = root / "visdet_ops" / "_build_info.py"
     lines = []
@@ -53,9 +60,8 @@ def test_import_succeeds_here():
     assert visdet_ops.__version__ == visdet_ops.BUILD_INFO["VERSION"]
 
 
-def test_torch_mismatch_is_one_clear_import_error(package_copy):
-    _set_build_info(package_copy, TORCH_VERSION="2.99.0", VERSION="0.1.0+pt299cpu", STABLE_ABI=False)
-    res = _python(package_copy, "-c", "import visdet_ops")
+def test_torch_mismatch_is_one_clear_import_error(mismatched_copy):
+    res = _python(mismatched_copy, "-c", "import visdet_ops")
     assert res.returncode != 0
     err = res.stderr
     found = torch.__version__
@@ -72,8 +78,6 @@ def test_torch_mismatch_is_one_clear_import_error(package_copy):
 def test_fix_line_recommends_the_stable_variant_from_the_floor():
     """The loader's fix line: the stable variant for torch >= the floor (and why, in one clause), the per-minor
     variant below the floor or for a CUDA major without a stable build; the rest of the text unchanged."""
-    from visdet_ops import _loader
-
     assert _loader._fix_lines("2.14.1", "13.0") == (
         "Install the visdet-ops build for this environment (stable211cu13: one build for every torch >= 2.11 with "
         "CUDA 13):\n  pip install --force-reinstall --no-deps visdet-ops -f https://example.invalid/whl/stable211cu13/"
@@ -103,18 +107,6 @@ def test_stable_build_below_the_floor_fails_with_the_per_minor_fix(package_copy)
     assert f"-f https://example.invalid/whl/{fix}/" in res.stderr
 
 
-def test_doctor_reports_the_mismatch_and_exits_1(package_copy):
-    _set_build_info(package_copy, TORCH_VERSION="2.99.0", STABLE_ABI=False)
-    res = _python(package_copy, "-m", "visdet_ops", "doctor")
-    assert res.returncode == 1, res.stdout + res.stderr
-    assert "[FAIL] torch version: built for torch 2.99" in res.stdout
-    assert "Install line for this environment: pip install --force-reinstall --no-deps visdet-ops -f " in res.stdout
-    res = _python(package_copy, "-m", "visdet_ops", "doctor", "--json")
-    report = json.loads(res.stdout)
-    assert res.returncode == 1 and report["ok"] is False
-    assert any(c["name"] == "torch version" and c["status"] == "FAIL" for c in report["checks"])
-
-
 def _pyproject() -> dict:
     try:
         import tomllib
@@ -139,31 +131,40 @@ def _console_script(root: Path) -> Path:
     return script
 
 
-def test_only_the_doctor_starts_without_the_ops(package_copy):
+@pytest.mark.parametrize("doctor", ["console script", "launcher", "python -m"])
+def test_doctor_reports_the_mismatch_and_exits_1(mismatched_copy, doctor):
     """A torch mismatch: the console script (its launcher, outside the package) and `python -m visdet_ops doctor`
-    report it and exit 1; `python -m visdet_ops` with anything else and a plain import raise the ImportError."""
-    _set_build_info(package_copy, TORCH_VERSION="2.99.0", VERSION="0.1.0+pt299cpu", STABLE_ABI=False)
+    report it and exit 1."""
+    args = {
+        "console script": (str(_console_script(mismatched_copy)),),
+        "launcher": ("-c", "import sys, visdet_ops_doctor; sys.exit(visdet_ops_doctor.main())"),
+        "python -m": ("-m", "visdet_ops"),
+    }[doctor] + ("doctor",)
+    res = _python(mismatched_copy, *args)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "[FAIL] torch version: built for torch 2.99" in res.stdout
+    assert "Install line for this environment: pip install --force-reinstall --no-deps visdet-ops -f " in res.stdout
+    res = _python(mismatched_copy, *args, "--json")
+    report = json.loads(res.stdout)
+    assert res.returncode == 1 and report["ok"] is False
+    assert any(c["name"] == "torch version" and c["status"] == "FAIL" for c in report["checks"])
+
+
+def test_only_the_doctor_starts_without_the_ops(mismatched_copy):
+    """A torch mismatch: only the doctor (test_doctor_reports_the_mismatch_and_exits_1) starts; `python -m
+    visdet_ops` with anything else and a plain import raise the ImportError."""
     error = "ImportError: visdet-ops 0.1.0+pt299cpu was built for torch 2.99.0"
-    script = str(_console_script(package_copy))
-    launcher = "import sys, visdet_ops_doctor; sys.exit(visdet_ops_doctor.main())"
-    for args in ((script, "doctor"), ("-c", launcher, "doctor"), ("-m", "visdet_ops", "doctor")):
-        res = _python(package_copy, *args)
-        assert res.returncode == 1, (args, res.stdout + res.stderr)
-        assert "[FAIL] torch version: built for torch 2.99" in res.stdout, args
-        assert "Install line for this environment: pip install --force-reinstall --no-deps visdet-ops -f " in res.stdout
-        res = _python(package_copy, *args, "--json")
-        assert res.returncode == 1 and json.loads(res.stdout)["ok"] is False, args
     for args in (("-m", "visdet_ops", "--help"), ("-m", "visdet_ops"), ("-c", "import visdet_ops")):
-        res = _python(package_copy, *args)
+        res = _python(mismatched_copy, *args)
         assert res.returncode != 0 and error in res.stderr, (args, res.stderr)
         assert res.stdout == "" and res.stderr.count("Traceback") == 1, args
     # Importing the launcher changes nothing; only its running main() makes the package keep the error, and then
     # an op looked up by anyone else names it (an op function the package exports here, where it loads).
-    res = _python(package_copy, "-c", "import visdet_ops_doctor, visdet_ops")
+    res = _python(mismatched_copy, "-c", "import visdet_ops_doctor, visdet_ops")
     assert res.returncode != 0 and error in res.stderr
     op = next(n for n in sorted(visdet_ops.__all__) if inspect.isfunction(getattr(visdet_ops, n)))
     res = _python(
-        package_copy, "-c", f"import visdet_ops_doctor as d; d.RUNNING = True; import visdet_ops; visdet_ops.{op}"
+        mismatched_copy, "-c", f"import visdet_ops_doctor as d; d.RUNNING = True; import visdet_ops; visdet_ops.{op}"
     )
     assert f"AttributeError: module 'visdet_ops' has no attribute '{op}': its compiled ops did not load (" in res.stderr
     assert "visdet-ops 0.1.0+pt299cpu was built for torch 2.99.0" in res.stderr
@@ -214,12 +215,7 @@ def test_unbuilt_tree_says_how_to_build(package_copy):
 
 
 def test_doctor_passes_here():
-    res = subprocess.run(
-        [sys.executable, "-m", "visdet_ops", "doctor", "--json"],
-        capture_output=True,
-        text=True,
-        cwd=Path(visdet_ops.__file__).parent.parent,
-    )
+    res = _python(Path(visdet_ops.__file__).parent.parent, "-m", "visdet_ops", "doctor", "--json")
     report = json.loads(res.stdout)
     assert res.returncode == 0, res.stdout
     # The smoke run reports every public registered op, and each ran (its example case, on the CPU).

@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
 from ci import matrix as variants
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10 (the release's test step): tomli is in the test extra
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +51,15 @@ def _write(tmp_path: Path, text: str) -> Path:
     return p
 
 
+def _row(name: str, torch: list[str], version: str | None = None, arch_list=(), image: str = "y") -> str:
+    """One [[cuda]] table, built for x86_64 only (the cpu row has no CUDA version and no archs)."""
+    cuda = f'version = "{version}"\narch_list = {json.dumps(list(arch_list))}\n' if version else ""
+    return (
+        f'[[cuda]]\nname = "{name}"\n{cuda}torch = {json.dumps(torch)}\ntorch_index = "x"\nplatforms = ["x86_64"]\n'
+        f'[cuda.x86_64]\nmanylinux_image = "{image}"\n'
+    )
+
+
 BASE = """
 schema = 1
 version = "0.1.0"
@@ -53,54 +68,19 @@ runner = "r"
 [tests]
 torch = "2.13.0"
 flavour = "cpu"
-[[cuda]]
-name = "cpu"
-torch = ["2.13.0"]
-torch_index = "x"
-platforms = ["x86_64"]
-[cuda.x86_64]
-manylinux_image = "y"
-"""
+""" + _row("cpu", ["2.13.0"])
 
 
 @pytest.mark.parametrize(
     "extra, match",
     [
-        (
-            '[[cuda]]\nname = "cpu"\ntorch = ["2.4.0"]\ntorch_index = "x"\nplatforms = ["x86_64"]\n'
-            '[cuda.x86_64]\nmanylinux_image = "y"\n',
-            "duplicate name",
-        ),
-        (
-            '[[cuda]]\nname = "cu130"\nversion = "13.0"\narch_list = ["7.0", "9.0+PTX"]\ntorch = ["2.9.1"]\n'
-            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
-            "cannot target sm_70",
-        ),
-        (
-            '[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["8.0", "10.0+PTX"]\ntorch = ["2.4.1"]\n'
-            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
-            "cannot target sm_100",
-        ),
-        (
-            '[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["8.0", "9.0"]\ntorch = ["2.4.1"]\n'
-            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
-            r"must carry \+PTX",
-        ),
-        (
-            '[[cuda]]\nname = "cu999"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.4.1"]\n'
-            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
-            "name must be 'cu124'",
-        ),
-        (
-            '[[cuda]]\nname = "cu124"\nversion = "12.4"\narch_list = ["9.0+PTX"]\ntorch = ["2.5.1", "2.4.1"]\n'
-            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
-            "ascending",
-        ),
-        (
-            '[[cuda]]\nname = "cu121"\nversion = "12.1"\narch_list = ["9.0+PTX"]\ntorch = ["2.3.1", "2.4.1"]\n'
-            'torch_index = "x"\nplatforms = ["x86_64"]\n[cuda.x86_64]\nmanylinux_image = "y"\n',
-            r"torch 2\.3\.1 is older than visdet-ops' floor 2\.4",
-        ),
+        (_row("cpu", ["2.4.0"]), "duplicate name"),
+        (_row("cu130", ["2.9.1"], "13.0", ["7.0", "9.0+PTX"]), "cannot target sm_70"),
+        (_row("cu121", ["2.4.1"], "12.1", ["8.0", "10.0+PTX"]), "cannot target sm_100"),
+        (_row("cu124", ["2.4.1"], "12.4", ["8.0", "9.0"]), r"must carry \+PTX"),
+        (_row("cu999", ["2.4.1"], "12.4", ["9.0+PTX"]), "name must be 'cu124'"),
+        (_row("cu124", ["2.5.1", "2.4.1"], "12.4", ["9.0+PTX"]), "ascending"),
+        (_row("cu121", ["2.3.1", "2.4.1"], "12.1", ["9.0+PTX"]), r"torch 2\.3\.1 is older than visdet-ops' floor 2\.4"),
     ],
 )
 def test_bad_matrices_are_rejected(tmp_path, extra, match):
@@ -237,26 +217,9 @@ def test_stable_flavours_agree_with_build_rules():
         assert variants.rules.recommended_variant(str(sv.torch), cuda) == sv.name
 
 
-STABLE_ROWS = """
-[[cuda]]
-name = "cu126"
-version = "12.6"
-arch_list = ["8.0", "9.0+PTX"]
-torch = ["2.10.0", "2.11.0", "2.11.1", "2.13.0"]
-torch_index = "x"
-platforms = ["x86_64"]
-[cuda.x86_64]
-manylinux_image = "img126"
-[[cuda]]
-name = "cu130"
-version = "13.0"
-arch_list = ["9.0", "12.0+PTX"]
-torch = ["2.11.0", "2.13.0"]
-torch_index = "x"
-platforms = ["x86_64"]
-[cuda.x86_64]
-manylinux_image = "img130"
-"""
+STABLE_ROWS = _row("cu126", ["2.10.0", "2.11.0", "2.11.1", "2.13.0"], "12.6", ["8.0", "9.0+PTX"], "img126") + _row(
+    "cu130", ["2.11.0", "2.13.0"], "13.0", ["9.0", "12.0+PTX"], "img130"
+)
 
 
 def test_a_stable_table_loads(tmp_path):
@@ -289,11 +252,6 @@ def test_bad_stable_tables_are_rejected(tmp_path, stable, match):
 
 def test_the_floor_is_written_in_build_rules_only():
     """ci/matrix.toml names the [[cuda]] rows of the stable wheels, never the floor (nothing to drift)."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-
     table = tomllib.loads(variants.MATRIX_PATH.read_text())["stable"]
     assert all(isinstance(v, str) and not v.startswith("stable") for v in table.values())
     assert set(table) == set(variants.rules.stable_flavours())
@@ -318,11 +276,6 @@ def test_docs_matrix_is_up_to_date():
 
 def test_abi3_floor_has_one_value():
     """visdet_ops/_build_rules.py holds the abi3 floor; pyproject.toml's static fields must agree with it."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10 (the release's test step): tomli is in the test extra
-        import tomli as tomllib
-
     floor = variants.rules.MIN_PYTHON
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["requires-python"] == f">={floor[0]}.{floor[1]}"

@@ -149,10 +149,6 @@ def test_source_date_epoch_is_the_variable_when_set(monkeypatch):
         rules.source_date_epoch(ROOT)
 
 
-def _git(cwd: Path, *args: str, env: dict | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout
-
-
 def _tree(root: Path, mtime: int) -> None:
     for rel in ("setup.py", "pyproject.toml", "ci/matrix.toml", "csrc/module.cpp", "visdet_ops/__init__.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -166,9 +162,8 @@ def test_source_date_epoch_defaults_to_the_commit_time(tmp_path: Path, monkeypat
     _tree(tmp_path, 1_600_000_000)
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t")
     env.update(GIT_COMMITTER_EMAIL="t@t", GIT_COMMITTER_DATE="@1650000000 +0000", GIT_AUTHOR_DATE="@1640000000 +0000")
-    _git(tmp_path, "init", "-q", env=env)
-    _git(tmp_path, "add", ".", env=env)
-    _git(tmp_path, "commit", "-q", "-m", "x", env=env)
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "x"]):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True, env=env)
     assert rules.source_date_epoch(tmp_path)[0] == 1_650_000_000  # the committer's date, as %ct reads it
     # A tree unpacked inside another repository dates by its own files, not that repository's commit.
     inner = tmp_path / "unpacked"

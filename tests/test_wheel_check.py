@@ -45,6 +45,7 @@ def make_wheel(
         "STABLE_ABI_FLOOR": None,
         **info,
     }
+    tmp_path.mkdir(exist_ok=True)
     wheel = tmp_path / f"visdet_ops-0.1.0+{variant}-cp310-{tag}-manylinux_2_28_{platform}.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr(
@@ -57,6 +58,9 @@ def make_wheel(
     return wheel
 
 
+STABLE = {"STABLE_ABI": True, "STABLE_ABI_FLOOR": "2.11"}
+
+
 def test_an_aarch64_wheel_passes_its_platform_row_and_only_that(tmp_path):
     """The cpu row's aarch64 view: the tag, the extension's ELF machine and the build info's PLATFORM must all say
     aarch64; an x86_64 ELF in an aarch64-tagged wheel, or an aarch64 wheel checked against the x86_64 row, fails."""
@@ -67,12 +71,10 @@ def test_an_aarch64_wheel_passes_its_platform_row_and_only_that(tmp_path):
     assert summary["platform"] == "aarch64" and "platform  aarch64" in wheel_check.describe(summary)
     with pytest.raises(wheel_check.WheelCheckError, match="platform: built for x86_64"):
         wheel_check.check(wheel, m.flavour("cpu"), Version("2.10.0"))
-    (tmp_path / "bad").mkdir()
     lying = make_wheel(tmp_path / "bad", "pt210cpu", "2.10.0+cpu", "torch==2.10.*", platform="aarch64",
                        elf_platform="x86_64")  # fmt: skip
     with pytest.raises(wheel_check.WheelCheckError, match="the extension is an x86_64 ELF"):
         wheel_check.check(lying, arm, Version("2.10.0"))
-    (tmp_path / "info").mkdir()
     unlabelled = make_wheel(tmp_path / "info", "pt210cpu", "2.10.0+cpu", "torch==2.10.*", platform="aarch64",
                             PLATFORM="x86_64")  # fmt: skip
     with pytest.raises(wheel_check.WheelCheckError, match="build info PLATFORM='x86_64'"):
@@ -91,15 +93,12 @@ def test_a_stable_wheel_passes_its_stable_row(tmp_path):
     """stable211cpu, built against PyPI's torch 2.11.0 (a CUDA build: the stable CPU wheel links no CUDA)."""
     m = matrix.load()
     sv = m.stable_variant("cpu")
-    wheel = make_wheel(tmp_path, sv.name, "2.11.0", "torch>=2.11", STABLE_ABI=True, STABLE_ABI_FLOOR="2.11")
+    wheel = make_wheel(tmp_path, sv.name, "2.11.0", "torch>=2.11", **STABLE)
     summary = wheel_check.check(wheel, sv.row, sv.torch, stable=True)
     assert summary["variant"] == "stable211cpu" and summary["stable_abi"] is True
     assert "variant   stable211cpu (torch 2.11.0; stable ABI, every torch >= 2.11)" in wheel_check.describe(summary)
     assert wheel_check.expected_variant(m.flavour("cu126"), sv.torch, stable=True) == "stable211cu12"
     assert wheel_check.expected_variant(m.flavour("cu130"), sv.torch, stable=True) == "stable211cu13"
-
-
-STABLE = {"STABLE_ABI": True, "STABLE_ABI_FLOOR": "2.11"}
 
 
 @pytest.mark.parametrize(
@@ -121,8 +120,7 @@ def test_a_stable_row_rejects(tmp_path, variant, requires, info, tag, problem):
 
 def test_a_stable_wheel_built_against_newer_torch_is_rejected(tmp_path):
     """Newer torch headers compile code that the floor's reject: a stable wheel must be built against the floor."""
-    m = matrix.load()
-    sv = m.stable_variant("cpu")
+    sv = matrix.load().stable_variant("cpu")
     wheel = make_wheel(tmp_path, sv.name, "2.13.0+cpu", "torch>=2.11", **STABLE)
     with pytest.raises(wheel_check.WheelCheckError, match="a stable wheel is built against the floor 2.11"):
         wheel_check.check(wheel, sv.row, Version("2.13.0"), stable=True)
