@@ -31,13 +31,14 @@ import inspect
 import json
 import math
 import os
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+
+from .integer_edge_harness import message_names
 
 # Outcomes of the calls of the current case (the worker sums them per family): "returned" and "raised".
 STATS: Counter = Counter()
@@ -88,10 +89,6 @@ class Mismatch(AssertionError):
     """A fuzz finding: a wrong result, an unclear error, an accepted invalid call."""
 
 
-def whole_word(name: str, text: str) -> bool:
-    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text) is not None
-
-
 def check_clear(exc: BaseException, names: set[str], args: set[str], any_message: bool = False) -> None:
     """Raises Mismatch unless exc is a clear error (module docstring) for a call named by `names` with argument
     names `args`. any_message: a pure-PyTorch function (mmcv's grid_sample formulation of an op), whose errors
@@ -107,8 +104,8 @@ def check_clear(exc: BaseException, names: set[str], args: set[str], any_message
         raise Mismatch(f"unclear error: {kind} with an empty message")
     if any_message:
         return
-    named = any(whole_word(n, message) for n in names)
-    named = named or any(whole_word(a, message) for a in args if a not in GENERIC_WORDS)
+    named = any(message_names(message, n) for n in names)
+    named = named or any(message_names(message, a) for a in args if a not in GENERIC_WORDS)
     if not named:
         raise Mismatch(
             f"unclear error: {kind} names neither the call ({sorted(names)}) nor a distinctive argument "
@@ -332,12 +329,6 @@ def describe(x) -> str:
     return type(x).__name__
 
 
-def grads_compared(dt: str) -> bool:
-    """Whether gradients are compared with the reference in this dtype: float64 and float32 (16-bit gradients
-    are checked for shape, dtype and finiteness only)."""
-    return dt in ("f64", "f32")
-
-
 def grad_tol(dt: str) -> float:
     return {"f64": 1e-7, "f32": 1e-3}.get(dt, 1e-1)
 
@@ -357,7 +348,9 @@ def check_grads(pairs, dt: str, check_values: bool = True) -> None:
             raise Mismatch(
                 f"grad of {name}: {list(g.shape)} {g.dtype} for a leaf {list(arg.leaf.shape)} {arg.leaf.dtype}"
             )
-        if check_values and grads_compared(dt):
+        # Gradients are compared with the reference in float64 and float32 only (16-bit ones are checked for shape,
+        # dtype and finiteness).
+        if check_values and dt in ("f64", "f32"):
             assert_close(f"grad of {name}", g, w, dt, tol=grad_tol(dt))
         elif not torch.isfinite(g).all() and torch.isfinite(w).all():
             raise Mismatch(f"grad of {name}: non-finite values, the reference's are finite")
@@ -409,9 +402,9 @@ def bad_int():
     return st.sampled_from([-1, 0, 2**31, 2**63 - 1, -(2**63), 2**40, 1.5, "2"])
 
 
-def grid_boxes(run: Run, n: int, lo: float = 0.0, span: float = 96.0, size: float = 30.0) -> torch.Tensor:
+def grid_boxes(run: Run, n: int, span: float = 96.0, size: float = 30.0) -> torch.Tensor:
     """n boxes (x1, y1, x2, y2) on a 1/8-pixel grid (exact in float16; IoU terms exact in float32)."""
-    xy = ((run.rand(n, 2) * span + lo) * 8).round() / 8
+    xy = (run.rand(n, 2) * span * 8).round() / 8
     wh = ((run.rand(n, 2) * size + 0.5) * 8).round() / 8
     return torch.cat([xy, xy + wh], 1)
 

@@ -56,10 +56,6 @@ def family(name: str) -> core.Family:
     return core.FAMILIES[name]
 
 
-def known_bugs() -> list:
-    return core.families()[1]
-
-
 def run_case(case: dict) -> None:
     fam = family(case["family"])
     with warnings.catch_warnings():
@@ -103,16 +99,14 @@ def fuzz_family(name: str, examples: int, seed: int, device: str) -> dict:
         emit("@@case", name, core.dumps(case))
         bugs = known_bugs_for(case)
         if any(bug.skip for bug in bugs):
-            for bug in bugs:
-                known[bug.name] += 1
+            known.update(bug.name for bug in bugs)
             return
         core.STATS.clear()
         try:
             run_case(case)
         except Exception as exc:
             if bugs:
-                for bug in bugs:
-                    known[bug.name] += 1
+                known.update(bug.name for bug in bugs)
                 return
             last_failure.update(case=case, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
             raise
@@ -150,18 +144,6 @@ def _selftest(kind: str) -> None:
     time.sleep(3600)
 
 
-SELFTESTS = {"selftest-crash": lambda: _selftest("crash"), "selftest-hang": lambda: _selftest("hang")}
-
-
-def replay(case: dict) -> int:
-    bugs = known_bugs_for(case)
-    for bug in bugs:
-        print(f"known bug {bug.name}: {bug.reason}")
-    run_case(case)
-    print("ok")
-    return 0
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--families", default=",".join(op_modules()))
@@ -180,11 +162,20 @@ def main(argv=None) -> int:
         case = json.loads(args.replay)
         if args.family:
             case.setdefault("family", args.family)
-        return replay(case)
-    if args.known_bug == "all":
+        for bug in known_bugs_for(case):
+            print(f"known bug {bug.name}: {bug.reason}")
+        run_case(case)
+        print("ok")
+        return 0
+    if args.known_bug:
+        bugs = core.families()[1]
+        if args.known_bug != "all":
+            {b.name: b for b in bugs}[args.known_bug].reproduce()
+            print("ok")
+            return 0
         # Every reproducer in this process (tests/test_fuzz.py's test_known_bug): `@@bug <name> <JSON>` each, with
         # "reproduced" false once a bug is fixed.
-        for bug in known_bugs():
+        for bug in bugs:
             emit("@@start", bug.name)
             try:
                 bug.reproduce()
@@ -193,14 +184,9 @@ def main(argv=None) -> int:
                 outcome = {"reproduced": True, "error": f"{type(exc).__name__}: {exc}"[:2000]}
             emit("@@bug", bug.name, json.dumps(outcome))
         return 0
-    if args.known_bug:
-        bug = {b.name: b for b in known_bugs()}[args.known_bug]
-        bug.reproduce()
-        print("ok")
-        return 0
     for name in [f for f in args.families.split(",") if f]:
-        if name in SELFTESTS:
-            SELFTESTS[name]()
+        if name in ("selftest-crash", "selftest-hang"):
+            _selftest(name.removeprefix("selftest-"))
             continue
         fam = family(name)
         n = max(1, round(args.examples * fam.weight))

@@ -244,15 +244,23 @@ def _module_root(module_name: str) -> str:
     return str(path.parents[module_name.count(".")])
 
 
+def pump(stream, lines: queue.Queue) -> None:
+    """Every line of a worker's stdout into `lines`, then None (it exited): read with a timeout, a hang shows."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def stderr_tail(stderr) -> str:
+    stderr.seek(0)
+    return stderr.read()[-3000:]
+
+
 class _Worker:
     """A persistent interpreter that runs cases one at a time; killed and
     restarted when a case times out or the process dies."""
 
-    def __init__(self):
-        self.proc: subprocess.Popen | None = None
-        self.lines: queue.Queue = queue.Queue()
-        self.stderr = None
-        self.prepared: set[tuple[str, str]] = set()
+    proc: subprocess.Popen | None = None  # _start() makes it, its stderr, its lines and its prepared set
 
     def _start(self) -> None:
         self.stderr = tempfile.TemporaryFile(mode="w+")
@@ -267,25 +275,12 @@ class _Worker:
             text=True,
             env=env,
         )
-        self.lines = queue.Queue()
-        self.prepared = set()
-        lines, stdout = self.lines, self.proc.stdout
-
-        def pump():
-            for line in stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
+        self.lines: queue.Queue = queue.Queue()
+        self.prepared: set[tuple[str, str]] = set()
+        threading.Thread(target=pump, args=(self.proc.stdout, self.lines), daemon=True).start()
         ready = self._read(STARTUP_TIMEOUT_S)
         if ready is None or not ready.get("ready"):
-            raise RuntimeError(f"the case worker did not start: {ready!r}\n{self._stderr_tail()}")
-
-    def _stderr_tail(self) -> str:
-        if self.stderr is None:
-            return ""
-        self.stderr.seek(0)
-        return self.stderr.read()[-3000:]
+            raise RuntimeError(f"the case worker did not start: {ready!r}\n{stderr_tail(self.stderr)}")
 
     def _read(self, timeout: float) -> dict | None:
         try:
@@ -319,7 +314,7 @@ class _Worker:
         result = self._read(timeout)
         if result is None:  # the worker died: a crash
             rc = self.proc.wait()
-            tail = self._stderr_tail()
+            tail = stderr_tail(self.stderr)
             self.proc = None
             return {"crash": rc, "stderr": tail}
         if result.get("timeout"):

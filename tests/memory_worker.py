@@ -71,14 +71,18 @@ class _Capture(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _run_examples(device: torch.device) -> None:
+    gen = torch.Generator().manual_seed(0)
+    for example in EXAMPLES.values():
+        error = example.run(device, torch.float32, gen)
+        if error is not None:
+            raise SystemExit(f"{example.family} example failed on {device}: {error}")
+
+
 def capture(device: torch.device) -> dict[str, tuple]:
     mode = _Capture()
-    gen = torch.Generator().manual_seed(0)
     with mode:
-        for example in EXAMPLES.values():
-            error = example.run(device, torch.float32, gen)
-            if error is not None:
-                raise SystemExit(f"{example.family} example failed on {device}: {error}")
+        _run_examples(device)
     return mode.calls
 
 
@@ -134,12 +138,8 @@ def capture_public(device: torch.device) -> dict[str, tuple]:
 
     for module, name, fn in originals:
         setattr(module, name, recorder(module, name, fn))
-    gen = torch.Generator().manual_seed(0)
     try:
-        for example in EXAMPLES.values():
-            error = example.run(device, torch.float32, gen)
-            if error is not None:
-                raise SystemExit(f"{example.family} example failed on {device}: {error}")
+        _run_examples(device)
     finally:
         for module, name, fn in originals:
             setattr(module, name, fn)

@@ -48,7 +48,8 @@ import pytest
 import visdet_ops
 
 from . import fuzz_core as core
-from .conftest import op_modules, require_cuda
+from .conftest import op_modules
+from .integer_edge_harness import pump, stderr_tail
 
 WORKER = Path(__file__).with_name("fuzz_worker.py")
 EXAMPLES = int(os.environ.get("VISDET_OPS_FUZZ_EXAMPLES", "500"))
@@ -69,6 +70,11 @@ def _env() -> dict:
     return env
 
 
+def _worker(*args: str) -> list[str]:
+    """The command line of a fuzz worker (tests/fuzz_worker.py) with these arguments."""
+    return [sys.executable, str(WORKER), *args]
+
+
 def _kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -77,17 +83,10 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _pump(stream, lines: queue.Queue) -> None:
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
-
-
 def _failure(status: str, error: str, case, stderr) -> dict:
     """The record of a family that failed outside a case's own check (the worker hung or died), with the last case
     it started and the end of the worker's stderr."""
-    stderr.seek(0)
-    return {"status": status, "error": error, "case": case, "stderr": stderr.read()[-3000:]}
+    return {"status": status, "error": error, "case": case, "stderr": stderr_tail(stderr)}
 
 
 def _run_group(names: list[str], device: str) -> dict[str, dict]:
@@ -97,23 +96,14 @@ def _run_group(names: list[str], device: str) -> dict[str, dict]:
     remaining = list(names)
     while remaining:
         with tempfile.TemporaryFile("w+") as stderr:
-            cmd = [
-                sys.executable,
-                str(WORKER),
-                "--families",
-                ",".join(remaining),
-                "--examples",
-                str(EXAMPLES),
-                "--seed",
-                str(SEED),
-                "--device",
-                device,
-            ]
+            cmd = _worker(
+                "--families", ",".join(remaining), "--examples", str(EXAMPLES), "--seed", str(SEED), "--device", device
+            )
             proc = subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=_env(), start_new_session=True
             )
             lines: queue.Queue = queue.Queue()
-            threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+            threading.Thread(target=pump, args=(proc.stdout, lines), daemon=True).start()
             current, last_case, timeout = None, None, STARTUP_TIMEOUT_S
             while True:
                 try:
@@ -202,37 +192,25 @@ def _report(result: dict, device: str) -> str:
 
 @pytest.fixture(scope="session")
 def selected(request) -> dict[str, list[str]]:
-    """The families of the selected test_fuzz_<device> tests (pytest -k picks families), per device."""
+    """The families of the selected test_fuzz tests (pytest -k picks families), per device."""
     chosen: dict[str, list[str]] = {"cpu": [], "cuda": []}
     for item in request.session.items:
-        name = getattr(item, "originalname", "")
-        if name in ("test_fuzz_cpu", "test_fuzz_cuda") and hasattr(item, "callspec"):
-            chosen[name.rsplit("_", 1)[1]].append(item.callspec.params["family"])
+        if getattr(item, "originalname", "") == "test_fuzz" and hasattr(item, "callspec"):
+            chosen[item.callspec.params["device"]].append(item.callspec.params["family"])
     return chosen
 
 
-def _check_family(device: str, family: str, wanted: list[str]) -> None:
-    result = _results(device, wanted or [family]).get(family)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fuzz(device, family, selected):
+    """On CUDA, also with mixed devices (an argument now and then on the CPU)."""
+    result = _results(device.type, selected[device.type] or [family]).get(family)
     assert result is not None, f"fuzz family {family} on {device}: no result"
     result.setdefault("family", family)
-    assert result["status"] == "ok", _report(result, device)
+    assert result["status"] == "ok", _report(result, device.type)
     print(
         f"{family} on {device}: {result['examples']} examples in {result['seconds']} s, {result['returned']} calls "
         f"returned, {result['raised']} raised; known bugs hit: {result['known'] or 'none'}"
     )
-
-
-@pytest.mark.parametrize("family", FAMILIES)
-def test_fuzz_cpu(family, selected):
-    _check_family("cpu", family, selected["cpu"])
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("family", FAMILIES)
-def test_fuzz_cuda(family, selected):
-    """On CUDA, also with mixed devices (an argument now and then on the CPU)."""
-    require_cuda()
-    _check_family("cuda", family, selected["cuda"])
 
 
 def test_crash_and_hang_are_reported(monkeypatch):
@@ -269,10 +247,12 @@ _KNOWN: dict[str, dict] = {}
 def _known_bug_outcome(name: str) -> dict:
     """Runs every reproducer in one worker (once per session); one that kills the worker, and those after it, run
     alone."""
+
+    def reproduce(bug: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run(_worker("--known-bug", bug), capture_output=True, text=True, env=_env(), timeout=timeout)
+
     if not _KNOWN:
-        done = subprocess.run(
-            [sys.executable, str(WORKER), "--known-bug", "all"], capture_output=True, text=True, env=_env(), timeout=300
-        )
+        done = reproduce("all", 300)
         for line in done.stdout.splitlines():
             tag, _, rest = line.partition(" ")
             if tag == "@@bug":
@@ -280,13 +260,7 @@ def _known_bug_outcome(name: str) -> dict:
                 _KNOWN[bug] = json.loads(outcome)
     if name not in _KNOWN:
         try:
-            done = subprocess.run(
-                [sys.executable, str(WORKER), "--known-bug", name],
-                capture_output=True,
-                text=True,
-                env=_env(),
-                timeout=120,
-            )
+            done = reproduce(name, 120)
             _KNOWN[name] = {"reproduced": done.returncode != 0, "error": (done.stdout + done.stderr)[-2000:]}
         except subprocess.TimeoutExpired:
             _KNOWN[name] = {"reproduced": True, "error": "no result within 120 s (a hang)"}

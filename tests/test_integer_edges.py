@@ -124,28 +124,19 @@ def test_the_docs_name_every_integer_argument():
     named = {a for row in docs_integer_rows() for a in row.arguments}
     missing = sorted(
         f"{name}-{param_name}"
-        for family in sorted(EXAMPLES)
-        for name, entry in _entry_points(family)
-        for param_name, param in _parameters(entry).items()
+        for _, name, param_name, param in _public_parameters()
         if _is_typed_integer(param) and param_name not in named
     )
     assert not missing, f"integer parameters docs/ops.md's 'Integer arguments' table does not name: {missing}"
 
 
-def _not_a_parameter() -> dict[str, str]:
-    """Public rows whose argument is not a parameter of the entry point itself (row id -> where the user writes it):
-    each test file's INTEGER_EDGE_NOT_A_PARAMETER."""
-    found = {}
-    for family in sorted(EXAMPLES):
-        found.update(getattr(op_test_module(family), "INTEGER_EDGE_NOT_A_PARAMETER", {}))
-    return found
+def _from_test_files(name: str, default) -> list:
+    """The table `name` (INTEGER_EDGE_ROWS, ...) of each op's test file, `default` where one has none."""
+    return [getattr(op_test_module(family), name, default) for family in sorted(EXAMPLES)]
 
 
 def _public_rows() -> list[edges.Row]:
-    rows = []
-    for family in sorted(EXAMPLES):
-        rows += [r for r in getattr(op_test_module(family), "INTEGER_EDGE_ROWS", []) if not r.id.startswith("op.")]
-    return rows
+    return [r for rows in _from_test_files("INTEGER_EDGE_ROWS", []) for r in rows if not r.id.startswith("op.")]
 
 
 def _parameters(entry) -> dict[str, inspect.Parameter]:
@@ -162,9 +153,13 @@ def _parameters(entry) -> dict[str, inspect.Parameter]:
     return {}
 
 
-def _entry_points(family: str) -> list[tuple[str, object]]:
-    module = importlib.import_module(f"visdet_ops.ops.{family}")
-    return [(name, getattr(module, name)) for name in module.__all__]
+def _public_parameters():
+    """(family, public name, parameter name, parameter) of every parameter of every op module's public names."""
+    for family in sorted(EXAMPLES):
+        module = importlib.import_module(f"visdet_ops.ops.{family}")
+        for name in module.__all__:
+            for param_name, param in _parameters(getattr(module, name)).items():
+                yield family, name, param_name, param
 
 
 def _is_typed_integer(param: inspect.Parameter) -> bool:
@@ -182,9 +177,7 @@ def test_every_integer_parameter_of_every_public_entry_point_has_a_row():
     named = {a for row in docs_integer_rows() for a in row.arguments} - _schema_tensor_arguments()
     missing = [
         f"{name}-{param_name} (tests/ops/test_{family}.py)"
-        for family in sorted(EXAMPLES)
-        for name, entry in _entry_points(family)
-        for param_name, param in _parameters(entry).items()
+        for family, name, param_name, param in _public_parameters()
         if (param_name in named or _is_typed_integer(param)) and f"{name}-{param_name}" not in have
     ]
     assert not missing, f"integer parameters without an integer-edge row: {missing}"
@@ -193,33 +186,29 @@ def test_every_integer_parameter_of_every_public_entry_point_has_a_row():
 def _schema_tensor_arguments() -> set[str]:
     """The names registered ops give tensors: a name the docs' table lists is not an integer where it is one of these
     (a deformable op's offset tensor; an NMS offset=0 is typed by its default)."""
-    return {
-        a.name
-        for qualname in _loader.op_names()
-        for a in torch._C._get_schema(qualname, "").arguments
-        if "Tensor" in str(a.type)
-    }
+    return {a.name for schema in _schemas() for a in schema.arguments if "Tensor" in str(a.type)}
 
 
 def _schema_integer_arguments() -> list[str]:
     """op.<op>-<argument> for each integer argument (int, SymInt) of each registered op's schema, backward ops too."""
-    found = []
-    for qualname in _loader.op_names():
-        schema = torch._C._get_schema(qualname, "")
-        found += [
-            f"op.{schema.name.split('::')[1]}-{a.name}" for a in schema.arguments if str(a.type) in ("int", "SymInt")
-        ]
-    return found
+    return [
+        f"op.{schema.name.split('::')[1]}-{a.name}"
+        for schema in _schemas()
+        for a in schema.arguments
+        if str(a.type) in ("int", "SymInt")
+    ]
+
+
+def _schemas() -> list:
+    """The schema of every registered op, backward ops too."""
+    return [torch._C._get_schema(qualname, "") for qualname in _loader.op_names()]
 
 
 def test_every_integer_argument_of_every_registered_op_has_a_row():
     """Each integer argument of each registered op (direct torch.ops.visdet_ops calls) has an `op.<op>-<argument>`
     row in its family's test file, or an entry in that file's INTEGER_EDGE_OP_COVERED_OTHERWISE saying why not."""
-    have = set()
-    for family in sorted(EXAMPLES):
-        tests = op_test_module(family)
-        have |= {row.id for row in getattr(tests, "INTEGER_EDGE_ROWS", []) if row.id.startswith("op.")}
-        have |= set(getattr(tests, "INTEGER_EDGE_OP_COVERED_OTHERWISE", {}))
+    have = {row.id for rows in _from_test_files("INTEGER_EDGE_ROWS", []) for row in rows if row.id.startswith("op.")}
+    have.update(*_from_test_files("INTEGER_EDGE_OP_COVERED_OTHERWISE", {}))
     schema = _schema_integer_arguments()
     missing = sorted(set(schema) - have)
     assert not missing, f"registered ops' integer arguments without an integer-edge row: {missing}"
@@ -230,7 +219,9 @@ def test_every_integer_argument_of_every_registered_op_has_a_row():
 def test_public_rows_name_the_users_argument():
     """A public entry point's row expects its error to name the parameter the user wrote, exactly: no schema name
     (pooled_height, pad_w), no alias."""
-    wrong, not_a_parameter = [], _not_a_parameter()
+    # Rows whose argument is not a parameter of the entry point itself (row id -> where the user writes it).
+    not_a_parameter = {k for table in _from_test_files("INTEGER_EDGE_NOT_A_PARAMETER", {}) for k in table}
+    wrong = []
     for row in _public_rows():
         entry, _, arg = row.id.partition("-")
         if row.names != (arg,):
@@ -249,10 +240,7 @@ def test_message_names_whole_words():
 
 def test_python_and_cpp_bounds_agree():
     """The numbers in _args.py and csrc/common/checks.h are the same."""
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "csrc" / "common" / "checks.h").read_text()
+    text = (ROOT / "csrc" / "common" / "checks.h").read_text()
     consts = {m[0]: eval(m[1]) for m in re.findall(r"constexpr int64_t (k\w+) = ([^;]+);", text)}  # noqa: S307
     assert consts["kMaxPooledSize"] == _args.POOLED_SIZE[1]
     assert (consts["kMinSamplingRatio"], consts["kMaxSamplingRatio"]) == _args.SAMPLING_RATIO

@@ -20,12 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import visdet_ops
 from visdet_ops import _loader
-
-from .conftest import require_cuda
 
 WORKER = Path(__file__).with_name("memory_worker.py")
 OPS = _loader.op_names()
@@ -60,20 +56,7 @@ def _measure(device: str, *extra: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _device(name: str) -> str:
-    if name == "cuda":
-        require_cuda()
-    return name
-
-
-def _build() -> str:
-    return "stable" if visdet_ops.BUILD_INFO.get("STABLE_ABI") else "classic"
-
-
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
-
-
-def _growth_failures(results: dict) -> list[str]:
+def _assert_no_growth(results: dict, device: str) -> None:
     failed = []
     for name, r in sorted(results["ops"].items()):
         calls = r["calls"]
@@ -88,30 +71,27 @@ def _growth_failures(results: dict) -> list[str]:
             for what, (value, limit) in allowed.items()
             if value is not None and value > limit
         ]
-    return failed
+    build = "stable" if visdet_ops.BUILD_INFO.get("STABLE_ABI") else "classic"
+    assert not failed, f"{build} build on {device}:\n" + "\n".join(failed)
 
 
-@pytest.mark.parametrize("device", DEVICES)
 def test_no_op_grows_memory_per_call(device):
     """One worker process per device measures every op (a process per op would cost seconds of start-up each);
     the message names every op that grew, with its figures."""
-    results = _measure(_device(device))
+    results = _measure(device.type)
     assert results["str_ops"], "no registered op has a str argument: the schema reading is broken"
     unmeasured = sorted(set(OPS) - set(results["ops"]))
     assert not unmeasured, (
         f"ops that no example case calls on {device}, so their memory per call is unmeasured: {unmeasured}"
     )
-    failed = _growth_failures(results)
-    assert not failed, f"{_build()} build on {device}:\n" + "\n".join(failed)
+    _assert_no_growth(results, device.type)
 
 
-@pytest.mark.parametrize("device", DEVICES)
 def test_no_public_training_call_grows_memory(device):
     """The soak of what a user runs: each public function's call as the example cases make it, through its Python
     wrapper and autograd (fresh leaves, forward, backward of the outputs' sum), in the same windows and limits as the
     ops above. A leak in Python (a cache keyed per call, a graph kept alive) shows here and not below autograd."""
-    results = _measure(_device(device), "--public")
+    results = _measure(device.type, "--public")
     unmeasured = sorted(set(results["functions"]) - set(results["ops"]))
     assert not unmeasured, f"public functions that no example case calls on {device} (unmeasured): {unmeasured}"
-    failed = _growth_failures(results)
-    assert not failed, f"{_build()} build on {device}:\n" + "\n".join(failed)
+    _assert_no_growth(results, device.type)
