@@ -2,15 +2,14 @@
 // prepared arguments, allocation, dtype dispatch, registration) is written
 // against, so that ONE source builds two ways:
 //
-//   classic build  (default)            host::Tensor = at::Tensor,
-//   TORCH_LIBRARY,
+//   classic build  (default)            host::Tensor = at::Tensor, TORCH_LIBRARY,
 //                                       TORCH_CHECK: a wheel per torch minor;
 //   stable build   (VISDET_OPS_STABLE_ABI, set by setup.py together with
 //                   TORCH_TARGET_VERSION = the stable floor)
 //                                       host::Tensor = torch::stable::Tensor,
-//                                       STABLE_TORCH_LIBRARY, the LibTorch
-//                                       stable C shim only: one wheel per CUDA
-//                                       major for every torch >= the floor.
+//                                       STABLE_TORCH_LIBRARY, the LibTorch stable
+//                                       C shim only: one wheel per CUDA major for
+//                                       every torch >= the floor.
 //
 // What the adapter offers (both builds, same names, same messages):
 //   host::Tensor, host::ScalarType (c10::ScalarType: header-only in both)
@@ -20,8 +19,7 @@
 //                ScalarType streams as c10 prints it ("Float")
 //   checks       VISDET_CHECK(cond, streamed message parts...): the message is
 //                exactly the parts, in both builds
-//   allocation   empty, zeros, full (on the device of a `like` tensor),
-//   empty_like,
+//   allocation   empty, zeros, full (on the device of a `like` tensor), empty_like,
 //                empty_cpu, empty_of_sizes
 //   conversion   to_dtype, to_cpu, to_device, contiguous
 //   views        narrow, select, view, reshape, expand, flatten, transpose
@@ -36,8 +34,8 @@
 //                calls f(type_tag<T>{}) with T the storage type of dtype
 //   threads      parallel_for(begin, end, grain, f)
 //   registration VISDET_LIBRARY_FRAGMENT(m) { m.def("schema"); }
-//                VISDET_LIBRARY_IMPL(CPU, m) { m.impl("op", VISDET_KERNEL(fn));
-//                } VISDET_IMPL_WITH_BACKWARD(CPU, op, forward_fn, backward_fn)
+//                VISDET_LIBRARY_IMPL(CPU, m) { m.impl("op", VISDET_KERNEL(fn)); }
+//                VISDET_IMPL_WITH_BACKWARD(CPU, op, forward_fn, backward_fn)
 //   devices      CpuDeviceGuard (nothing to switch: the CPU's counterpart of
 //                the CUDA guard, for host code that both devices share)
 //   CUDA         common/host_cuda.h: device guard, current stream, error check
