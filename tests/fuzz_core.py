@@ -27,6 +27,7 @@ shapes: an error must be clear, a result must match the reference). A *clear err
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import math
@@ -476,10 +477,11 @@ def pick_bad(draw, mutations) -> str | None:
     return draw(st.sampled_from(list(mutations)))
 
 
-def public_parameters(fam: str) -> set[str]:
+@functools.cache
+def public_parameters(fam: str) -> frozenset[str]:
     """Every parameter name of the family's public names, from their signatures: a function's, a class's own
     __init__, forward and apply (mmcv's autograd Function names), and the old keyword names a renamed_kwargs
-    wrapper still takes (mmcv's out_size, ...)."""
+    wrapper still takes (mmcv's out_size, ...). Read once per family: every case's Run asks for it."""
     import importlib
 
     import visdet_ops
@@ -499,7 +501,7 @@ def public_parameters(fam: str) -> set[str]:
             for p in inspect.signature(target).parameters.values():
                 if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in ("self", "ctx"):
                     found.add(p.name)
-    return found
+    return frozenset(found)
 
 
 def family_run(case: dict, fam: str, *extra_args: str) -> Run:

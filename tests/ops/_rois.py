@@ -225,14 +225,15 @@ def close_up_to_edges(out, want, rois, reference, dt) -> bool:
     return True
 
 
-def sampled_roi_run(case, family, module_cls, function, arg_names, reference, ctor_bad, rotated=False, hooks=None):
+def sampled_roi_run(
+    case, family, module_cls, function, arg_names, reference, ctor_bad, rotated=False, ctor_extra=None, grad_values=None
+):
     """The fuzz runner of an RoI op with output_size and sampling_ratio (roi_align, roi_align_rotated): the call
     of `function(input, rois, *args)` or of `module_cls(**kwargs)(input, rois)` with `arg_names` drawn in the case
     (the module takes mmcv's old names out_size / sample_num when the case says old_names), judged against
     `reference(input, rois, output_size pair, *args[1:])` up to the samples on a discontinuity. `ctor_bad`: the bad
-    mutations the constructor refuses. `hooks` (optional): `kwargs(case) -> dict`, more constructor arguments, and
-    `values(case, a_in) -> bool`, whether the input gradient's values are compared (else only its presence)."""
-    hooks = hooks or {}
+    mutations the constructor refuses. Optional: `ctor_extra(case) -> dict`, more constructor arguments;
+    `grad_values(case, a_in) -> bool`, whether the input gradient's values are compared (else only its presence)."""
     run = core.family_run(case, family)
     a_in, a_rois = roi_inputs(run, case, rotated=rotated)
     roi_unchecked(run, case)
@@ -240,7 +241,7 @@ def sampled_roi_run(case, family, module_cls, function, arg_names, reference, ct
     args = tuple(case[name] for name in arg_names)
     dt = a_in.dt
     if case["fn"] == module_cls.__name__:
-        kwargs = {**dict(zip(arg_names, args, strict=True)), **hooks.get("kwargs", lambda case: {})(case)}
+        kwargs = {**dict(zip(arg_names, args, strict=True)), **(ctor_extra(case) if ctor_extra else {})}
         if case.get("old_names"):
             kwargs["out_size"], kwargs["sample_num"] = kwargs.pop("output_size"), kwargs.pop("sampling_ratio")
         mod = run.construct(lambda: module_cls(**kwargs), expect="error" if case["bad"] in ctor_bad else "ok")
@@ -258,7 +259,7 @@ def sampled_roi_run(case, family, module_cls, function, arg_names, reference, ct
         core.out_dtype_ok(out, dt, False)
         if run.grads and out.numel() and not edge:
             core.backward_both(run, out, want)
-            values = hooks.get("values", lambda case, a_in: True)(case, a_in)
+            values = grad_values(case, a_in) if grad_values else True
             core.check_grads([("input", a_in, rl)], dt, check_values=values)
 
     run.outcome(call, check)
@@ -311,39 +312,39 @@ class RoIOpTester:
     def call(self, **arguments):
         raise NotImplementedError
 
-    # The argument checks every RoI op shares (csrc/ops/_rois/rois.h, visdet_ops/ops/_args.py): a kind of bad
-    # argument -> (the change to a valid call on a [2, 3, 4, 4] input and one RoI, the message after "<name>: ").
-    SHARED_CHECKS = {
-        "rois_columns": lambda c, bad: (dict(rois=torch.zeros(3, c - 1)), rf"rois must have shape \[K, {c}\]"),
-        "input_ndim": lambda c, bad: (dict(input=torch.zeros(2, 3, 4)), "input must have 4 dimensions"),
-        "batch_index_past_n": lambda c, bad: (dict(rois=bad[0]), r"rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"),
-        "batch_index_negative": lambda c, bad: (dict(rois=bad[1]), r"rois\[:, 0\] \(batch index\) must lie in"),
-        "nan_coordinate": lambda c, bad: (dict(rois=bad[2]), "rois must be finite"),
-        "inf_coordinate": lambda c, bad: (dict(rois=bad[3]), "rois must be finite"),
-        "rois_dtype": lambda c, bad: (
-            dict(rois=torch.zeros(1, c, dtype=torch.float64)),
-            r"rois must have the dtype of input \(Float\) or Float, got Double",
-        ),
-        "output_size": lambda c, bad: (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
-        "spatial_scale_zero": lambda c, bad: (
-            dict(spatial_scale=0.0),
-            "spatial_scale must be a positive finite number, got 0",
-        ),
-        "spatial_scale_nan": lambda c, bad: (
-            dict(spatial_scale=float("nan")),
-            "spatial_scale must be a positive finite number, got nan",
-        ),
-        "integer_input": lambda c, bad: (
-            dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, c, dtype=torch.int64)),
-            "input must be a floating point tensor",
-        ),
-        "empty_map": lambda c, bad: (dict(input=torch.zeros(2, 3, 0, 4)), "input must have a non-empty spatial size"),
-    }
+    @staticmethod
+    def shared_checks(c: int, bad: list) -> dict:
+        """The argument checks every RoI op shares (csrc/ops/_rois/rois.h, visdet_ops/ops/_args.py): a kind of bad
+        argument -> (the change to a valid call on a [2, 3, 4, 4] input and one RoI of `c` columns, the message
+        after "<name>: "); `bad`: the subclass's bad_rois as [1, c] tensors."""
+        return {
+            "rois_columns": (dict(rois=torch.zeros(3, c - 1)), rf"rois must have shape \[K, {c}\]"),
+            "input_ndim": (dict(input=torch.zeros(2, 3, 4)), "input must have 4 dimensions"),
+            "batch_index_past_n": (dict(rois=bad[0]), r"rois\[:, 0\] \(batch index\) must lie in \[0, 1\]"),
+            "batch_index_negative": (dict(rois=bad[1]), r"rois\[:, 0\] \(batch index\) must lie in"),
+            "nan_coordinate": (dict(rois=bad[2]), "rois must be finite"),
+            "inf_coordinate": (dict(rois=bad[3]), "rois must be finite"),
+            "rois_dtype": (
+                dict(rois=torch.zeros(1, c, dtype=torch.float64)),
+                r"rois must have the dtype of input \(Float\) or Float, got Double",
+            ),
+            "output_size": (dict(output_size=0), r"output_size must be positive, got \(0, 0\)"),
+            "spatial_scale_zero": (dict(spatial_scale=0.0), "spatial_scale must be a positive finite number, got 0"),
+            "spatial_scale_nan": (
+                dict(spatial_scale=float("nan")),
+                "spatial_scale must be a positive finite number, got nan",
+            ),
+            "integer_input": (
+                dict(input=torch.zeros(2, 3, 4, 4, dtype=torch.int64), rois=torch.zeros(1, c, dtype=torch.int64)),
+                "input must be a floating point tensor",
+            ),
+            "empty_map": (dict(input=torch.zeros(2, 3, 0, 4)), "input must have a non-empty spatial size"),
+        }
 
-    @pytest.mark.parametrize("kind", list(SHARED_CHECKS))
+    @pytest.mark.parametrize("kind", list(shared_checks(5, [None] * 4)))
     def test_shared_checks(self, kind):
         bad = [torch.tensor([row], dtype=torch.float32) for row in self.bad_rois]
-        change, message = self.SHARED_CHECKS[kind](self.roi_columns, bad)
+        change, message = self.shared_checks(self.roi_columns, bad)[kind]
         arguments = dict(input=torch.zeros(2, 3, 4, 4), rois=torch.zeros(1, self.roi_columns), **self.valid)
         with pytest.raises(RuntimeError, match=rf"{self.name}: {message}"):
             self.call(**{**arguments, **change})

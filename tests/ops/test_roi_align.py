@@ -497,12 +497,10 @@ def _roi_align_run(case):
         ("output_size", "spatial_scale", "sampling_ratio", "pool_mode", "aligned"),
         roi_align_reference,
         ctor_bad=("output_size", "sampling_ratio", "pool_mode", "ctor_torchvision"),
-        hooks={
-            "kwargs": lambda case: {"use_torchvision": True} if case["bad"] == "ctor_torchvision" else {},
-            # max mode: an expanded input has tied samples, whose gradient goes to the first one in each
-            # implementation's own rounding: compared only without ties.
-            "values": lambda case, a_in: case["pool_mode"] == "avg" or a_in.layout != "e",
-        },
+        ctor_extra=lambda case: {"use_torchvision": True} if case["bad"] == "ctor_torchvision" else {},
+        # max mode: an expanded input has tied samples, whose gradient goes to the first one in each
+        # implementation's own rounding: compared only without ties.
+        grad_values=lambda case, a_in: case["pool_mode"] == "avg" or a_in.layout != "e",
     )
 
 
