@@ -250,10 +250,14 @@ VISDET_HOST_DEVICE VISDET_INLINE A overlap(const RotatedBox<A>& a,
     // distance, which moves the area by that times the short side. In the
     // other frame the short side itself would carry that error (a 60 x 0.05
     // box 30 px from the other's centre: 4e-5 of its IoF in float32, 1e-7
-    // this way). Either order of a pair computes the same.
+    // this way). Either order of a pair computes the same. The two boxes are
+    // swapped by selects and clipped by one call: a branch between two calls
+    // made a CUDA warp whose pairs choose differently run both (run 29:
+    // box_iou_rotated 2000 x 2000 0.086 -> 0.117 ms).
     const bool a_thinner = min_of(a.hw, a.hh) < min_of(b.hw, b.hh);
-    const A clipped =
-        a_thinner ? intersection_area(b, a) : intersection_area(a, b);
+    const RotatedBox<A> outer = a_thinner ? b : a;
+    const RotatedBox<A> frame = a_thinner ? a : b;
+    const A clipped = intersection_area(outer, frame);
     // Rounding can leave the clipped area a hair above the smaller box's.
     inter = min_of(clipped, min_of(a.area, b.area));
   }

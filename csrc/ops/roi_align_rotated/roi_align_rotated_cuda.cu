@@ -14,20 +14,23 @@ using roi_align_rotated_detail::Sample;
 // Both kernels: one block per (RoI, group of channels), walked
 // channel-group-major (k = w % K), so the blocks in flight read (or add to) a
 // few channel groups' planes of every RoI, which stay in L2 while the RoIs
-// reach them. A block computes its RoI's geometry once, and its samples (the
-// bilinear corners and weights, the sine and cosine already applied) once
-// into shared memory when they fit, sample-major (entry j * bins + b: the
-// threads of a warp, on consecutive bins, read consecutive entries); every
-// channel of the group then reads them. A RoI with more samples computes
-// each where it is used (a large adaptive grid or sampling_ratio).
+// reach them. A block computes its RoI's geometry once.
+//
+// The forward computes each sample where it is used, in registers (mmcv's
+// one-output-per-thread loop over the bin's grid). It is a gather bound by
+// its loads, and a table of precomputed samples in shared memory added two
+// more loads per sample than the arithmetic it saved was worth (run 29, the
+// same inputs: 1.09x-1.21x mmcv at sampling_ratio 0 in float32, where the
+// table was 0.80x-0.97x; 1.74x-1.90x in float16). The backward keeps its
+// table (the bilinear corners and weights once per block, sample-major:
+// entry j * bins + b, so a warp on consecutive bins reads consecutive
+// entries): its scatter is bound by the atomics.
 constexpr int kForwardGroupChannels = 32;
 constexpr int kBackwardGroupChannels = 16;
-// Shared memory per block, 48 KiB (the static limit) in each kernel: the
-// forward's registers, and the backward's, allow 4 blocks of 256 threads per
-// SM on sm_90 anyway, which 4 x 48 KiB leaves room for. 48 KiB of float
-// samples is 1536, a 7x7 output with up to 5x5 samples per bin; the
-// backward's 28 KiB 896, up to 4x4.
-constexpr int kForwardSampleBytes = 48 * 1024;
+// The backward's shared memory per block, 48 KiB (the static limit): its
+// registers allow 4 blocks of 256 threads per SM on sm_90 anyway, which
+// 4 x 48 KiB leaves room for. The samples' 28 KiB hold 896, up to 4x4 per
+// bin of a 7x7 output.
 constexpr int kBackwardSampleBytes = 28 * 1024;
 // The backward's accumulation tile (roi_align_cuda.cu's scheme): 5120 float
 // pixels.
@@ -42,10 +45,6 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
                                      T* __restrict__ output) {
   using A = acc_t<T>;
   using S = Sample<A, I>;
-  __shared__ __align__(16) unsigned char sample_bytes[kForwardSampleBytes];
-  S* samples = reinterpret_cast<S*>(sample_bytes);
-  constexpr int kCapacity = kForwardSampleBytes / static_cast<int>(sizeof(S));
-
   const I height = static_cast<I>(s.height), width = static_cast<I>(s.width);
   const I pooled_w = static_cast<I>(s.pooled_w);
   const I bins = static_cast<I>(s.pooled_h * s.pooled_w);
@@ -73,32 +72,25 @@ __global__ void __launch_bounds__(cuda::kThreadsPerBlock)
     const RotatedGeometry<A> g = roi_align_rotated_detail::rotated_geometry(
         roi, spatial_scale, s.pooled_h, s.pooled_w, s.sampling_ratio,
         s.aligned, s.clockwise, s.height, s.width);
-    const int per_bin = g.grid_h * g.grid_w;
-    const int64_t total = static_cast<int64_t>(bins) * per_bin;
-    const bool tabled = total <= kCapacity;  // uniform too
-    if (tabled) {
-      __syncthreads();  // the previous RoI's readers are done with the table
-      const int n = static_cast<int>(total), nb = static_cast<int>(bins);
-      for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int j = i / nb;
-        samples[i] = roi_align_rotated_detail::rotated_sample<A, I>(
-            g, pooled_w, height, width, static_cast<I>(i - j * nb), j);
-      }
-      __syncthreads();
-    }
     const T* planes = input + (g.batch * s.channels + c0) * s.height * s.width;
-    const A count = static_cast<A>(max_of(per_bin, 1));
+    const A count = static_cast<A>(max_of(g.grid_h * g.grid_w, 1));
     for (I i = threadIdx.x; i < items; i += blockDim.x) {
       const I cl = i / bins;
       const I b = i - cl * bins;
+      const I ph = b / pooled_w, pw = b - ph * pooled_w;
       const T* plane = planes + cl * plane_size;
       A sum = A(0);
-      for (int j = 0; j < per_bin; ++j) {
-        const S smp = tabled ? samples[static_cast<I>(j) * bins + b]
-                             : roi_align_rotated_detail::rotated_sample<A, I>(
-                                   g, pooled_w, height, width, b, j);
-        if (smp.valid()) {
-          sum += roi_align_rotated_detail::sample_value(plane, width, smp);
+      for (int iy = 0; iy < g.grid_h; ++iy) {
+        for (int ix = 0; ix < g.grid_w; ++ix) {
+          A y, x;
+          roi_align_rotated_detail::sample_point(g, static_cast<int64_t>(ph),
+                                                 static_cast<int64_t>(pw), iy,
+                                                 ix, &y, &x);
+          const S smp = roi_align_rotated_detail::bilinear_sample<A, I>(
+              height, width, y, x);
+          if (smp.valid()) {
+            sum += roi_align_rotated_detail::sample_value(plane, width, smp);
+          }
         }
       }
       out[i] = from_acc<T>(sum / count);
