@@ -481,7 +481,8 @@ def test_autograd_is_registered_from_python():
     rois = torch.tensor([[0, 2, 2, 3, 3, 0.5]])
     direct = torch.ops.visdet_ops.roi_align_rotated(x, rois, 2, 2, 1.0, 0, True, False)
     assert "GeneratedBackwardFor_visdet_ops_roi_align_rotated" in direct.grad_fn.name()
-    assert visdet_ops.roi_align_rotated(x, rois, 2, 1.0).grad_fn.name() == "roi_align_rotated_eagerBackward"
+    out = visdet_ops.roi_align_rotated(x, rois, 2, 1.0)  # held: see _rois.assert_autograd_registered_from_python
+    assert out.grad_fn.name() == "roi_align_rotated_eagerBackward"
 
 
 def test_cuda_backward_raises_the_determinism_alert():
