@@ -19,11 +19,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("tests", "ci", "csrc", "benchmarks", "docs", ".github")
 FILES = ("pyproject.toml", "setup.py", "visdet_build.py", "noxfile.py", "README.md")
-SOURCE_TREE_ONLY = ("tests/test_cuda_sources.py",)
+# Tests of the source tree, not of a build: they compile csrc/ themselves (every .cu natively, for aarch64 and twice
+# for reproducibility) and ran where the tree is (`nox -s tests`); from a wheel they would only compile it again.
+SOURCE_TREE_ONLY = ("tests/test_cuda_sources.py", "tests/test_aarch64.py", "tests/test_reproducible.py")
 # What a wheel must pass when the whole suite already ran on a build of the same code and variant: it loads and
 # rejects mismatches clearly (the loader), and every op family's example runs in every dtype (the compiled code).
 # VISDET_OPS_SCRATCH_SUITE=installed narrows main() to these (the release rehearsal's per-minor wheel).
 INSTALLED_PACKAGE_TESTS = ("tests/test_loader.py", "tests/test_examples.py")
+# Under emulation (an aarch64 wheel under qemu, every Python start 25 s): the installed-package tests less the loader's
+# answers to a torch mismatch from launchers and copies of the package. Those are the loader's Python, the same on every
+# platform, and the x86_64 wheels run them; under qemu they were 4 minutes of CI's 8 (2026-12-07). What stays: the
+# import, one mismatch, the doctor's report and recommendation, a broken extension, the CPU-only dispatch message, and
+# every op's example in every dtype (the compiled code).
+EMULATION_DESELECT = (
+    "tests/test_loader.py::test_doctor_reports_the_mismatch_and_exits_1",
+    "tests/test_loader.py::test_only_the_doctor_starts_without_the_ops",
+    "tests/test_loader.py::test_stable_build_below_the_floor_fails_with_the_per_minor_fix",
+    "tests/test_loader.py::test_unbuilt_tree_says_how_to_build",
+)
 
 
 def tree_without_package(dest: Path, root: Path = ROOT) -> Path:

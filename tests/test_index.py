@@ -196,6 +196,14 @@ def test_smoke_treats_stable_folders_as_variants(tmp_path, monkeypatch):
     assert command[3 : 3 + len(smoke.INSTALLED_PACKAGE_TESTS)] == list(smoke.INSTALLED_PACKAGE_TESTS)
     assert "tests" not in command
     assert all((Path(__file__).resolve().parents[1] / path).is_file() for path in smoke.INSTALLED_PACKAGE_TESTS)
+    # A deselected node id that no longer exists deselects nothing, silently: each must name a file and a test in it.
+    from ci.scratch import EMULATION_DESELECT, SOURCE_TREE_ONLY
+
+    for node in (*EMULATION_DESELECT, *SOURCE_TREE_ONLY):
+        path, _, name = node.partition("::")
+        source = (Path(__file__).resolve().parents[1] / path).read_text()
+        assert not name or f"\ndef {name}(" in source, node
+    assert {n.partition("::")[0] for n in EMULATION_DESELECT} <= set(smoke.INSTALLED_PACKAGE_TESTS)
     assert mismatch == ["pt213cpu"]
     assert smoke.smoke_torch_minor("stable211cpu", "2.14") == "2.14"
     assert smoke.is_variant_folder("stable211cu12") and not smoke.is_variant_folder("torch-2.13.0+cpu")
