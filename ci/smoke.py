@@ -144,23 +144,42 @@ def install_modes(url: str, variant: str) -> dict[str, list[str]]:
 
 
 def check_installed(
-    py: Path, variant: str, env: dict, work: Path, version: str | None = None, full: bool = True
+    py: Path,
+    variant: str,
+    env: dict,
+    work: Path,
+    version: str | None = None,
+    check: str = "doctor",
+    torch_before: str | None = None,
 ) -> str:
-    """Import and doctor (text, --json, -m) in a venv that holds torch and visdet-ops only. full=False (the further
-    install modes under qemu, where every Python start imports torch for 25 s and the doctor runs every op in
-    emulation): the import and the installed version; the first mode ran the doctors on the same wheel."""
-    if not full:
-        got = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
-        if not got.endswith(version or f"+{variant}"):
-            raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {version or '+' + variant}")
+    """What pip installed in a venv that holds torch and visdet-ops only; returns its version. check="doctor": the venv
+    is torch-only, the import, the doctors (text, --json, -m); "import": the import and the installed version (the
+    doctors ran on the same wheel); "metadata": the installed distribution's version alone, read without importing
+    torch (the further install modes under qemu, where every torch import takes 25 s: they install the file the first
+    mode imported and ran the doctors on, so what they add is which file pip chose, and that torch's distribution
+    stayed `torch_before`)."""
+    want = version or f"+{variant}"
+    if check == "metadata":
+        probe = "import importlib.metadata as m; print(m.version('visdet-ops'), m.version('torch'))"
+        got, torch_version = run([py, "-c", probe], env, cwd=work).stdout.split()
+        if not got.endswith(want):
+            raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {want}")
+        if torch_version != torch_before:
+            raise SystemExit(f"{variant}: installing visdet-ops changed torch {torch_before} to {torch_version}")
         return got
+    if check == "import":
+        got = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
+        if not got.endswith(want):
+            raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {want}")
+        return got
+    if check != "doctor":
+        raise ValueError(f"check must be doctor, import or metadata, not {check!r}")
     absent = run(
         [py, "-c", "import importlib.util as u; print([m for m in ('numpy', 'packaging') if u.find_spec(m)])"], env
     )
     if absent.stdout.strip() != "[]":
         raise SystemExit(f"{variant}: the venv is not torch-only, it has {absent.stdout.strip()}")
     got = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
-    want = version or f"+{variant}"
     if not got.endswith(want):
         raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {want}")
     doctor = run([py.parent / "visdet-ops", "doctor"], env, cwd=work, check=False)
@@ -192,24 +211,28 @@ def check_variant(
     if sysroot is not None:  # torch's aarch64 wheel, laid down at native speed (qemu.install_wheels)
         qemu.install_wheels(py, [f"torch=={minor}.*", *qemu.TORCH_PURE_REQUIREMENTS], env)
     torch_version = install_torch(py, minor, env)
+    # torch's distribution version (2.10.0 where torch.__version__ says 2.10.0+cpu), read without importing it
+    torch_dist = run([py, "-c", "import importlib.metadata as m; print(m.version('torch'))"], env).stdout.strip()
     times = {"venv + torch": time.monotonic() - started}
     user = user_pip_env(env)
     modes = {}
     for n, (mode, args) in enumerate(install_modes(url, variant).items()):
         step = time.monotonic()
         run([py, "-m", "pip", "install", "--quiet", *args], user)
-        modes[mode] = check_installed(py, variant, user, work, full=sysroot is None or n == 0)
+        check = "doctor" if sysroot is None or n == 0 else "metadata"
+        modes[mode] = check_installed(py, variant, user, work, check=check, torch_before=torch_dist)
         run([py, "-m", "pip", "uninstall", "--quiet", "--yes", "visdet-ops"], user)
         times[mode] = time.monotonic() - step
-        print(
-            f"{variant} ({machine}): {mode}: visdet-ops {modes[mode]} beside torch {torch_version}: import + doctor OK"
-        )
+        done = {"doctor": "import + doctor OK", "metadata": "the same file as the first mode's"}[check]
+        print(f"{variant} ({machine}): {mode}: visdet-ops {modes[mode]} beside torch {torch_version}: {done}")
     for version in versions or []:
         step = time.monotonic()
         for args in install_modes(url, variant).values():
             run([py, "-m", "pip", "install", "--quiet", "--no-deps", args[0] + f"=={version}", *args[1:]], user)
-            # The import and the installed version: the doctors ran on this variant's wheel in the modes above.
-            check_installed(py, variant, user, work, version=version, full=False)
+            # The import and the installed version (under qemu the version alone): the doctors ran on this variant's
+            # wheel in the modes above.
+            check = "import" if sysroot is None else "metadata"
+            check_installed(py, variant, user, work, version=version, check=check, torch_before=torch_dist)
             run([py, "-m", "pip", "uninstall", "--quiet", "--yes", "visdet-ops"], user)
         times[f"version {version}"] = time.monotonic() - step
         print(f"{variant} ({machine}): version {version} installs from both pages")
