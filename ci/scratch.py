@@ -51,11 +51,16 @@ def tree_without_package(dest: Path, root: Path = ROOT) -> Path:
 
 
 def pytest_command(
-    python: str | Path, *args: str, paths: tuple[str, ...] = ("tests",), env: dict | None = None
+    python: str | Path,
+    *args: str,
+    paths: tuple[str, ...] = ("tests",),
+    env: dict | None = None,
+    deselect: tuple[str, ...] = (),
 ) -> list[str]:
     """pytest over `paths` (all of tests/ by default) with `python` (run in `env`, e.g. an aarch64 guest's): one worker
-    per core where that interpreter has pytest-xdist (the test extras bring it; a later `-n N` in args wins)."""
-    deselect = [a for t in SOURCE_TREE_ONLY for a in ("--deselect", t)]
+    per core where that interpreter has pytest-xdist (the test extras bring it; a later `-n N` in args wins). Always
+    without SOURCE_TREE_ONLY, and without the node ids in `deselect` (EMULATION_DESELECT under qemu)."""
+    deselect = [a for t in (*SOURCE_TREE_ONLY, *deselect) for a in ("--deselect", t)]
     has_xdist = subprocess.run([str(python), "-c", "import xdist"], capture_output=True, env=env).returncode == 0
     workers = ["-n", "auto"] if has_xdist else []
     return [str(python), "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", *workers, *deselect, *args]

@@ -167,21 +167,19 @@ def check_installed(
         if torch_version != torch_before:
             raise SystemExit(f"{variant}: installing visdet-ops changed torch {torch_before} to {torch_version}")
         return got
-    if check == "import":
-        got = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
-        if not got.endswith(want):
-            raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {want}")
-        return got
-    if check != "doctor":
+    if check not in ("doctor", "import"):
         raise ValueError(f"check must be doctor, import or metadata, not {check!r}")
-    absent = run(
-        [py, "-c", "import importlib.util as u; print([m for m in ('numpy', 'packaging') if u.find_spec(m)])"], env
-    )
-    if absent.stdout.strip() != "[]":
-        raise SystemExit(f"{variant}: the venv is not torch-only, it has {absent.stdout.strip()}")
+    if check == "doctor":
+        absent = run(
+            [py, "-c", "import importlib.util as u; print([m for m in ('numpy', 'packaging') if u.find_spec(m)])"], env
+        )
+        if absent.stdout.strip() != "[]":
+            raise SystemExit(f"{variant}: the venv is not torch-only, it has {absent.stdout.strip()}")
     got = run([py, "-c", "import visdet_ops; print(visdet_ops.__version__)"], env, cwd=work).stdout.strip()
     if not got.endswith(want):
         raise SystemExit(f"{variant}: pip installed visdet-ops {got}, expected {want}")
+    if check == "import":
+        return got
     doctor = run([py.parent / "visdet-ops", "doctor"], env, cwd=work, check=False)
     if doctor.returncode != 0:
         raise SystemExit(f"{variant}: visdet-ops doctor exited {doctor.returncode}\n{doctor.stdout}\n{doctor.stderr}")
@@ -245,9 +243,9 @@ def check_variant(
         qemu.install_wheels(py, list(qemu.TEST_REQUIREMENTS), env, resolve=True)
         run([py, "-m", "pip", "install", "--quiet", "--no-deps", "visdet-ops", "-f", f"{url}/{variant}/"], user)
     paths = ("tests",) if whole_suite else INSTALLED_PACKAGE_TESTS
-    emulated = [a for t in EMULATION_DESELECT for a in ("--deselect", t)] if sysroot is not None else []
+    deselect = EMULATION_DESELECT if sysroot is not None else ()
     tree = tree_without_package(work / "tree", source)
-    res = run(pytest_command(py, *emulated, paths=paths, env=env), env, cwd=tree, check=False)
+    res = run(pytest_command(py, paths=paths, env=env, deselect=deselect), env, cwd=tree, check=False)
     times["tests"] = time.monotonic() - step
     summary = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:]
     summary = summary if whole_suite else f"{summary} (installed-package tests: the whole suite ran on this code)"
